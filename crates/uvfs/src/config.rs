@@ -1,0 +1,50 @@
+//! Instance configuration: the fast-path switches and cache bounds.
+
+use bitflags::bitflags;
+
+bitflags! {
+    /// The fast paths of `shared/DESIGN.md`. Each one, when off, forces the general path
+    /// that exists anyway for correctness; none selects code that exists only to be slow.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct FastPaths: u32 {
+        /// Lockless, reference-free path walk (seed 004, lookup half). Off: every step
+        /// takes the directory lock and the result takes references.
+        const LOCKLESS_WALK = 1 << 0;
+        /// Symlink bodies cached in the inode, readlink is one bounded copy (seed 002).
+        /// Off: the filesystem is asked for the target every time.
+        const SYMLINK_CACHE = 1 << 1;
+        /// A failed open returns from the walk with no allocation (seed 003). Off: open
+        /// allocates its file first and resolves through the locked lookup path.
+        const FAILED_OPEN = 1 << 2;
+        /// The lockless no-ACL permission check (seed 001). Off: the ACL is loaded under
+        /// the inode lock on every check.
+        const ACL = 1 << 3;
+        /// The no-watcher notify check (seed 000). Off: every event goes to the dispatcher.
+        const NOTIFY = 1 << 4;
+        /// The lockless inode-cache probe (seed 004, hash half). Off: probe under the lock.
+        const INODE_HASH = 1 << 5;
+    }
+}
+
+impl Default for FastPaths {
+    fn default() -> Self {
+        FastPaths::all()
+    }
+}
+
+/// Configuration of a [`Vfs`](crate::Vfs).
+#[derive(Clone, Debug)]
+pub struct VfsConfig {
+    /// Fast paths in force (all by default).
+    pub fast_paths: FastPaths,
+    /// Size limit of the root memfs in bytes (tmpfs `size=`); `None`: unlimited.
+    pub root_size_limit: Option<u64>,
+    /// Inode limit of the root memfs (tmpfs `nr_inodes=`); `None`: unlimited.
+    pub root_inode_limit: Option<u64>,
+}
+
+impl Default for VfsConfig {
+    fn default() -> Self {
+        VfsConfig { fast_paths: FastPaths::all(), root_size_limit: None, root_inode_limit: None }
+    }
+}

@@ -1,0 +1,217 @@
+//! `Dentry`: a name in a directory. Mirrors Linux's `struct dentry` and the dcache.
+//!
+//! A dentry is positive (it has an inode, which never changes for its life) or negative
+//! (it records that a name does not exist, for filesystems whose directories are not
+//! complete in the cache). A directory's dentry owns the map of its children, which
+//! lockless lookups probe; every change to the map happens under the directory's lock.
+//!
+//! Layout (seed 004): the fields a lookup reads are in [`DentryHot`], on the first cache
+//! line of the dentry; what changes while others look up (the readdir position, and the
+//! `Arc` strong count, which `align(64)` places on the cache line *before* the dentry)
+//! never shares that line. `tests/layout.rs` asserts the offsets.
+
+use std::borrow::Borrow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::inode::Inode;
+use crate::rcu::{LocalGuard, Rcu, RcuArc, RcuBox};
+use crate::sync::RwLock;
+
+/// A name in a directory: bytes, not UTF-8, at most 255 of them.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct Name(Box<[u8]>);
+
+impl Name {
+    /// A name from bytes (the caller has validated it).
+    pub fn new(b: &[u8]) -> Name {
+        Name(b.into())
+    }
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Borrow<[u8]> for Name {
+    fn borrow(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// The children map of a directory.
+pub(crate) type ChildMap = papaya::HashMap<Name, Arc<Dentry>, foldhash::fast::RandomState>;
+
+/// Flag: something is mounted on this dentry; the walk probes the mount table.
+pub const DENTRY_MOUNTED: u32 = 1 << 0;
+/// Flag: unhashed (unlinked or replaced); no longer reachable by name.
+pub const DENTRY_DEAD: u32 = 1 << 1;
+/// Flag: an unnamed `O_TMPFILE` inode that `linkat` may give a name.
+pub const DENTRY_LINKABLE: u32 = 1 << 3;
+/// Flag: the parent directory is watched (seed 000's per-dentry check).
+pub const DENTRY_PARENT_WATCHED: u32 = 1 << 2;
+
+/// A dentry. Only ever constructed as `Arc<Dentry>` (the walk relies on it).
+#[repr(C, align(64))]
+pub struct Dentry {
+    /// Read by lockless lookups; see the module docs.
+    pub(crate) hot: DentryHot,
+    /// Written while others look up; kept off the hot line.
+    pub(crate) cold: DentryCold,
+}
+
+/// The lookup-read part of a dentry: one cache line.
+#[repr(C)]
+pub struct DentryHot {
+    /// Atomic: `DENTRY_*` flags.
+    pub(crate) flags: AtomicU32,
+    /// Immutable: the inode, `None` for a negative dentry.
+    pub(crate) inode: Option<Arc<Inode>>,
+    /// Immutable: the children of a directory (`None` for anything else).
+    pub(crate) dir: Option<Box<Dir>>,
+    /// The parent (`None` only for a filesystem root). Replaced by rename under the rename
+    /// lock, the old value retired through the collector.
+    pub(crate) parent: Option<RcuArc<Dentry>>,
+    /// The name. Replaced by rename, like `parent`.
+    pub(crate) name: RcuBox<Name>,
+}
+
+/// The part of a dentry written while others look up.
+#[repr(C, align(64))]
+pub struct DentryCold {
+    /// Position in the parent's readdir order; protected by the parent's dir lock.
+    pub(crate) pos: AtomicU64,
+    /// Number of mounts on this dentry; protected by the mount lock.
+    pub(crate) mounts: AtomicU32,
+}
+
+/// The children of a directory.
+pub struct Dir {
+    /// Probed without a lock (papaya, sharing the instance's collector); changed only under
+    /// `lock`.
+    pub(crate) children: ChildMap,
+    /// The directory lock (Linux's `i_rwsem` of the directory): shared for locked lookups,
+    /// exclusive for changes.
+    pub(crate) lock: RwLock<DirLocked>,
+}
+
+/// What the directory lock protects besides the map.
+#[derive(Default)]
+pub struct DirLocked {
+    /// Positive children by readdir position (stable cursors for getdents).
+    pub(crate) order: BTreeMap<u64, Arc<Dentry>>,
+    /// Next position to hand out; 0 and 1 are "." and "..".
+    pub(crate) next_pos: u64,
+    /// Number of positive children.
+    pub(crate) count: u64,
+}
+
+impl Dentry {
+    fn alloc(inode: Option<Arc<Inode>>, parent: Option<Arc<Dentry>>, name: &[u8], rcu: &Rcu) -> Arc<Dentry> {
+        let dir = match &inode {
+            Some(i) if i.is_dir() => Some(Box::new(Dir {
+                children: papaya::HashMap::builder()
+                    .hasher(foldhash::fast::RandomState::default())
+                    .shared_collector(rcu.collector().clone())
+                    .build(),
+                lock: RwLock::new(DirLocked { next_pos: 2, ..Default::default() }),
+            })),
+            _ => None,
+        };
+        Arc::new(Dentry {
+            hot: DentryHot {
+                flags: AtomicU32::new(0),
+                inode,
+                dir,
+                parent: parent.map(RcuArc::new),
+                name: RcuBox::new(Name::new(name)),
+            },
+            cold: DentryCold { pos: AtomicU64::new(0), mounts: AtomicU32::new(0) },
+        })
+    }
+
+    /// The root dentry of a filesystem.
+    pub fn new_root(inode: Arc<Inode>, rcu: &Rcu) -> Arc<Dentry> {
+        Dentry::alloc(Some(inode), None, b"/", rcu)
+    }
+
+    /// A dentry for `name` in `parent`, not yet in the parent's map.
+    pub(crate) fn new_child(parent: &Arc<Dentry>, name: &[u8], inode: Option<Arc<Inode>>, rcu: &Rcu) -> Arc<Dentry> {
+        Dentry::alloc(inode, Some(parent.clone()), name, rcu)
+    }
+
+    /// The inode (`None`: negative).
+    #[inline]
+    pub fn inode(&self) -> Option<&Arc<Inode>> {
+        self.hot.inode.as_ref()
+    }
+
+    /// Flags.
+    #[inline]
+    pub fn flags(&self) -> u32 {
+        self.hot.flags.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_flag(&self, f: u32) {
+        self.hot.flags.fetch_or(f, Ordering::AcqRel);
+    }
+
+    /// Whether it was unlinked (or replaced).
+    #[inline]
+    pub fn is_dead(&self) -> bool {
+        self.flags() & DENTRY_DEAD != 0
+    }
+
+    /// The directory part, for a directory.
+    #[inline]
+    pub(crate) fn dir(&self) -> Option<&Dir> {
+        self.hot.dir.as_deref()
+    }
+
+    /// Whether this is a filesystem root.
+    pub fn is_root(&self) -> bool {
+        self.hot.parent.is_none()
+    }
+
+    /// The parent, read under a guard (`self` for a root).
+    #[inline]
+    pub fn parent<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g Dentry {
+        match &self.hot.parent {
+            Some(p) => p.load(guard),
+            None => self,
+        }
+    }
+
+    /// The parent as a counted reference (`None` for a root).
+    pub fn parent_arc(&self, guard: &LocalGuard<'_>) -> Option<Arc<Dentry>> {
+        self.hot.parent.as_ref().map(|p| p.get(guard))
+    }
+
+    /// The name, read under a guard.
+    pub fn name<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g [u8] {
+        self.hot.name.load(guard).as_bytes()
+    }
+
+    /// Lockless lookup of a child (positive or negative) in this directory.
+    #[inline]
+    pub(crate) fn lookup_rcu<'g>(&self, name: &[u8], guard: &'g LocalGuard<'_>) -> Option<&'g Arc<Dentry>> {
+        // papaya ties the entry to the guard, which pins the collector the map shares.
+        self.dir()?.children.get(name, guard)
+    }
+
+    /// Moves this dentry to `parent` under `name` (rename); caller holds the rename lock
+    /// and both directory locks, inside the rename sequence count.
+    pub(crate) fn set_parent_and_name(&self, parent: &Arc<Dentry>, name: &[u8], rcu: &Rcu) {
+        if let Some(p) = &self.hot.parent {
+            p.replace(parent.clone(), rcu);
+        }
+        self.hot.name.replace(Name::new(name), rcu);
+    }
+}
+
+impl std::fmt::Debug for Dentry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dentry").field("inode", &self.hot.inode).field("flags", &self.flags()).finish()
+    }
+}

@@ -1,0 +1,464 @@
+//! The namespace-changing calls: `mkdirat`, `mknodat`, `symlinkat`, `linkat`,
+//! `unlinkat`, `renameat2`. Mirrors `filename_create`, `do_unlinkat`, `do_rmdir` and
+//! `do_renameat2` of Linux's `fs/namei.c`, with their order of checks (it decides which
+//! errno a caller sees when several apply).
+//!
+//! Lock order: rename lock -> parent directory (ancestor first) -> child directory ->
+//! inode. Every change to a directory's map happens under its lock; renames also bump the
+//! rename sequence so lockless walks that overlapped them retry.
+
+use std::sync::Arc;
+
+use crate::cred::Capabilities;
+use crate::dentry::{DENTRY_DEAD, DENTRY_LINKABLE, Dentry};
+use crate::errno::{Errno, Result};
+use crate::flags::{AtFlags, DirFd, RenameFlags};
+use crate::namei::{LastType, LookupFlags, NameBuf, Outcome, PATH_MAX, check_path};
+use crate::permission::{MAY_READ, MAY_WRITE, generic_permission, init_owner, may_create_in, may_delete, owner_or_capable};
+use crate::rcu::{LocalGuard, arc_from_ref};
+use crate::stat::{FileType, S_IALLUGO, S_IFMT, S_ISGID, S_ISUID, S_ISVTX};
+use crate::superblock::{CreateArgs, RenameReq};
+use crate::task::{PathRef, Task};
+
+/// The parent of a name, with a reference, as a parent walk leaves it.
+struct ParentOf {
+    parent: PathRef,
+    last: LastType,
+    name: NameBuf,
+    trailing_slash: bool,
+}
+
+impl Task {
+    fn parent_of(&self, dirfd: DirFd, path: &[u8]) -> Result<ParentOf> {
+        self.walk(dirfd, path, LookupFlags::PARENT, |o| match o {
+            Outcome::Parent { parent, last, name, trailing_slash } => Ok(ParentOf {
+                // SAFETY: positions are alive under the walk's guard; both live in Arcs.
+                parent: unsafe { PathRef { mnt: arc_from_ref(parent.mnt), dentry: arc_from_ref(parent.dentry) } },
+                last,
+                name,
+                trailing_slash,
+            }),
+            _ => Err(Errno::ENOENT),
+        })
+    }
+
+    /// `filename_create` + `may_create`, then `make` under the parent's lock.
+    fn create_node(&self, dirfd: DirFd, path: &[u8], is_dir: bool, make: impl FnOnce(&PathRef, &[u8], &LocalGuard<'_>) -> Result<Arc<crate::inode::Inode>>) -> Result<()> {
+        let p = self.parent_of(dirfd, path)?;
+        if p.last != LastType::Normal {
+            return Err(Errno::EEXIST);
+        }
+        let name = p.name.as_bytes();
+        let vfs = &*self.vfs;
+        let guard = vfs.rcu.pin();
+        let creds = self.creds.load(&guard);
+        let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
+        let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
+        let want_write = p.parent.mnt.want_write();
+        let mut locked = dir.lock.write();
+        if dir.children.get(name, &guard).is_some_and(|d| d.inode().is_some()) {
+            return Err(Errno::EEXIST);
+        }
+        if p.trailing_slash && !is_dir {
+            return Err(Errno::ENOENT);
+        }
+        want_write?;
+        if p.parent.dentry.is_dead() {
+            return Err(Errno::ENOENT);
+        }
+        may_create_in(creds, dir_inode, vfs.fast, &guard)?;
+        let inode = make(&p.parent, name, &guard)?;
+        vfs.d_add(&p.parent.dentry, &mut locked, name, inode, &guard);
+        Ok(())
+    }
+
+    /// `mkdirat(2)`.
+    pub fn mkdirat(&self, dirfd: DirFd, path: &[u8], mode: u32) -> Result<()> {
+        let umask = self.current_umask();
+        self.create_node(dirfd, path, true, |parent, name, guard| {
+            let creds = self.creds.load(guard);
+            let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
+            let m = (mode & (0o777 | S_ISVTX) & !umask) | FileType::Directory.mode_bits();
+            let (gid, m) = init_owner(creds, dir_inode, m, true);
+            parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: None })
+        })
+    }
+
+    /// `mkdir(2)`.
+    pub fn mkdir(&self, path: &[u8], mode: u32) -> Result<()> {
+        self.mkdirat(DirFd::Cwd, path, mode)
+    }
+
+    /// `mknodat(2)`: regular files, fifos, sockets and device nodes (`CAP_MKNOD`).
+    pub fn mknodat(&self, dirfd: DirFd, path: &[u8], mode: u32, dev: u64) -> Result<()> {
+        let ftype = match mode & S_IFMT {
+            0 => FileType::Regular,
+            m => match FileType::from_mode(m) {
+                Some(FileType::Directory) => return Err(Errno::EPERM),
+                Some(FileType::Symlink) | None => return Err(Errno::EINVAL),
+                Some(t) => t,
+            },
+        };
+        let umask = self.current_umask();
+        self.create_node(dirfd, path, false, |parent, name, guard| {
+            let creds = self.creds.load(guard);
+            if matches!(ftype, FileType::CharDevice | FileType::BlockDevice) && !creds.capable(Capabilities::MKNOD) {
+                return Err(Errno::EPERM);
+            }
+            let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
+            let m = (mode & S_IALLUGO & !umask) | ftype.mode_bits();
+            let (gid, m) = init_owner(creds, dir_inode, m, false);
+            let rdev = if matches!(ftype, FileType::CharDevice | FileType::BlockDevice) { dev } else { 0 };
+            parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev, target: None })
+        })
+    }
+
+    /// `symlinkat(2)`.
+    pub fn symlinkat(&self, target: &[u8], dirfd: DirFd, path: &[u8]) -> Result<()> {
+        if target.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if target.len() >= PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        check_path(target)?;
+        self.create_node(dirfd, path, false, |parent, name, guard| {
+            let creds = self.creds.load(guard);
+            let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
+            let m = FileType::Symlink.mode_bits() | 0o777;
+            let (gid, _) = init_owner(creds, dir_inode, m, false);
+            parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: Some(target) })
+        })
+    }
+
+    /// `symlink(2)`.
+    pub fn symlink(&self, target: &[u8], path: &[u8]) -> Result<()> {
+        self.symlinkat(target, DirFd::Cwd, path)
+    }
+
+    /// `linkat(2)`: `AT_SYMLINK_FOLLOW`, `AT_EMPTY_PATH` (needs `CAP_DAC_READ_SEARCH`).
+    /// Follows `fs.protected_hardlinks=1`.
+    pub fn linkat(&self, olddirfd: DirFd, old: &[u8], newdirfd: DirFd, new: &[u8], flags: AtFlags) -> Result<()> {
+        if !(AtFlags::SYMLINK_FOLLOW | AtFlags::EMPTY_PATH).contains(flags) {
+            return Err(Errno::EINVAL);
+        }
+        let mut lf = LookupFlags::empty();
+        if flags.contains(AtFlags::EMPTY_PATH) {
+            if !self.credentials().capable(Capabilities::DAC_READ_SEARCH) {
+                return Err(Errno::ENOENT);
+            }
+            lf |= LookupFlags::EMPTY;
+        }
+        if flags.contains(AtFlags::SYMLINK_FOLLOW) {
+            lf |= LookupFlags::FOLLOW;
+        }
+        let src = self.resolve(olddirfd, old, lf)?;
+        let inode = src.dentry.inode().ok_or(Errno::ENOENT)?.clone();
+        let linkable = src.dentry.flags() & DENTRY_LINKABLE != 0;
+        let mut err = None;
+        let res = self.create_node(newdirfd, new, false, |parent, name, guard| {
+            if !Arc::ptr_eq(&parent.mnt, &src.mnt) {
+                return Err(Errno::EXDEV);
+            }
+            let creds = self.creds.load(guard);
+            // may_linkat (protected_hardlinks).
+            if !owner_or_capable(creds, &inode) {
+                let mode = inode.mode();
+                let safe = inode.file_type() == FileType::Regular
+                    && mode & S_ISUID == 0
+                    && mode & (S_ISGID | 0o010) != (S_ISGID | 0o010)
+                    && generic_permission(creds, &inode, MAY_READ | MAY_WRITE, self.vfs.fast, guard).is_ok();
+                if !safe {
+                    return Err(Errno::EPERM);
+                }
+            }
+            if inode.is_dir() {
+                return Err(Errno::EPERM);
+            }
+            if inode.nlink() == 0 && !linkable {
+                return Err(Errno::ENOENT);
+            }
+            let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
+            parent.mnt.sb.fs().link(dir_inode, name, &inode)?;
+            Ok(inode.clone())
+        });
+        if let Err(e) = res {
+            err = Some(e);
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// `link(2)`.
+    pub fn link(&self, old: &[u8], new: &[u8]) -> Result<()> {
+        self.linkat(DirFd::Cwd, old, DirFd::Cwd, new, AtFlags::empty())
+    }
+
+    /// `unlinkat(2)`: `AT_REMOVEDIR` for rmdir.
+    pub fn unlinkat(&self, dirfd: DirFd, path: &[u8], flags: AtFlags) -> Result<()> {
+        if !AtFlags::REMOVEDIR.contains(flags) {
+            return Err(Errno::EINVAL);
+        }
+        if flags.contains(AtFlags::REMOVEDIR) {
+            return self.rmdir_at(dirfd, path);
+        }
+        let p = self.parent_of(dirfd, path)?;
+        if p.last != LastType::Normal {
+            return Err(Errno::EISDIR);
+        }
+        p.parent.mnt.want_write()?;
+        let name = p.name.as_bytes();
+        let vfs = &*self.vfs;
+        let guard = vfs.rcu.pin();
+        let creds = self.creds.load(&guard);
+        let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
+        let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
+        let mut locked = dir.lock.write();
+        let victim = dir.children.get(name, &guard).filter(|d| d.inode().is_some());
+        if p.trailing_slash {
+            return Err(match victim {
+                None => Errno::ENOENT,
+                Some(d) if d.inode().is_some_and(|i| i.is_dir()) => Errno::EISDIR,
+                Some(_) => Errno::ENOTDIR,
+            });
+        }
+        let victim = victim.ok_or(Errno::ENOENT)?.clone();
+        let inode = victim.inode().expect("positive").clone();
+        may_delete(creds, dir_inode, &inode, false, vfs.fast, &guard)?;
+        if victim.cold.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            return Err(Errno::EBUSY);
+        }
+        p.parent.mnt.sb.fs().unlink(dir_inode, name, &inode)?;
+        vfs.d_remove(&p.parent.dentry, &mut locked, name, &guard);
+        drop(locked);
+        inode.evict_if_unused();
+        Ok(())
+    }
+
+    /// `unlink(2)`.
+    pub fn unlink(&self, path: &[u8]) -> Result<()> {
+        self.unlinkat(DirFd::Cwd, path, AtFlags::empty())
+    }
+
+    /// `rmdir(2)`.
+    pub fn rmdir(&self, path: &[u8]) -> Result<()> {
+        self.rmdir_at(DirFd::Cwd, path)
+    }
+
+    fn rmdir_at(&self, dirfd: DirFd, path: &[u8]) -> Result<()> {
+        let p = self.parent_of(dirfd, path)?;
+        match p.last {
+            LastType::DotDot => return Err(Errno::ENOTEMPTY),
+            LastType::Dot => return Err(Errno::EINVAL),
+            LastType::Root => return Err(Errno::EBUSY),
+            LastType::Normal => {}
+        }
+        p.parent.mnt.want_write()?;
+        let name = p.name.as_bytes();
+        let vfs = &*self.vfs;
+        let guard = vfs.rcu.pin();
+        let creds = self.creds.load(&guard);
+        let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
+        let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
+        let mut locked = dir.lock.write();
+        let victim = dir.children.get(name, &guard).filter(|d| d.inode().is_some()).ok_or(Errno::ENOENT)?.clone();
+        let inode = victim.inode().expect("positive").clone();
+        may_delete(creds, dir_inode, &inode, true, vfs.fast, &guard)?;
+        if victim.cold.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            return Err(Errno::EBUSY);
+        }
+        let vdir = victim.dir().ok_or(Errno::ENOTDIR)?;
+        let vlocked = vdir.lock.write();
+        if p.parent.mnt.sb.fs().dcache_complete() && vlocked.count > 0 {
+            return Err(Errno::ENOTEMPTY);
+        }
+        p.parent.mnt.sb.fs().rmdir(dir_inode, name, &inode)?;
+        victim.set_flag(DENTRY_DEAD);
+        drop(vlocked);
+        vfs.d_remove(&p.parent.dentry, &mut locked, name, &guard);
+        Ok(())
+    }
+
+    /// `renameat2(2)`: `RENAME_NOREPLACE`, `RENAME_EXCHANGE`.
+    pub fn renameat2(&self, olddirfd: DirFd, old: &[u8], newdirfd: DirFd, new: &[u8], flags: RenameFlags) -> Result<()> {
+        if !(RenameFlags::NOREPLACE | RenameFlags::EXCHANGE | RenameFlags::WHITEOUT).contains(flags) {
+            return Err(Errno::EINVAL);
+        }
+        if flags.intersects(RenameFlags::NOREPLACE | RenameFlags::WHITEOUT) && flags.contains(RenameFlags::EXCHANGE) {
+            return Err(Errno::EINVAL);
+        }
+        if flags.contains(RenameFlags::WHITEOUT) {
+            return Err(if self.credentials().capable(Capabilities::MKNOD) { Errno::EINVAL } else { Errno::EPERM });
+        }
+        let op = self.parent_of(olddirfd, old)?;
+        let np = self.parent_of(newdirfd, new)?;
+        if !Arc::ptr_eq(&op.parent.mnt, &np.parent.mnt) {
+            return Err(Errno::EXDEV);
+        }
+        if op.last != LastType::Normal {
+            return Err(Errno::EBUSY);
+        }
+        if np.last != LastType::Normal {
+            return Err(if flags.contains(RenameFlags::NOREPLACE) { Errno::EEXIST } else { Errno::EBUSY });
+        }
+        op.parent.mnt.want_write()?;
+        let vfs = &*self.vfs;
+        let exchange = flags.contains(RenameFlags::EXCHANGE);
+        let _rename = vfs.rename_lock.lock();
+        let guard = vfs.rcu.pin();
+        let creds = self.creds.load(&guard);
+        let (od, nd) = (&op.parent.dentry, &np.parent.dentry);
+        let (oname, nname) = (op.name.as_bytes(), np.name.as_bytes());
+        let same = Arc::ptr_eq(od, nd);
+        let odir = od.dir().ok_or(Errno::ENOTDIR)?;
+        let ndir = nd.dir().ok_or(Errno::ENOTDIR)?;
+        // Ancestor first (rmdir locks parent then child), under the rename lock.
+        let (mut ol, mut nl);
+        let (ol_ref, nl_ref): (&mut crate::dentry::DirLocked, Option<&mut crate::dentry::DirLocked>);
+        if same {
+            ol = odir.lock.write();
+            ol_ref = &mut ol;
+            nl_ref = None;
+        } else if is_ancestor(nd, od, &guard) {
+            nl = ndir.lock.write();
+            ol = odir.lock.write();
+            ol_ref = &mut ol;
+            nl_ref = Some(&mut nl);
+        } else {
+            ol = odir.lock.write();
+            nl = ndir.lock.write();
+            ol_ref = &mut ol;
+            nl_ref = Some(&mut nl);
+        }
+        let src = odir.children.get(oname, &guard).filter(|d| d.inode().is_some()).ok_or(Errno::ENOENT)?.clone();
+        let tgt = ndir.children.get(nname, &guard).filter(|d| d.inode().is_some()).cloned();
+        if flags.contains(RenameFlags::NOREPLACE) && tgt.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        let src_inode = src.inode().expect("positive").clone();
+        let src_dir = src_inode.is_dir();
+        if exchange {
+            let t = tgt.as_ref().ok_or(Errno::ENOENT)?;
+            if !t.inode().expect("positive").is_dir() && np.trailing_slash {
+                return Err(Errno::ENOTDIR);
+            }
+        }
+        if !src_dir && (op.trailing_slash || (!exchange && np.trailing_slash)) {
+            return Err(Errno::ENOTDIR);
+        }
+        // The source may not become its own descendant; the target may not be an ancestor
+        // of the source.
+        if is_ancestor(&src, nd, &guard) {
+            return Err(Errno::EINVAL);
+        }
+        if let Some(t) = &tgt {
+            if is_ancestor(t, od, &guard) {
+                return Err(if exchange { Errno::EINVAL } else { Errno::ENOTEMPTY });
+            }
+        }
+        let tgt_inode = tgt.as_ref().map(|t| t.inode().expect("positive").clone());
+        if let Some(ti) = &tgt_inode {
+            if Arc::ptr_eq(ti, &src_inode) {
+                return Ok(());
+            }
+        }
+        let od_inode = od.inode().ok_or(Errno::ENOENT)?;
+        let nd_inode = nd.inode().ok_or(Errno::ENOENT)?;
+        let fast = vfs.fast;
+        may_delete(creds, od_inode, &src_inode, src_dir, fast, &guard)?;
+        match &tgt_inode {
+            None => {
+                if nd.is_dead() {
+                    return Err(Errno::ENOENT);
+                }
+                may_create_in(creds, nd_inode, fast, &guard)?;
+            }
+            Some(ti) => may_delete(creds, nd_inode, ti, if exchange { ti.is_dir() } else { src_dir }, fast, &guard)?,
+        }
+        if !same {
+            if src_dir {
+                generic_permission(creds, &src_inode, MAY_WRITE, fast, &guard)?;
+            }
+            if let Some(ti) = &tgt_inode {
+                if exchange && ti.is_dir() {
+                    generic_permission(creds, ti, MAY_WRITE, fast, &guard)?;
+                }
+            }
+        }
+        let mounted = |d: &Dentry| d.cold.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0;
+        if mounted(&src) || tgt.as_deref().is_some_and(mounted) {
+            return Err(Errno::EBUSY);
+        }
+        // Replacing a directory: it must be empty, checked under its own lock.
+        let tl = match (&tgt, exchange) {
+            (Some(t), false) if t.inode().expect("positive").is_dir() => {
+                let l = t.dir().ok_or(Errno::ENOTDIR)?.lock.write();
+                if op.parent.mnt.sb.fs().dcache_complete() && l.count > 0 {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                Some(l)
+            }
+            _ => None,
+        };
+        op.parent.mnt.sb.fs().rename(&RenameReq {
+            old_dir: od_inode,
+            old_name: oname,
+            inode: &src_inode,
+            new_dir: nd_inode,
+            new_name: nname,
+            target: tgt_inode.as_deref(),
+            flags,
+        })?;
+        // The dcache follows, inside the rename sequence.
+        let mut nl_ref = nl_ref;
+        vfs.rename_seq.write(|| {
+            vfs.d_unhash(od, side(ol_ref, &mut nl_ref, false), oname, &guard);
+            if exchange {
+                let t = tgt.clone().expect("exchange target");
+                vfs.d_unhash(nd, side(ol_ref, &mut nl_ref, true), nname, &guard);
+                t.set_parent_and_name(od, oname, &vfs.rcu);
+                vfs.d_insert(od, side(ol_ref, &mut nl_ref, false), oname, t, &guard);
+            } else if tgt.is_some() {
+                vfs.d_remove(nd, side(ol_ref, &mut nl_ref, true), nname, &guard);
+            }
+            src.set_parent_and_name(nd, nname, &vfs.rcu);
+            vfs.d_insert(nd, side(ol_ref, &mut nl_ref, true), nname, src.clone(), &guard);
+        });
+        drop(tl);
+        if let (Some(ti), false) = (&tgt_inode, exchange) {
+            ti.evict_if_unused();
+        }
+        Ok(())
+    }
+
+    /// `rename(2)`.
+    pub fn rename(&self, old: &[u8], new: &[u8]) -> Result<()> {
+        self.renameat2(DirFd::Cwd, old, DirFd::Cwd, new, RenameFlags::empty())
+    }
+}
+
+/// The locked state of the old (`new == false`) or new directory of a rename; the same
+/// one when both are the same directory.
+fn side<'x>(ol: &'x mut crate::dentry::DirLocked, nl: &'x mut Option<&mut crate::dentry::DirLocked>, new: bool) -> &'x mut crate::dentry::DirLocked {
+    match (new, nl) {
+        (true, Some(n)) => n,
+        _ => ol,
+    }
+}
+
+/// Whether `a` is `b` or an ancestor of `b` (in the same filesystem). Caller holds the
+/// rename lock, so the tree's shape cannot change meanwhile.
+fn is_ancestor(a: &Dentry, b: &Dentry, guard: &LocalGuard<'_>) -> bool {
+    let mut d = b;
+    loop {
+        if std::ptr::eq(a, d) {
+            return true;
+        }
+        if d.is_root() {
+            return false;
+        }
+        d = d.parent(guard);
+    }
+}

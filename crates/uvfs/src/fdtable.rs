@@ -1,0 +1,208 @@
+//! `FdTable`: small integers to open files. Mirrors Linux's `struct files_struct` with its
+//! RCU-published `fdtable`.
+//!
+//! Readers (every fd-taking call, and dirfd-relative walks) load a slot under the
+//! collector's guard without a lock or a reference count; installs and closes take the
+//! table lock; a closed file is retired through the collector.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+use crate::errno::{Errno, Result};
+use crate::file::File;
+use crate::flags::Fd;
+use crate::rcu::{LocalGuard, Rcu, RcuBox};
+use crate::sync::Mutex;
+
+/// Default limit on descriptors (`RLIMIT_NOFILE`).
+pub const DEFAULT_MAX_FDS: usize = 65536;
+
+struct FdArray {
+    /// Atomic slots: null or a pointer from `Arc::into_raw(Arc<File>)` owned by the table.
+    slots: Box<[AtomicPtr<File>]>,
+    /// Atomic close-on-exec bits, one per slot.
+    cloexec: Box<[AtomicBool]>,
+}
+
+impl FdArray {
+    fn with_len(n: usize) -> FdArray {
+        FdArray {
+            slots: (0..n).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
+            cloexec: (0..n).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+}
+
+/// A descriptor table.
+pub struct FdTable {
+    /// The current array; replaced (grown) under `lock`, the old one retired.
+    array: RcuBox<FdArray>,
+    /// Serializes installs, closes and growth.
+    lock: Mutex<()>,
+    /// Immutable: the descriptor limit.
+    max: usize,
+    /// Immutable: reclamation domain.
+    rcu: Rcu,
+}
+
+// The array's pointers are owned `Arc<File>`s.
+impl Drop for FdTable {
+    fn drop(&mut self) {
+        let guard = self.rcu.pin();
+        let arr = self.array.load(&guard);
+        for s in arr.slots.iter() {
+            let p = s.swap(std::ptr::null_mut(), Ordering::AcqRel);
+            if !p.is_null() {
+                // SAFETY: the slot owned this count; the table is being dropped, and other
+                // threads' readers that loaded it are waited for by the collector.
+                let f = unsafe { Arc::from_raw(p) };
+                if f.fds.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    f.release();
+                }
+                self.rcu.defer_drop(f);
+            }
+        }
+    }
+}
+
+impl FdTable {
+    /// An empty table.
+    pub fn new(rcu: &Rcu) -> FdTable {
+        FdTable { array: RcuBox::new(FdArray::with_len(64)), lock: Mutex::new(()), max: DEFAULT_MAX_FDS, rcu: rcu.clone() }
+    }
+
+    /// A copy sharing the same open files (fork).
+    pub fn fork(&self) -> FdTable {
+        let _l = self.lock.lock();
+        let guard = self.rcu.pin();
+        let arr = self.array.load(&guard);
+        let new = FdArray::with_len(arr.slots.len());
+        for (i, s) in arr.slots.iter().enumerate() {
+            let p = s.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: `p` is owned by the slot we hold the lock of; we add a count for
+                // the new table.
+                let f = unsafe { crate::rcu::arc_from_ref(&*p) };
+                f.fds.fetch_add(1, Ordering::AcqRel);
+                new.slots[i].store(Arc::into_raw(f).cast_mut(), Ordering::Release);
+                new.cloexec[i].store(arr.cloexec[i].load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        FdTable { array: RcuBox::new(new), lock: Mutex::new(()), max: self.max, rcu: self.rcu.clone() }
+    }
+
+    /// The file at `fd`, valid while `guard` lives. No lock, no reference count.
+    #[inline]
+    pub fn get<'g>(&self, fd: Fd, guard: &'g LocalGuard<'_>) -> Result<&'g File> {
+        let arr = self.array.load(guard);
+        let slot = usize::try_from(fd.0).ok().and_then(|i| arr.slots.get(i)).ok_or(Errno::EBADF)?;
+        let p = guard.protect_file(slot);
+        if p.is_null() {
+            return Err(Errno::EBADF);
+        }
+        // SAFETY: a non-null slot pointer is an `Arc<File>` count, retired through the
+        // collector on close, so it outlives `guard`.
+        Ok(unsafe { &*p })
+    }
+
+    /// Installs `file` at the lowest free descriptor >= `min`.
+    pub fn install(&self, file: Arc<File>, min: usize, cloexec: bool) -> Result<Fd> {
+        let _l = self.lock.lock();
+        let guard = self.rcu.pin();
+        let mut arr = self.array.load(&guard);
+        let idx = match arr.slots.iter().skip(min).position(|s| s.load(Ordering::Relaxed).is_null()) {
+            Some(i) => i + min,
+            None => {
+                let idx = arr.slots.len().max(min);
+                if idx >= self.max {
+                    return Err(Errno::EMFILE);
+                }
+                self.grow(idx + 1, &guard);
+                arr = self.array.load(&guard);
+                idx
+            }
+        };
+        if idx >= self.max {
+            return Err(Errno::EMFILE);
+        }
+        file.fds.fetch_add(1, Ordering::AcqRel);
+        arr.cloexec[idx].store(cloexec, Ordering::Relaxed);
+        arr.slots[idx].store(Arc::into_raw(file).cast_mut(), Ordering::Release);
+        Ok(Fd(idx as i32))
+    }
+
+    /// Installs `file` exactly at `fd`, closing what was there (dup2/dup3).
+    pub fn install_at(&self, file: Arc<File>, fd: Fd, cloexec: bool) -> Result<Fd> {
+        let idx = usize::try_from(fd.0).ok().filter(|&i| i < self.max).ok_or(Errno::EBADF)?;
+        let _l = self.lock.lock();
+        let guard = self.rcu.pin();
+        if idx >= self.array.load(&guard).slots.len() {
+            self.grow(idx + 1, &guard);
+        }
+        let arr = self.array.load(&guard);
+        file.fds.fetch_add(1, Ordering::AcqRel);
+        arr.cloexec[idx].store(cloexec, Ordering::Relaxed);
+        let old = arr.slots[idx].swap(Arc::into_raw(file).cast_mut(), Ordering::AcqRel);
+        self.retire(old);
+        Ok(fd)
+    }
+
+    /// Closes `fd`.
+    pub fn close(&self, fd: Fd) -> Result<()> {
+        let idx = usize::try_from(fd.0).map_err(|_| Errno::EBADF)?;
+        let _l = self.lock.lock();
+        let guard = self.rcu.pin();
+        let arr = self.array.load(&guard);
+        let slot = arr.slots.get(idx).ok_or(Errno::EBADF)?;
+        let old = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if old.is_null() {
+            return Err(Errno::EBADF);
+        }
+        self.retire(old);
+        Ok(())
+    }
+
+    /// Whether `fd` has close-on-exec.
+    pub fn cloexec(&self, fd: Fd) -> Result<bool> {
+        let guard = self.rcu.pin();
+        self.get(fd, &guard)?;
+        Ok(self.array.load(&guard).cloexec[fd.0 as usize].load(Ordering::Relaxed))
+    }
+
+    fn retire(&self, p: *mut File) {
+        if p.is_null() {
+            return;
+        }
+        // SAFETY: `p` was the slot's count and is unpublished now.
+        let f = unsafe { Arc::from_raw(p) };
+        if f.fds.fetch_sub(1, Ordering::AcqRel) == 1 {
+            f.release();
+        }
+        self.rcu.defer_drop(f);
+    }
+
+    fn grow(&self, need: usize, guard: &LocalGuard<'_>) {
+        let old = self.array.load(guard);
+        let len = need.next_power_of_two().min(self.max).max(need);
+        let new = FdArray::with_len(len);
+        for (i, s) in old.slots.iter().enumerate() {
+            new.slots[i].store(s.load(Ordering::Acquire), Ordering::Relaxed);
+            new.cloexec[i].store(old.cloexec[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        // The counts move to the new array; the old one is freed without touching them.
+        self.array.replace(new, &self.rcu);
+    }
+}
+
+/// Protected load of a slot.
+trait ProtectFile {
+    fn protect_file(&self, slot: &AtomicPtr<File>) -> *mut File;
+}
+
+impl ProtectFile for LocalGuard<'_> {
+    #[inline]
+    fn protect_file(&self, slot: &AtomicPtr<File>) -> *mut File {
+        use seize::Guard;
+        self.protect(slot, Ordering::Acquire)
+    }
+}

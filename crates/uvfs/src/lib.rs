@@ -1,0 +1,106 @@
+//! # uvfs: the Linux VFS in user space
+//!
+//! A program embeds a [`Vfs`] and calls syscall-shaped methods on a [`Task`] (a process:
+//! credentials, umask, root, cwd, descriptors). Results are `Result<T, Errno>` with Linux's
+//! errno values; paths are bytes. This page is the map: read it first.
+//!
+//! ## Objects (one module each, named after the kernel object it mirrors)
+//! | module | object | Linux |
+//! |---|---|---|
+//! | [`vfs`] | [`Vfs`]: the instance, mount table, config, reclamation domain | — |
+//! | [`task`] | [`Task`]: credentials, umask, root/cwd, fd table | `task_struct`, `fs_struct` |
+//! | [`cred`] | [`Credentials`]: uid/gid, groups, capabilities | `struct cred` |
+//! | [`dentry`] | [`Dentry`]: a name; a directory's children map | `struct dentry`, dcache |
+//! | [`inode`] | [`Inode`]: a file object; lockless attributes | `struct inode` |
+//! | [`superblock`] | [`SuperBlock`], the [`FileSystem`] trait | `super_block`, `inode_operations` |
+//! | [`mount`] | [`Mount`] | `struct mount` |
+//! | [`file`], [`fdtable`] | [`File`], [`FdTable`] | `struct file`, `files_struct` |
+//! | [`namei`] | the path walk | `fs/namei.c` |
+//! | [`permission`] | mode bits, capabilities, sticky, setgid | `generic_permission` |
+//! | [`acl`] | the ACL slot and evaluation | `fs/posix_acl.c` |
+//! | [`memfs`] | tmpfs semantics in memory | `mm/shmem.c` |
+//! | `open`, `stat`, `dir_ops`, `read_write`, `readdir`, `utimes`, `d_path` | the calls | `fs/open.c`, `fs/stat.c`, ... |
+//! | [`seqcount`], [`rcu`], [`sync`] | primitives | `seqcount_t`, RCU, locks |
+//!
+//! ## Lock order
+//! `rename_lock` (renames, mount changes) -> parent directory lock (ancestor first) ->
+//! child directory lock -> inode lock -> file position lock -> memfs page lock.
+//! The fd table lock and a task's `fs_lock` are leaves taken alone. Every struct field
+//! says whether it is immutable, atomic, or protected by which lock.
+//!
+//! ## The reclamation rule
+//! Dentries, inodes, names, files, ACLs and mounts that a lockless reader can reach are
+//! freed only after every reader pinned at the time has left: every reference that makes
+//! an object reachable without a lock is dropped through the instance's
+//! [`seize`](rcu) collector. That is what lets a walk read everything with plain loads and
+//! take no reference count. Details in [`rcu`].
+//!
+//! ## Fast paths (see `shared/DESIGN.md`), each with a [`FastPaths`] switch
+//! - **Lockless walk, no shared write on lookup** (seed 004): [`namei`]. A stat, access,
+//!   readlink or failed open of cached names takes no lock, allocates nothing and writes
+//!   no shared memory; the `Arc` count of a dentry lives on the cache line before it
+//!   (`align(64)`), away from the lookup fields ([`dentry`]).
+//! - **Symlink body in the inode** (seed 002): [`Inode::cached_link`], used by the walk and
+//!   by `readlinkat`.
+//! - **Failed open without allocation** (seed 003): `Task::openat` walks before it
+//!   allocates.
+//! - **No-ACL permission check** (seed 001): [`acl::AclSlot`], read by [`permission`].
+//!
+//! Each falls back to a general path that exists anyway (the locked walk tier, asking the
+//! filesystem, the locked ACL load); the switch forces it. A lockless reader that sees an
+//! inconsistent state (the rename sequence moved) falls back; it never answers wrong.
+//!
+//! ## Example
+//! ```
+//! use uvfs::{Vfs, VfsConfig, OpenFlags, DirFd, AtFlags};
+//! let vfs = Vfs::new(VfsConfig::default());
+//! let t = vfs.root_task();
+//! t.mkdir(b"/etc", 0o755).unwrap();
+//! let fd = t.open(b"/etc/motd", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+//! t.write(fd, b"hello\n").unwrap();
+//! t.close(fd).unwrap();
+//! assert_eq!(t.stat(b"/etc/motd").unwrap().size, 6);
+//! assert_eq!(t.open(b"/etc/nope", OpenFlags::RDONLY, 0), Err(uvfs::Errno::ENOENT));
+//! ```
+
+pub mod acl;
+pub mod config;
+pub mod cred;
+mod d_path;
+pub mod dentry;
+mod dir_ops;
+pub mod errno;
+pub mod fdtable;
+pub mod file;
+pub mod flags;
+pub mod inode;
+pub mod memfs;
+pub mod mount;
+pub mod namei;
+mod open;
+pub mod permission;
+pub mod rcu;
+mod read_write;
+mod readdir;
+pub mod seqcount;
+pub mod stat;
+pub mod stats;
+pub mod superblock;
+pub mod sync;
+pub mod task;
+mod utimes;
+pub mod vfs;
+
+pub use config::{FastPaths, VfsConfig};
+pub use cred::{Capabilities, Credentials, Gid, Uid};
+pub use dentry::Dentry;
+pub use errno::{Errno, Result};
+pub use fdtable::FdTable;
+pub use file::File;
+pub use flags::{AccessMode, AtFlags, DirFd, Fd, OpenFlags, RenameFlags, TimeSpec, Timespec, Whence};
+pub use inode::Inode;
+pub use mount::{Mount, MountFlags};
+pub use stat::{FileType, Stat, StatFs};
+pub use superblock::{DirEntry, FileSystem, SuperBlock};
+pub use task::Task;
+pub use vfs::Vfs;

@@ -1,0 +1,382 @@
+//! `memfs`: tmpfs semantics in memory. Mirrors Linux's `mm/shmem.c` (and the `libfs`
+//! helpers it uses).
+//!
+//! Directories are complete in the dentry cache, so memfs keeps no directory structure of
+//! its own: the dcache *is* the tree (as with tmpfs), lookups of missing names never reach
+//! it, and it only accounts link counts, sizes and times the way tmpfs reports them
+//! (directory size 20 bytes per entry plus 40; symlinks of 128 bytes or more take a page).
+//! File contents are sparse 4 KiB pages, so `truncate` to a huge size costs nothing and
+//! `st_blocks` counts pages as tmpfs does. Optional size and inode limits give ENOSPC.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::errno::{Errno, Result};
+use crate::flags::Timespec;
+use crate::inode::{Inode, NewInode};
+use crate::stat::{FileType, S_IFMT, StatFs};
+use crate::superblock::{CreateArgs, FileSystem, RenameReq, SuperBlock};
+use crate::sync::RwLock;
+
+/// tmpfs's `BOGO_DIRENT_SIZE`: what each entry adds to a directory's size.
+const DIRENT_SIZE: u64 = 20;
+/// Page size of file contents.
+const PAGE: u64 = 4096;
+/// tmpfs stores symlink bodies shorter than this inline (no block).
+const SHORT_SYMLINK_LEN: usize = 128;
+/// Largest file size (`MAX_LFS_FILESIZE`).
+const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+/// `TMPFS_MAGIC`.
+pub const TMPFS_MAGIC: u64 = 0x0102_1994;
+
+/// Limits of a memfs instance, as tmpfs's `size=` and `nr_inodes=`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemFsLimits {
+    /// Bytes of file contents, rounded to pages.
+    pub max_bytes: Option<u64>,
+    /// Number of inodes.
+    pub max_inodes: Option<u64>,
+}
+
+/// Usage counters, shared with the inodes so freeing one gives its space back.
+#[derive(Default)]
+struct Usage {
+    /// Atomic: pages in use.
+    pages: AtomicU64,
+    /// Atomic: inodes in use.
+    inodes: AtomicU64,
+}
+
+/// The memfs filesystem type.
+pub struct MemFs {
+    /// Immutable.
+    limits: MemFsLimits,
+    /// Atomic: next inode number.
+    next_ino: AtomicU64,
+    /// Shared with inodes.
+    usage: Arc<Usage>,
+}
+
+/// Per-inode private data.
+enum Node {
+    /// Regular file contents: page index -> page. Leaf lock.
+    File(RwLock<BTreeMap<u64, Box<[u8; PAGE as usize]>>>),
+    /// Symlink body (the filesystem's own copy; the inode caches one too).
+    Link(Box<[u8]>),
+    /// Directories and special files carry nothing.
+    Other,
+}
+
+/// Returns the inode's space to the filesystem when it is freed.
+struct MemNode {
+    node: Node,
+    usage: Arc<Usage>,
+}
+
+impl Drop for MemNode {
+    fn drop(&mut self) {
+        if let Node::File(pages) = &self.node {
+            let n = pages.read().len() as u64;
+            self.usage.pages.fetch_sub(n, Ordering::Relaxed);
+        }
+        self.usage.inodes.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl MemFs {
+    /// A memfs with no limits.
+    pub fn new() -> MemFs {
+        MemFs::with_limits(MemFsLimits::default())
+    }
+
+    /// A memfs with limits.
+    pub fn with_limits(limits: MemFsLimits) -> MemFs {
+        MemFs { limits, next_ino: AtomicU64::new(1), usage: Arc::default() }
+    }
+
+    fn node(inode: &Inode) -> &Node {
+        &inode.private::<MemNode>().expect("memfs inode without memfs data").node
+    }
+
+    fn new_inode(&self, sb: &Arc<SuperBlock>, args: &CreateArgs<'_>, nlink: u32) -> Result<Arc<Inode>> {
+        let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
+        let inodes = self.usage.inodes.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.limits.max_inodes.is_some_and(|m| inodes > m) {
+            self.usage.inodes.fetch_sub(1, Ordering::Relaxed);
+            return Err(Errno::ENOSPC);
+        }
+        let now = Timespec::now();
+        let (node, size, blocks, link) = match ftype {
+            FileType::Regular => (Node::File(RwLock::new(BTreeMap::new())), 0, 0, None),
+            FileType::Directory => (Node::Other, 2 * DIRENT_SIZE, 0, None),
+            FileType::Symlink => {
+                let t = args.target.unwrap_or_default();
+                let blocks = if t.len() + 1 > SHORT_SYMLINK_LEN { PAGE / 512 } else { 0 };
+                (Node::Link(t.into()), t.len() as u64, blocks, Some(t.into()))
+            }
+            _ => (Node::Other, 0, 0, None),
+        };
+        let n = NewInode {
+            ino: self.next_ino.fetch_add(1, Ordering::Relaxed),
+            mode: args.mode,
+            uid: args.uid,
+            gid: args.gid,
+            nlink,
+            size,
+            blocks,
+            rdev: args.rdev,
+            times: [now; 3],
+            acl_known_none: true,
+            link,
+        };
+        Ok(Inode::new(sb, n, Box::new(MemNode { node, usage: self.usage.clone() })))
+    }
+
+    /// A directory gained an entry.
+    fn dir_added(dir: &Inode, now: Timespec, subdir: bool) {
+        dir.update(|w| {
+            let a = w.get();
+            w.set_size(a.size + DIRENT_SIZE);
+            if subdir {
+                w.set_nlink(a.nlink + 1);
+            }
+            w.set_mtime(now);
+            w.set_ctime(now);
+        });
+    }
+
+    /// A directory lost an entry.
+    fn dir_removed(dir: &Inode, now: Timespec, subdir: bool) {
+        dir.update(|w| {
+            let a = w.get();
+            w.set_size(a.size.saturating_sub(DIRENT_SIZE));
+            if subdir {
+                w.set_nlink(a.nlink.saturating_sub(1));
+            }
+            w.set_mtime(now);
+            w.set_ctime(now);
+        });
+    }
+
+    /// An inode lost `n` links.
+    fn drop_links(inode: &Inode, now: Timespec, n: u32) {
+        inode.update(|w| {
+            let a = w.get();
+            w.set_nlink(a.nlink.saturating_sub(n));
+            w.set_ctime(now);
+        });
+    }
+
+    fn touch_ctime(inode: &Inode, now: Timespec) {
+        inode.update(|w| w.set_ctime(now));
+    }
+}
+
+impl Default for MemFs {
+    fn default() -> Self {
+        MemFs::new()
+    }
+}
+
+impl FileSystem for MemFs {
+    fn fs_type(&self) -> &'static str {
+        "tmpfs"
+    }
+
+    fn dcache_complete(&self) -> bool {
+        true
+    }
+
+    fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>> {
+        let args = CreateArgs { mode: FileType::Directory.mode_bits() | 0o1777, uid: 0, gid: 0, rdev: 0, target: None };
+        self.new_inode(sb, &args, 2)
+    }
+
+    fn statfs(&self, _sb: &SuperBlock) -> StatFs {
+        let pages = self.usage.pages.load(Ordering::Relaxed);
+        let inodes = self.usage.inodes.load(Ordering::Relaxed);
+        let blocks = self.limits.max_bytes.map(|b| b / PAGE).unwrap_or(0);
+        let files = self.limits.max_inodes.unwrap_or(0);
+        StatFs {
+            fs_type: TMPFS_MAGIC,
+            bsize: PAGE,
+            blocks,
+            bfree: blocks.saturating_sub(pages),
+            bavail: blocks.saturating_sub(pages),
+            files,
+            ffree: files.saturating_sub(inodes),
+            namelen: 255,
+        }
+    }
+
+    fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, _name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
+        let is_dir = args.mode & S_IFMT == FileType::Directory.mode_bits();
+        let inode = self.new_inode(sb, args, if is_dir { 2 } else { 1 })?;
+        MemFs::dir_added(dir, inode.stat().ctime, is_dir);
+        Ok(inode)
+    }
+
+    fn tmpfile(&self, sb: &Arc<SuperBlock>, _dir: &Inode, args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
+        self.new_inode(sb, args, 0)
+    }
+
+    fn link(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
+        let now = Timespec::now();
+        inode.update(|w| {
+            let a = w.get();
+            w.set_nlink(a.nlink + 1);
+            w.set_ctime(now);
+        });
+        MemFs::dir_added(dir, now, false);
+        Ok(())
+    }
+
+    fn unlink(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
+        let now = Timespec::now();
+        MemFs::drop_links(inode, now, 1);
+        MemFs::dir_removed(dir, now, false);
+        Ok(())
+    }
+
+    fn rmdir(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
+        let now = Timespec::now();
+        MemFs::drop_links(inode, now, 2);
+        MemFs::dir_removed(dir, now, true);
+        Ok(())
+    }
+
+    fn rename(&self, r: &RenameReq<'_>) -> Result<()> {
+        let now = Timespec::now();
+        let moving_dir = r.inode.is_dir();
+        let same_dir = std::ptr::eq(r.old_dir, r.new_dir);
+        if r.flags.contains(crate::flags::RenameFlags::EXCHANGE) {
+            let target = r.target.ok_or(Errno::ENOENT)?;
+            if !same_dir && moving_dir != target.is_dir() {
+                let (lose, gain) = if moving_dir { (r.old_dir, r.new_dir) } else { (r.new_dir, r.old_dir) };
+                lose.update(|w| w.set_nlink(w.get().nlink.saturating_sub(1)));
+                gain.update(|w| w.set_nlink(w.get().nlink + 1));
+            }
+            MemFs::touch_ctime(target, now);
+        } else {
+            if let Some(t) = r.target {
+                MemFs::drop_links(t, now, if t.is_dir() { 2 } else { 1 });
+                // The target's entry goes away: the new directory loses it.
+                MemFs::dir_removed(r.new_dir, now, t.is_dir());
+            }
+            MemFs::dir_removed(r.old_dir, now, moving_dir);
+            MemFs::dir_added(r.new_dir, now, moving_dir);
+        }
+        for d in [r.old_dir, r.new_dir] {
+            d.update(|w| {
+                w.set_mtime(now);
+                w.set_ctime(now);
+            });
+        }
+        MemFs::touch_ctime(r.inode, now);
+        Ok(())
+    }
+
+    fn readlink(&self, inode: &Inode) -> Result<Vec<u8>> {
+        match MemFs::node(inode) {
+            Node::Link(t) => Ok(t.to_vec()),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    fn truncate(&self, inode: &Inode, size: u64) -> Result<()> {
+        let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::EINVAL) };
+        if size > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let mut pages = pages.write();
+        let old = inode.size();
+        if size < old {
+            let keep = size.div_ceil(PAGE);
+            let dropped = pages.split_off(&keep);
+            self.usage.pages.fetch_sub(dropped.len() as u64, Ordering::Relaxed);
+            if size % PAGE != 0 {
+                if let Some(p) = pages.get_mut(&(size / PAGE)) {
+                    p[(size % PAGE) as usize..].fill(0);
+                }
+            }
+        }
+        let blocks = pages.len() as u64 * (PAGE / 512);
+        inode.update(|w| {
+            w.set_size(size);
+            w.set_blocks(blocks);
+        });
+        Ok(())
+    }
+
+    fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::EINVAL) };
+        let pages = pages.read();
+        let size = inode.size();
+        if off >= size {
+            return Ok(0);
+        }
+        let n = buf.len().min((size - off) as usize);
+        let mut done = 0;
+        while done < n {
+            let pos = off + done as u64;
+            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
+            let chunk = (n - done).min(PAGE as usize - in_page);
+            match pages.get(&idx) {
+                Some(p) => buf[done..done + chunk].copy_from_slice(&p[in_page..in_page + chunk]),
+                None => buf[done..done + chunk].fill(0),
+            }
+            done += chunk;
+        }
+        Ok(n)
+    }
+
+    fn write(&self, inode: &Inode, off: u64, buf: &[u8]) -> Result<usize> {
+        let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::EINVAL) };
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let end = off.checked_add(buf.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or(Errno::EFBIG)?;
+        let mut pages = pages.write();
+        // Reserve the new pages first so a full filesystem fails before anything changes.
+        let new_pages = (off / PAGE..end.div_ceil(PAGE)).filter(|i| !pages.contains_key(i)).count() as u64;
+        if new_pages > 0 {
+            let used = self.usage.pages.fetch_add(new_pages, Ordering::Relaxed) + new_pages;
+            if self.limits.max_bytes.is_some_and(|m| used > m / PAGE) {
+                self.usage.pages.fetch_sub(new_pages, Ordering::Relaxed);
+                return Err(Errno::ENOSPC);
+            }
+        }
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
+            let chunk = (buf.len() - done).min(PAGE as usize - in_page);
+            let page = pages.entry(idx).or_insert_with(|| Box::new([0u8; PAGE as usize]));
+            page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
+            done += chunk;
+        }
+        let blocks = pages.len() as u64 * (PAGE / 512);
+        inode.update(|w| {
+            let a = w.get();
+            if end > a.size {
+                w.set_size(end);
+            }
+            w.set_blocks(blocks);
+        });
+        Ok(buf.len())
+    }
+
+    fn evict(&self, inode: &Inode) {
+        if let Node::File(pages) = MemFs::node(inode) {
+            let mut pages = pages.write();
+            self.usage.pages.fetch_sub(pages.len() as u64, Ordering::Relaxed);
+            pages.clear();
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,523 @@
+//! The path walk. Mirrors Linux's `fs/namei.c` (`link_path_walk`, `walk_component`,
+//! `step_into`, `follow_dotdot`, `handle_mounts`).
+//!
+//! # Tiers
+//! A walk runs first in the **lockless tier**: it pins the collector, samples the global
+//! rename sequence, and follows dentries and inodes with plain loads: no lock, no
+//! reference count, no allocation, no write to shared memory. When a step cannot be
+//! answered that way (a miss in a directory that is not complete in the cache, a symlink
+//! whose body is not cached) or the rename sequence moved under it, it restarts in the
+//! **locked tier**: the same walk, taking each directory's lock around its lookup and
+//! asking the filesystem on a miss. [`FastPaths::LOCKLESS_WALK`] off starts there.
+//!
+//! Both tiers stay pinned for the whole walk, which is what keeps every dentry, inode and
+//! name they touch alive (see [`crate::rcu`]); so neither takes reference counts on the
+//! way. The caller's closure sees the outcome while still pinned, and takes a reference
+//! only if it keeps the result (an open file, a cwd).
+//!
+//! # Paths
+//! Paths are bytes. Components are split in place, never copied; symlink bodies are
+//! pushed on a fixed stack of at most [`MAXSYMLINKS`] segments. Limits are Linux's: a
+//! component over 255 bytes is ENAMETOOLONG, a path of 4096 bytes or more too, a NUL byte
+//! anywhere is EINVAL (a C caller could not have passed it), more than 40 symlinks ELOOP.
+
+use bitflags::bitflags;
+
+use crate::config::FastPaths;
+use crate::cred::Credentials;
+use crate::dentry::{DENTRY_MOUNTED, Dentry};
+use crate::errno::{Errno, Result};
+use crate::flags::DirFd;
+use crate::mount::Mount;
+use crate::permission::{MAY_EXEC, generic_permission};
+use crate::rcu::LocalGuard;
+use crate::stat::FileType;
+use crate::stats;
+use crate::task::Task;
+
+/// Most symlinks one walk follows (`MAXSYMLINKS`).
+pub const MAXSYMLINKS: usize = 40;
+/// Longest path, including the terminating NUL a C caller passes (`PATH_MAX`).
+pub const PATH_MAX: usize = 4096;
+/// Longest component (`NAME_MAX`).
+pub const NAME_MAX: usize = 255;
+
+bitflags! {
+    /// How to walk (`LOOKUP_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct LookupFlags: u32 {
+        /// Follow a symlink in the last component.
+        const FOLLOW = 1 << 0;
+        /// The result must be a directory.
+        const DIRECTORY = 1 << 1;
+        /// An empty path means the start directory (or dirfd's file) itself.
+        const EMPTY = 1 << 2;
+        /// Stop before the last component (create, unlink, rename).
+        const PARENT = 1 << 3;
+        /// A missing last component is an outcome, not an error (open with O_CREAT).
+        const MISSING_OK = 1 << 4;
+        /// Start in the locked tier (a fast path is switched off).
+        const LOCKED = 1 << 5;
+    }
+}
+
+/// A position: a dentry as seen through a mount.
+#[derive(Clone, Copy)]
+pub struct Pos<'a> {
+    /// The mount.
+    pub mnt: &'a Mount,
+    /// The dentry (positive, except as the parent of a missing name... never: always positive).
+    pub dentry: &'a Dentry,
+}
+
+impl<'a> Pos<'a> {
+    #[inline]
+    fn same(&self, o: &Pos<'_>) -> bool {
+        std::ptr::eq(self.mnt, o.mnt) && std::ptr::eq(self.dentry, o.dentry)
+    }
+
+    /// The inode of a positive position.
+    #[inline]
+    pub fn inode(&self) -> &'a crate::inode::Inode {
+        self.dentry.inode().expect("walk positions are positive")
+    }
+}
+
+/// What kind of last component a parent walk stopped before (`LAST_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LastType {
+    /// A name.
+    Normal,
+    /// `"."`.
+    Dot,
+    /// `".."`.
+    DotDot,
+    /// The path was `"/"` (or only slashes).
+    Root,
+}
+
+/// A component copied out of the walk (a name has at most 255 bytes): no allocation.
+#[derive(Clone, Copy)]
+pub struct NameBuf {
+    len: u8,
+    buf: [u8; NAME_MAX],
+}
+
+impl NameBuf {
+    fn new(b: &[u8]) -> NameBuf {
+        let mut n = NameBuf { len: b.len() as u8, buf: [0; NAME_MAX] };
+        n.buf[..b.len()].copy_from_slice(b);
+        n
+    }
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len as usize]
+    }
+}
+
+/// The outcome of a walk.
+pub enum Outcome<'a> {
+    /// The path names this (positive) dentry.
+    Found(Pos<'a>),
+    /// `MISSING_OK`: the last component does not exist in `parent`.
+    Missing {
+        /// The directory it would be in.
+        parent: Pos<'a>,
+        /// Its name.
+        name: NameBuf,
+        /// The path ended in a slash.
+        trailing_slash: bool,
+    },
+    /// `PARENT`: the walk stopped before the last component.
+    Parent {
+        /// The directory.
+        parent: Pos<'a>,
+        /// The kind of last component.
+        last: LastType,
+        /// The last component (empty unless `Normal`).
+        name: NameBuf,
+        /// The path ended in a slash.
+        trailing_slash: bool,
+    },
+}
+
+/// Why a lockless attempt gave up.
+enum Stop {
+    /// A real answer.
+    Err(Errno),
+    /// Needs the locked tier.
+    Fallback,
+}
+
+impl From<Errno> for Stop {
+    fn from(e: Errno) -> Stop {
+        Stop::Err(e)
+    }
+}
+
+/// Where the bytes of a path segment live.
+enum SegSrc<'a> {
+    /// The caller's path, a cached symlink body (alive under the guard).
+    Borrowed(&'a [u8]),
+    /// A body the filesystem returned (locked tier only).
+    Owned(Box<[u8]>),
+}
+
+struct Seg<'a> {
+    src: SegSrc<'a>,
+    pos: usize,
+}
+
+impl Seg<'_> {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match &self.src {
+            SegSrc::Borrowed(b) => b,
+            SegSrc::Owned(b) => b,
+        }
+    }
+    /// Whether nothing but slashes remains.
+    #[inline]
+    fn at_end(&self) -> bool {
+        self.bytes()[self.pos..].iter().all(|&c| c == b'/')
+    }
+    #[inline]
+    fn has_slash(&self) -> bool {
+        self.bytes()[self.pos..].contains(&b'/')
+    }
+}
+
+/// A component: borrowed from the path or a cached body, or copied.
+enum Comp<'a> {
+    Borrowed(&'a [u8]),
+    Copied(NameBuf),
+}
+
+impl Comp<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Comp::Borrowed(b) => b,
+            Comp::Copied(n) => n.as_bytes(),
+        }
+    }
+}
+
+/// Validates a path argument: length and NUL bytes.
+#[inline]
+pub fn check_path(path: &[u8]) -> Result<()> {
+    if path.len() >= PATH_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    if memchr_nul(path) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
+#[inline]
+fn memchr_nul(b: &[u8]) -> bool {
+    b.contains(&0)
+}
+
+/// One walk's state.
+struct Nameidata<'a, 't> {
+    task: &'t Task,
+    creds: &'a Credentials,
+    fast: FastPaths,
+    guard: &'a LocalGuard<'a>,
+    locked: bool,
+    root: Pos<'a>,
+    cur: Pos<'a>,
+    links: usize,
+    stack: [Option<Seg<'a>>; MAXSYMLINKS + 1],
+    depth: usize,
+}
+
+impl<'a, 't> Nameidata<'a, 't> {
+    fn top(&mut self) -> &mut Seg<'a> {
+        self.stack[self.depth - 1].as_mut().expect("walk stack underflow")
+    }
+
+    /// Whether everything below the top segment is also used up.
+    fn lower_at_end(&self) -> bool {
+        self.stack[..self.depth - 1].iter().all(|s| s.as_ref().is_none_or(|s| s.at_end()))
+    }
+
+    fn lower_has_slash(&self) -> bool {
+        self.stack[..self.depth - 1].iter().any(|s| s.as_ref().is_some_and(|s| s.has_slash()))
+    }
+
+    /// Next component of the top segment as (start, end); pops used-up segments.
+    fn next_component(&mut self) -> Option<(usize, usize)> {
+        loop {
+            if self.depth == 0 {
+                return None;
+            }
+            let seg = self.top();
+            let b = seg.bytes();
+            let mut i = seg.pos;
+            while i < b.len() && b[i] == b'/' {
+                i += 1;
+            }
+            if i == b.len() {
+                self.stack[self.depth - 1] = None;
+                self.depth -= 1;
+                continue;
+            }
+            let start = i;
+            while i < b.len() && b[i] != b'/' {
+                i += 1;
+            }
+            seg.pos = i;
+            return Some((start, i));
+        }
+    }
+
+    /// The component `s..e` of the top segment, borrowed when the segment outlives the
+    /// walk, copied (at most 255 bytes, on the stack) when it is an owned body.
+    fn component(&self, s: usize, e: usize) -> Comp<'a> {
+        match &self.stack[self.depth - 1].as_ref().expect("walk stack").src {
+            SegSrc::Borrowed(b) => Comp::Borrowed(&b[s..e]),
+            SegSrc::Owned(b) => Comp::Copied(NameBuf::new(&b[s..e])),
+        }
+    }
+
+    fn may_lookup(&self) -> Result<()> {
+        generic_permission(self.creds, self.cur.inode(), MAY_EXEC, self.fast, self.guard)
+    }
+
+    /// Crosses mounts stacked on the current dentry.
+    #[inline]
+    fn follow_mounts(&mut self) {
+        while self.cur.dentry.flags() & DENTRY_MOUNTED != 0 {
+            match self.task.vfs.lookup_mount(self.cur.mnt, self.cur.dentry, self.guard) {
+                Some(m) => self.cur = Pos { mnt: m, dentry: &m.root },
+                None => break,
+            }
+        }
+    }
+
+    fn dotdot(&mut self) {
+        loop {
+            if self.cur.same(&self.root) {
+                return;
+            }
+            if std::ptr::eq(self.cur.dentry, &*self.cur.mnt.root) {
+                match &self.cur.mnt.parent {
+                    Some((pm, mp)) => {
+                        self.cur = Pos { mnt: pm, dentry: mp };
+                        continue;
+                    }
+                    None => return,
+                }
+            }
+            break;
+        }
+        self.cur.dentry = self.cur.dentry.parent(self.guard);
+        self.follow_mounts();
+    }
+
+    /// Looks `name` up in the current directory: the dentry, or `None` for a miss.
+    fn lookup(&mut self, name: &[u8]) -> std::result::Result<Option<&'a Dentry>, Stop> {
+        let dir = self.cur.dentry;
+        if !self.locked {
+            if let Some(d) = dir.lookup_rcu(name, self.guard) {
+                return Ok(if d.inode().is_some() { Some(d) } else { None });
+            }
+            if self.cur.mnt.sb.fs().dcache_complete() {
+                return Ok(None);
+            }
+            return Err(Stop::Fallback);
+        }
+        let d = self.task.vfs.lookup_locked(self.cur, name, self.guard)?;
+        Ok(d)
+    }
+
+    /// The body of the symlink `d`, pushed as a new segment.
+    fn push_link(&mut self, d: &'a Dentry) -> std::result::Result<(), Stop> {
+        self.links += 1;
+        if self.links > MAXSYMLINKS {
+            return Err(Stop::Err(Errno::ELOOP));
+        }
+        let inode = d.inode().expect("positive");
+        let src = match inode.cached_link().filter(|_| self.fast.contains(FastPaths::SYMLINK_CACHE)) {
+            Some(b) => SegSrc::Borrowed(b),
+            None if !self.locked => return Err(Stop::Fallback),
+            None => {
+                stats::bump(|c| c.link_fs_reads += 1);
+                let body = inode.sb().fs().readlink(inode)?;
+                if self.fast.contains(FastPaths::SYMLINK_CACHE) {
+                    inode.set_cached_link(body.clone().into_boxed_slice());
+                }
+                SegSrc::Owned(body.into_boxed_slice())
+            }
+        };
+        let b = match &src {
+            SegSrc::Borrowed(b) => *b,
+            SegSrc::Owned(b) => b,
+        };
+        if b.is_empty() {
+            return Err(Stop::Err(Errno::ENOENT));
+        }
+        if b[0] == b'/' {
+            self.cur = self.root;
+        }
+        self.stack[self.depth] = Some(Seg { src, pos: 0 });
+        self.depth += 1;
+        Ok(())
+    }
+
+    fn run(&mut self, flags: LookupFlags) -> std::result::Result<Outcome<'a>, Stop> {
+        loop {
+            let Some((s, e)) = self.next_component() else {
+                // Only slashes (or a symlink body of slashes) were left: the current
+                // position is the answer.
+                if flags.contains(LookupFlags::PARENT) {
+                    return Ok(Outcome::Parent { parent: self.cur, last: LastType::Root, name: NameBuf::new(b""), trailing_slash: false });
+                }
+                return Ok(Outcome::Found(self.cur));
+            };
+            let is_last = self.top().at_end() && self.lower_at_end();
+            let trailing_slash = is_last && (self.top().has_slash() || self.lower_has_slash());
+            // Search permission on the directory, as `link_path_walk` checks before each
+            // component.
+            self.may_lookup()?;
+            if e - s > NAME_MAX {
+                return Err(Stop::Err(Errno::ENAMETOOLONG));
+            }
+            let comp = self.component(s, e);
+            let name = comp.bytes();
+            let kind = match name {
+                b"." => LastType::Dot,
+                b".." => LastType::DotDot,
+                _ => LastType::Normal,
+            };
+            if is_last && flags.contains(LookupFlags::PARENT) {
+                let nb = if kind == LastType::Normal { NameBuf::new(name) } else { NameBuf::new(b"") };
+                return Ok(Outcome::Parent { parent: self.cur, last: kind, name: nb, trailing_slash });
+            }
+            match kind {
+                LastType::Dot => {}
+                LastType::DotDot => self.dotdot(),
+                _ => {
+                    let found = self.lookup(name)?;
+                    let Some(d) = found else {
+                        if is_last && flags.contains(LookupFlags::MISSING_OK) {
+                            return Ok(Outcome::Missing { parent: self.cur, name: NameBuf::new(name), trailing_slash });
+                        }
+                        return Err(Stop::Err(Errno::ENOENT));
+                    };
+                    let ftype = d.inode().expect("positive").file_type();
+                    if ftype == FileType::Symlink
+                        && (!is_last || trailing_slash || flags.contains(LookupFlags::FOLLOW))
+                    {
+                        self.push_link(d)?;
+                        continue;
+                    }
+                    self.cur = Pos { mnt: self.cur.mnt, dentry: d };
+                    self.follow_mounts();
+                }
+            }
+            if !is_last {
+                if !self.cur.inode().is_dir() {
+                    return Err(Stop::Err(Errno::ENOTDIR));
+                }
+                continue;
+            }
+            if (trailing_slash || flags.contains(LookupFlags::DIRECTORY)) && !self.cur.inode().is_dir() {
+                return Err(Stop::Err(Errno::ENOTDIR));
+            }
+            // A symlink body that ended here may still have outer segments of slashes;
+            // they were accounted for in `is_last`.
+            return Ok(Outcome::Found(self.cur));
+        }
+    }
+}
+
+impl Task {
+    /// Resolves `path` relative to `dirfd` and runs `f` on the outcome while the walk is
+    /// still pinned. `f` may run more than once (a lockless attempt whose result the rename
+    /// sequence invalidates is discarded), so it must not have side effects it cannot
+    /// repeat; it takes references only for what the caller keeps.
+    pub(crate) fn walk<R>(&self, dirfd: DirFd, path: &[u8], flags: LookupFlags, mut f: impl FnMut(Outcome<'_>) -> Result<R>) -> Result<R> {
+        check_path(path)?;
+        let vfs = &*self.vfs;
+        let fast = vfs.fast;
+        if fast.contains(FastPaths::LOCKLESS_WALK) && !flags.contains(LookupFlags::LOCKED) {
+            for _ in 0..2 {
+                let guard = vfs.rcu.pin();
+                let Some(seq) = vfs.rename_seq.try_read_begin() else { break };
+                match self.walk_tier(&guard, dirfd, path, flags, false) {
+                    Err(Stop::Fallback) => break,
+                    res => {
+                        let r = match res {
+                            Ok(o) => f(o),
+                            Err(Stop::Err(e)) => Err(e),
+                            Err(Stop::Fallback) => unreachable!(),
+                        };
+                        if !vfs.rename_seq.read_retry(seq) {
+                            stats::bump(|c| c.walk_lockless += 1);
+                            return r;
+                        }
+                        stats::bump(|c| c.walk_retries += 1);
+                    }
+                }
+            }
+        }
+        stats::bump(|c| c.walk_locked += 1);
+        let guard = vfs.rcu.pin();
+        match self.walk_tier(&guard, dirfd, path, flags, true) {
+            Ok(o) => f(o),
+            Err(Stop::Err(e)) => Err(e),
+            Err(Stop::Fallback) => Err(Errno::EIO),
+        }
+    }
+
+    fn walk_tier<'a>(&self, guard: &'a LocalGuard<'a>, dirfd: DirFd, path: &'a [u8], flags: LookupFlags, locked: bool) -> std::result::Result<Outcome<'a>, Stop> {
+        let creds = self.creds.load(guard);
+        let fsx = self.fs.load(guard);
+        let root = Pos { mnt: &fsx.root.mnt, dentry: &fsx.root.dentry };
+        let start = if path.first() == Some(&b'/') {
+            root
+        } else {
+            match dirfd {
+                DirFd::Cwd => Pos { mnt: &fsx.cwd.mnt, dentry: &fsx.cwd.dentry },
+                DirFd::Fd(fd) => {
+                    let file = self.files.get(fd, guard)?;
+                    let p = Pos { mnt: &file.mnt, dentry: &file.dentry };
+                    if path.is_empty() {
+                        // AT_EMPTY_PATH on a file of any type.
+                        if !flags.contains(LookupFlags::EMPTY) {
+                            return Err(Stop::Err(Errno::ENOENT));
+                        }
+                        return Ok(Outcome::Found(p));
+                    }
+                    if !file.inode.is_dir() {
+                        return Err(Stop::Err(Errno::ENOTDIR));
+                    }
+                    p
+                }
+            }
+        };
+        if path.is_empty() {
+            if !flags.contains(LookupFlags::EMPTY) {
+                return Err(Stop::Err(Errno::ENOENT));
+            }
+            return Ok(Outcome::Found(start));
+        }
+        let mut nd = Nameidata {
+            task: self,
+            creds,
+            fast: self.vfs.fast,
+            guard,
+            locked,
+            root,
+            cur: start,
+            links: 0,
+            stack: [const { None }; MAXSYMLINKS + 1],
+            depth: 1,
+        };
+        nd.stack[0] = Some(Seg { src: SegSrc::Borrowed(path), pos: 0 });
+        nd.run(flags)
+    }
+}

@@ -1,0 +1,486 @@
+//! `openat`, `truncate`, `faccessat`, `fchmodat`, `fchownat`, `chdir`, `chroot`. Mirrors
+//! Linux's `fs/open.c` (with `do_open`/`may_open` from `fs/namei.c`).
+//!
+//! The failed-open fast path (seed 003): the walk runs before anything is allocated, and a
+//! miss returns its errno straight from the lockless walk. With [`FastPaths::FAILED_OPEN`]
+//! off, open allocates its file first (Linux's `alloc_empty_file` before `path_openat`) and
+//! resolves through the locked tier.
+
+use std::sync::Arc;
+
+use crate::config::FastPaths;
+use crate::cred::{Capabilities, Credentials, Gid, Uid};
+use crate::errno::{Errno, Result};
+use crate::file::File;
+use crate::flags::{AccessMode, AtFlags, DirFd, Fd, OpenFlags, Timespec};
+use crate::inode::Inode;
+use crate::mount::MountFlags;
+use crate::namei::{LookupFlags, Outcome};
+use crate::permission::{MAY_EXEC, MAY_READ, MAY_WRITE, generic_permission, init_owner, may_create_in, owner_or_capable};
+use crate::rcu::arc_from_ref;
+use crate::stat::{FileType, S_IALLUGO, S_ISGID, S_ISUID};
+use crate::superblock::{CreateArgs, SetAttr};
+use crate::task::{PathRef, Task};
+
+/// What an open resolved to, with references taken.
+enum OpenTarget {
+    Existing(PathRef),
+    Create { parent: PathRef, name: crate::namei::NameBuf },
+}
+
+/// `should_remove_suid`: the privilege bits a write or truncate by `creds` clears.
+pub(crate) fn kill_privs(creds: &Credentials, inode: &Inode) {
+    let mode = inode.mode();
+    let mut kill = 0;
+    if mode & S_ISUID != 0 {
+        kill |= S_ISUID;
+    }
+    if mode & S_ISGID != 0 && mode & 0o010 != 0 {
+        kill |= S_ISGID;
+    }
+    if kill != 0 && inode.file_type() == FileType::Regular && !creds.capable(Capabilities::FSETID) {
+        inode.update(|w| {
+            w.set_mode(mode & !kill);
+            w.set_ctime(Timespec::now());
+        });
+    }
+}
+
+impl Task {
+    /// `openat(2)`.
+    pub fn openat(&self, dirfd: DirFd, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Fd> {
+        let mut flags = flags;
+        if flags.contains(OpenFlags::TMPFILE) {
+            if !flags.contains(OpenFlags::DIRECTORY) || flags.contains(OpenFlags::CREAT) || !flags.writable() {
+                return Err(Errno::EINVAL);
+            }
+        } else if flags.contains(OpenFlags::PATH) {
+            flags &= OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW | OpenFlags::PATH | OpenFlags::CLOEXEC;
+        }
+        if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
+            return Err(Errno::EINVAL);
+        }
+        let cloexec = flags.contains(OpenFlags::CLOEXEC);
+        // Seed 003, general path: the file is allocated before the walk.
+        let slow = !self.vfs.fast.contains(FastPaths::FAILED_OPEN);
+        let prealloc = slow.then(Arc::<File>::new_uninit);
+        if flags.contains(OpenFlags::TMPFILE) {
+            return self.open_tmpfile(dirfd, path, flags, mode, cloexec);
+        }
+        let mut lf = LookupFlags::empty();
+        if !flags.contains(OpenFlags::NOFOLLOW) && !flags.contains(OpenFlags::CREAT | OpenFlags::EXCL) {
+            lf |= LookupFlags::FOLLOW;
+        }
+        if flags.contains(OpenFlags::DIRECTORY) {
+            lf |= LookupFlags::DIRECTORY;
+        }
+        if flags.contains(OpenFlags::CREAT) {
+            lf |= LookupFlags::MISSING_OK;
+        }
+        if slow {
+            lf |= LookupFlags::LOCKED;
+        }
+        let creat = flags.contains(OpenFlags::CREAT);
+        let target = self.walk(dirfd, path, lf, |o| match o {
+            Outcome::Found(p) => {
+                if creat {
+                    if flags.contains(OpenFlags::EXCL) {
+                        return Err(Errno::EEXIST);
+                    }
+                    if p.inode().is_dir() {
+                        return Err(Errno::EISDIR);
+                    }
+                }
+                // SAFETY: positions are alive under the walk's guard; both live in Arcs.
+                Ok(OpenTarget::Existing(unsafe { PathRef { mnt: arc_from_ref(p.mnt), dentry: arc_from_ref(p.dentry) } }))
+            }
+            Outcome::Missing { parent, name, trailing_slash } => {
+                if trailing_slash {
+                    return Err(Errno::EISDIR);
+                }
+                // SAFETY: as above.
+                Ok(OpenTarget::Create { parent: unsafe { PathRef { mnt: arc_from_ref(parent.mnt), dentry: arc_from_ref(parent.dentry) } }, name })
+            }
+            Outcome::Parent { .. } => Err(Errno::EINVAL),
+        })?;
+        let file = match target {
+            OpenTarget::Existing(p) => self.do_open(p, flags)?,
+            OpenTarget::Create { parent, name } => match self.open_create(&parent, name.as_bytes(), flags, mode)? {
+                Some(f) => f,
+                // Lost a race with a creator: open what is there now.
+                None => return self.openat(dirfd, path, flags & !OpenFlags::CREAT, mode),
+            },
+        };
+        let file = match prealloc {
+            Some(mut slot) => {
+                Arc::get_mut(&mut slot).expect("fresh allocation").write(file);
+                // SAFETY: just initialized.
+                unsafe { slot.assume_init() }
+            }
+            None => Arc::new(file),
+        };
+        self.files.install(file, 0, cloexec)
+    }
+
+    /// `open(2)`: `openat(AT_FDCWD, ...)`.
+    pub fn open(&self, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Fd> {
+        self.openat(DirFd::Cwd, path, flags, mode)
+    }
+
+    /// `creat(2)`.
+    pub fn creat(&self, path: &[u8], mode: u32) -> Result<Fd> {
+        self.openat(DirFd::Cwd, path, OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC, mode)
+    }
+
+    /// Creates and opens `name` in `parent`; `Ok(None)` if it appeared meanwhile (and
+    /// `O_EXCL` is not set).
+    fn open_create(&self, parent: &PathRef, name: &[u8], flags: OpenFlags, mode: u32) -> Result<Option<File>> {
+        let vfs = &*self.vfs;
+        let guard = vfs.rcu.pin();
+        let creds = self.creds.load(&guard);
+        let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
+        let dir = parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
+        let mut locked = dir.lock.write();
+        if let Some(d) = dir.children.get(name, &guard) {
+            if d.inode().is_some() {
+                if flags.contains(OpenFlags::EXCL) {
+                    return Err(Errno::EEXIST);
+                }
+                return Ok(None);
+            }
+        }
+        parent.mnt.want_write()?;
+        if parent.dentry.is_dead() {
+            return Err(Errno::ENOENT);
+        }
+        may_create_in(creds, dir_inode, vfs.fast, &guard)?;
+        let m = (mode & S_IALLUGO & !self.current_umask()) | FileType::Regular.mode_bits();
+        let (gid, m) = init_owner(creds, dir_inode, m, false);
+        let args = CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: None };
+        let inode = parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &args)?;
+        let d = vfs.d_add(&parent.dentry, &mut locked, name, inode.clone(), &guard);
+        drop(locked);
+        Ok(Some(File::new(parent.mnt.clone(), d, inode, flags & !OpenFlags::TRUNC)))
+    }
+
+    fn open_tmpfile(&self, dirfd: DirFd, path: &[u8], flags: OpenFlags, mode: u32, cloexec: bool) -> Result<Fd> {
+        let dir = self.resolve(dirfd, path, LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
+        let guard = self.vfs.rcu.pin();
+        let creds = self.creds.load(&guard);
+        let dir_inode = dir.dentry.inode().ok_or(Errno::ENOENT)?;
+        dir.mnt.want_write()?;
+        may_create_in(creds, dir_inode, self.vfs.fast, &guard)?;
+        let m = (mode & S_IALLUGO & !self.current_umask()) | FileType::Regular.mode_bits();
+        let (gid, m) = init_owner(creds, dir_inode, m, false);
+        let args = CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: None };
+        let inode = dir.mnt.sb.fs().tmpfile(&dir.mnt.sb, dir_inode, &args)?;
+        let d = crate::dentry::Dentry::new_child(&dir.dentry, b"#tmpfile", Some(inode.clone()), &self.vfs.rcu);
+        d.set_flag(crate::dentry::DENTRY_DEAD | crate::dentry::DENTRY_LINKABLE);
+        let file = File::new(dir.mnt.clone(), d, inode, flags);
+        self.files.install(Arc::new(file), 0, cloexec)
+    }
+
+    /// `do_open` + `may_open`: checks and opens an existing file.
+    fn do_open(&self, p: PathRef, flags: OpenFlags) -> Result<File> {
+        let inode = p.dentry.inode().ok_or(Errno::ENOENT)?.clone();
+        if flags.contains(OpenFlags::PATH) {
+            return Ok(File::new(p.mnt, p.dentry, inode, flags));
+        }
+        let guard = self.vfs.rcu.pin();
+        let creds = self.creds.load(&guard);
+        let mut acc = 0;
+        if flags.readable() || flags.access_mode() == 3 {
+            acc |= MAY_READ;
+        }
+        if flags.writable() || flags.access_mode() == 3 || flags.contains(OpenFlags::TRUNC) {
+            acc |= MAY_WRITE;
+        }
+        let mut trunc = flags.contains(OpenFlags::TRUNC);
+        match inode.file_type() {
+            FileType::Symlink => return Err(Errno::ELOOP),
+            FileType::Directory => {
+                if acc & MAY_WRITE != 0 {
+                    return Err(Errno::EISDIR);
+                }
+            }
+            FileType::CharDevice | FileType::BlockDevice => {
+                if p.mnt.flags().contains(MountFlags::NODEV) {
+                    return Err(Errno::EACCES);
+                }
+                trunc = false;
+            }
+            FileType::Fifo | FileType::Socket => trunc = false,
+            FileType::Regular => {}
+        }
+        if trunc {
+            p.mnt.want_write()?;
+        }
+        generic_permission(creds, &inode, acc, self.vfs.fast, &guard)?;
+        if acc & MAY_WRITE != 0 {
+            p.mnt.want_write()?;
+        }
+        if flags.contains(OpenFlags::NOATIME) && !owner_or_capable(creds, &inode) {
+            return Err(Errno::EPERM);
+        }
+        match inode.file_type() {
+            // In-process I/O on special files is not supported yet.
+            FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice => return Err(Errno::ENXIO),
+            _ => {}
+        }
+        if trunc && inode.file_type() == FileType::Regular {
+            self.do_truncate(creds, &inode, 0, true)?;
+        }
+        Ok(File::new(p.mnt, p.dentry, inode, flags))
+    }
+
+    /// `do_truncate`: sets the size, clears privilege bits, updates times.
+    pub(crate) fn do_truncate(&self, creds: &Credentials, inode: &Inode, size: u64, from_open: bool) -> Result<()> {
+        let old = inode.size();
+        inode.sb().fs().truncate(inode, size)?;
+        kill_privs(creds, inode);
+        if old != size || from_open {
+            let now = Timespec::now();
+            inode.update(|w| {
+                w.set_mtime(now);
+                w.set_ctime(now);
+            });
+        }
+        Ok(())
+    }
+
+    /// Resolves a path to a counted reference.
+    pub(crate) fn resolve(&self, dirfd: DirFd, path: &[u8], flags: LookupFlags) -> Result<PathRef> {
+        self.walk(dirfd, path, flags, |o| match o {
+            // SAFETY: positions are alive under the walk's guard; both live in Arcs.
+            Outcome::Found(p) => Ok(unsafe { PathRef { mnt: arc_from_ref(p.mnt), dentry: arc_from_ref(p.dentry) } }),
+            _ => Err(Errno::ENOENT),
+        })
+    }
+
+    /// `truncate(2)`.
+    pub fn truncate(&self, path: &[u8], len: i64) -> Result<()> {
+        if len < 0 {
+            return Err(Errno::EINVAL);
+        }
+        let p = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW)?;
+        let inode = p.dentry.inode().ok_or(Errno::ENOENT)?;
+        match inode.file_type() {
+            FileType::Directory => return Err(Errno::EISDIR),
+            FileType::Regular => {}
+            _ => return Err(Errno::EINVAL),
+        }
+        p.mnt.want_write()?;
+        let guard = self.vfs.rcu.pin();
+        let creds = self.creds.load(&guard);
+        generic_permission(creds, inode, MAY_WRITE, self.vfs.fast, &guard)?;
+        self.do_truncate(creds, inode, len as u64, false)
+    }
+
+    /// `ftruncate(2)`.
+    pub fn ftruncate(&self, fd: Fd, len: i64) -> Result<()> {
+        if len < 0 {
+            return Err(Errno::EINVAL);
+        }
+        let file = self.file(fd)?;
+        if file.is_path() {
+            return Err(Errno::EBADF);
+        }
+        if file.inode.file_type() != FileType::Regular || !file.flags().writable() {
+            return Err(Errno::EINVAL);
+        }
+        let guard = self.vfs.rcu.pin();
+        let creds = self.creds.load(&guard);
+        self.do_truncate(creds, &file.inode, len as u64, false)
+    }
+
+    /// `faccessat2(2)`: `AT_EACCESS`, `AT_SYMLINK_NOFOLLOW`, `AT_EMPTY_PATH`.
+    /// Lockless and allocation-free on cached names.
+    pub fn faccessat(&self, dirfd: DirFd, path: &[u8], mode: AccessMode, flags: AtFlags) -> Result<()> {
+        if !(AtFlags::EACCESS | AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH).contains(flags) {
+            return Err(Errno::EINVAL);
+        }
+        let mut lf = LookupFlags::empty();
+        if !flags.contains(AtFlags::SYMLINK_NOFOLLOW) {
+            lf |= LookupFlags::FOLLOW;
+        }
+        if flags.contains(AtFlags::EMPTY_PATH) {
+            lf |= LookupFlags::EMPTY;
+        }
+        let fast = self.vfs.fast;
+        self.walk(dirfd, path, lf, |o| {
+            let Outcome::Found(p) = o else { return Err(Errno::ENOENT) };
+            let inode = p.inode();
+            let guard = self.vfs.rcu.pin();
+            let creds = self.creds.load(&guard);
+            let alt;
+            let creds = if flags.contains(AtFlags::EACCESS) || creds.uses_own_ids_for_access() {
+                creds
+            } else {
+                alt = creds.for_access();
+                &alt
+            };
+            if mode.contains(AccessMode::X_OK) && inode.file_type() == FileType::Regular && p.mnt.flags().contains(MountFlags::NOEXEC) {
+                return Err(Errno::EACCES);
+            }
+            generic_permission(creds, inode, mode.bits() & 7, fast, &guard)?;
+            let special = matches!(inode.file_type(), FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice);
+            if mode.contains(AccessMode::W_OK) && !special {
+                p.mnt.want_write()?;
+            }
+            Ok(())
+        })
+    }
+
+    /// `access(2)`.
+    pub fn access(&self, path: &[u8], mode: AccessMode) -> Result<()> {
+        self.faccessat(DirFd::Cwd, path, mode, AtFlags::empty())
+    }
+
+    /// `fchmodat2(2)`: `AT_SYMLINK_NOFOLLOW` (EOPNOTSUPP on a symlink, as Linux) and
+    /// `AT_EMPTY_PATH`.
+    pub fn fchmodat(&self, dirfd: DirFd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()> {
+        if !(AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH).contains(flags) {
+            return Err(Errno::EINVAL);
+        }
+        let p = self.resolve(dirfd, path, at_lookup(flags))?;
+        let inode = p.dentry.inode().ok_or(Errno::ENOENT)?;
+        if inode.file_type() == FileType::Symlink {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        p.mnt.want_write()?;
+        self.chmod_common(inode, mode)
+    }
+
+    /// `fchmod(2)`.
+    pub fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
+        let file = self.file(fd)?;
+        if file.is_path() {
+            return Err(Errno::EBADF);
+        }
+        file.mnt.want_write()?;
+        self.chmod_common(&file.inode, mode)
+    }
+
+    fn chmod_common(&self, inode: &Inode, mode: u32) -> Result<()> {
+        let creds = self.credentials();
+        if !owner_or_capable(&creds, inode) {
+            return Err(Errno::EPERM);
+        }
+        let mut m = mode & S_IALLUGO;
+        if !creds.in_group(Gid(inode.gid())) && !creds.capable(Capabilities::FSETID) {
+            m &= !S_ISGID;
+        }
+        inode.update(|w| {
+            w.set_mode(m);
+            w.set_ctime(Timespec::now());
+        });
+        inode.sb().fs().setattr(inode, &SetAttr { mode: Some(m), ..Default::default() })
+    }
+
+    /// `fchownat(2)`: `None` leaves an id unchanged (`-1`).
+    pub fn fchownat(&self, dirfd: DirFd, path: &[u8], uid: Option<Uid>, gid: Option<Gid>, flags: AtFlags) -> Result<()> {
+        if !(AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH).contains(flags) {
+            return Err(Errno::EINVAL);
+        }
+        let p = self.resolve(dirfd, path, at_lookup(flags))?;
+        p.mnt.want_write()?;
+        self.chown_common(p.dentry.inode().ok_or(Errno::ENOENT)?, uid, gid)
+    }
+
+    /// `fchown(2)`.
+    pub fn fchown(&self, fd: Fd, uid: Option<Uid>, gid: Option<Gid>) -> Result<()> {
+        let file = self.file(fd)?;
+        if file.is_path() {
+            return Err(Errno::EBADF);
+        }
+        file.mnt.want_write()?;
+        self.chown_common(&file.inode, uid, gid)
+    }
+
+    fn chown_common(&self, inode: &Inode, uid: Option<Uid>, gid: Option<Gid>) -> Result<()> {
+        let creds = self.credentials();
+        let owner = creds.uid.0 == inode.uid();
+        let can_chown = creds.capable(Capabilities::CHOWN);
+        if let Some(u) = uid {
+            if !(owner && u.0 == inode.uid()) && !can_chown {
+                return Err(Errno::EPERM);
+            }
+        }
+        if let Some(g) = gid {
+            if !(owner && (g.0 == inode.gid() || creds.in_group(g))) && !can_chown {
+                return Err(Errno::EPERM);
+            }
+        }
+        let now = Timespec::now();
+        inode.update(|w| {
+            let a = w.get();
+            let mut mode = a.mode;
+            if !inode.is_dir() {
+                if mode & S_ISUID != 0 {
+                    mode &= !S_ISUID;
+                }
+                if mode & (S_ISGID | 0o010) == (S_ISGID | 0o010) {
+                    mode &= !S_ISGID;
+                }
+            }
+            w.set_mode(mode);
+            if let Some(u) = uid {
+                w.set_uid(u.0);
+            }
+            if let Some(g) = gid {
+                w.set_gid(g.0);
+            }
+            w.set_ctime(now);
+        });
+        inode.sb().fs().setattr(inode, &SetAttr { uid: uid.map(|u| u.0), gid: gid.map(|g| g.0), ..Default::default() })
+    }
+
+    /// `chdir(2)`.
+    pub fn chdir(&self, path: &[u8]) -> Result<()> {
+        let p = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
+        self.check_exec(&p)?;
+        self.set_fs(|f| f.cwd = p);
+        Ok(())
+    }
+
+    /// `fchdir(2)`.
+    pub fn fchdir(&self, fd: Fd) -> Result<()> {
+        let file = self.file(fd)?;
+        if !file.inode.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        let p = PathRef { mnt: file.mnt.clone(), dentry: file.dentry.clone() };
+        self.check_exec(&p)?;
+        self.set_fs(|f| f.cwd = p);
+        Ok(())
+    }
+
+    /// `chroot(2)`.
+    pub fn chroot(&self, path: &[u8]) -> Result<()> {
+        let p = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
+        self.check_exec(&p)?;
+        if !self.credentials().capable(Capabilities::SYS_CHROOT) {
+            return Err(Errno::EPERM);
+        }
+        self.set_fs(|f| f.root = p);
+        Ok(())
+    }
+
+    fn check_exec(&self, p: &PathRef) -> Result<()> {
+        let guard = self.vfs.rcu.pin();
+        let creds = self.creds.load(&guard);
+        generic_permission(creds, p.dentry.inode().ok_or(Errno::ENOENT)?, MAY_EXEC, self.vfs.fast, &guard)
+    }
+}
+
+/// Lookup flags of the `AT_SYMLINK_NOFOLLOW`/`AT_EMPTY_PATH` calls.
+pub(crate) fn at_lookup(flags: AtFlags) -> LookupFlags {
+    let mut lf = LookupFlags::empty();
+    if !flags.contains(AtFlags::SYMLINK_NOFOLLOW) {
+        lf |= LookupFlags::FOLLOW;
+    }
+    if flags.contains(AtFlags::EMPTY_PATH) {
+        lf |= LookupFlags::EMPTY;
+    }
+    lf
+}

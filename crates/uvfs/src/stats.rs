@@ -1,0 +1,39 @@
+//! Per-thread event counters, for tests and benchmarks to count what a call did
+//! (locks taken, walk fallbacks) without any shared write on the hot path.
+
+use std::cell::Cell;
+
+/// A snapshot of this thread's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Locks of the VFS taken (directory, inode, fd table, mount, rename).
+    pub locks: u64,
+    /// Walks answered by the lockless tier.
+    pub walk_lockless: u64,
+    /// Walks that fell back to (or were forced onto) the locked tier.
+    pub walk_locked: u64,
+    /// Lockless walks retried because a sequence count changed.
+    pub walk_retries: u64,
+    /// Symlink bodies fetched from the filesystem instead of the inode cache.
+    pub link_fs_reads: u64,
+}
+
+thread_local! {
+    static COUNTERS: Cell<Counters> = const { Cell::new(Counters {
+        locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0,
+    }) };
+}
+
+/// This thread's counters so far.
+pub fn counters() -> Counters {
+    COUNTERS.with(|c| c.get())
+}
+
+#[inline]
+pub(crate) fn bump(f: impl FnOnce(&mut Counters)) {
+    COUNTERS.with(|c| {
+        let mut v = c.get();
+        f(&mut v);
+        c.set(v);
+    });
+}

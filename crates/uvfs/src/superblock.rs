@@ -1,0 +1,179 @@
+//! `SuperBlock` (one filesystem instance) and `FileSystem` (its operations). Mirrors
+//! Linux's `struct super_block` with its `super_operations` and `inode_operations`.
+//!
+//! The VFS does every check (names, permissions, types, emptiness, read-only) before it
+//! calls an operation, and holds the directory locks the operation needs, so a filesystem
+//! implements only what its storage must do. A filesystem whose directories are complete
+//! in the dentry cache ([`FileSystem::dcache_complete`], memfs) is never asked to look up
+//! or list: a cache miss is ENOENT at once.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::acl::Acl;
+use crate::errno::{Errno, Result};
+use crate::flags::{RenameFlags, Timespec};
+use crate::inode::Inode;
+use crate::rcu::Rcu;
+use crate::stat::StatFs;
+
+/// What to create.
+#[derive(Clone, Debug)]
+pub struct CreateArgs<'a> {
+    /// Type and permission bits (umask and setgid inheritance already applied).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Device number for device nodes.
+    pub rdev: u64,
+    /// Symlink target, for symlinks.
+    pub target: Option<&'a [u8]>,
+}
+
+/// Attribute changes the VFS has decided on and applied to the inode; the filesystem
+/// persists them (memfs: nothing to do).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetAttr {
+    /// New permission bits.
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New access time.
+    pub atime: Option<Timespec>,
+    /// New modification time.
+    pub mtime: Option<Timespec>,
+}
+
+/// A directory entry as a filesystem lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Inode number.
+    pub ino: u64,
+    /// Cursor of the entry after this one (`d_off`).
+    pub next: u64,
+    /// `DT_*` type.
+    pub dtype: u8,
+    /// Name bytes.
+    pub name: Vec<u8>,
+}
+
+/// The operations of a filesystem type. Directory-changing calls are made with the
+/// directory (or, for rename, both directories) locked by the VFS.
+pub trait FileSystem: Send + Sync + 'static {
+    /// Name of the type, as in /proc/filesystems (`"tmpfs"`).
+    fn fs_type(&self) -> &'static str;
+    /// Whether every directory's entries are all in the dentry cache, so a cache miss is
+    /// ENOENT and listing walks the cache.
+    fn dcache_complete(&self) -> bool;
+    /// Makes the root inode.
+    fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>>;
+    /// statfs.
+    fn statfs(&self, sb: &SuperBlock) -> StatFs;
+
+    /// Looks up `name` in `dir` (only for filesystems that are not dcache-complete).
+    fn lookup(&self, _sb: &Arc<SuperBlock>, _dir: &Inode, _name: &[u8]) -> Result<Option<Arc<Inode>>> {
+        Ok(None)
+    }
+    /// Creates a node of any type (regular, directory, device, fifo, socket, symlink).
+    fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>>;
+    /// Creates an unnamed regular file (`O_TMPFILE`).
+    fn tmpfile(&self, _sb: &Arc<SuperBlock>, _dir: &Inode, _args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Adds a hard link to `inode` as `name` in `dir`.
+    fn link(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()>;
+    /// Removes the non-directory `inode` named `name` from `dir`.
+    fn unlink(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()>;
+    /// Removes the empty directory `inode` named `name` from `dir`.
+    fn rmdir(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()>;
+    /// Renames; `target` is the inode replaced (or exchanged), if any.
+    fn rename(&self, req: &RenameReq<'_>) -> Result<()>;
+    /// Reads a symlink's target.
+    fn readlink(&self, inode: &Inode) -> Result<Vec<u8>>;
+    /// Persists attribute changes already applied to the inode.
+    fn setattr(&self, _inode: &Inode, _attr: &SetAttr) -> Result<()> {
+        Ok(())
+    }
+    /// Sets the size of a regular file (the VFS updates the inode's size and times).
+    fn truncate(&self, inode: &Inode, size: u64) -> Result<()>;
+    /// Reads at `off`; returns bytes read (0 at end of file).
+    fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize>;
+    /// Writes at `off`; returns bytes written and updates size/blocks in the inode.
+    fn write(&self, inode: &Inode, off: u64, buf: &[u8]) -> Result<usize>;
+    /// Lists a directory from `cursor` (only for filesystems that are not dcache-complete).
+    fn readdir(&self, _dir: &Inode, _cursor: u64, _out: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+        Err(Errno::ENOTDIR)
+    }
+    /// Flushes a file to stable storage.
+    fn fsync(&self, _inode: &Inode) -> Result<()> {
+        Ok(())
+    }
+    /// The inode has no links and no open files: free its contents.
+    fn evict(&self, _inode: &Inode) {}
+    /// Reads an ACL from storage (the VFS caches the answer in the inode).
+    fn get_acl(&self, _inode: &Inode, _default: bool) -> Result<Option<Arc<Acl>>> {
+        Ok(None)
+    }
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A rename as the filesystem sees it.
+pub struct RenameReq<'a> {
+    /// Source directory.
+    pub old_dir: &'a Inode,
+    /// Source name.
+    pub old_name: &'a [u8],
+    /// The inode being renamed.
+    pub inode: &'a Inode,
+    /// Target directory.
+    pub new_dir: &'a Inode,
+    /// Target name.
+    pub new_name: &'a [u8],
+    /// The inode at the target name, replaced or exchanged.
+    pub target: Option<&'a Inode>,
+    /// `RENAME_*` flags.
+    pub flags: RenameFlags,
+}
+
+static NEXT_DEV: AtomicU64 = AtomicU64::new(1);
+
+/// One filesystem instance.
+pub struct SuperBlock {
+    /// Immutable: device number reported in `st_dev` (anonymous devices, major 0).
+    dev: u64,
+    /// Immutable: the filesystem.
+    fs: Box<dyn FileSystem>,
+    /// Immutable: the instance's reclamation domain.
+    rcu: Rcu,
+}
+
+impl SuperBlock {
+    /// A new instance of `fs`.
+    pub fn new(fs: Box<dyn FileSystem>, rcu: &Rcu) -> Arc<SuperBlock> {
+        let minor = NEXT_DEV.fetch_add(1, Ordering::Relaxed);
+        Arc::new(SuperBlock { dev: crate::stat::makedev(0, 0x40 + minor as u32), fs, rcu: rcu.clone() })
+    }
+
+    /// `st_dev`.
+    #[inline]
+    pub fn dev(&self) -> u64 {
+        self.dev
+    }
+
+    /// The filesystem operations.
+    #[inline]
+    pub fn fs(&self) -> &dyn FileSystem {
+        &*self.fs
+    }
+
+    /// The reclamation domain.
+    pub fn rcu(&self) -> &Rcu {
+        &self.rcu
+    }
+}

@@ -1,0 +1,155 @@
+//! `Task`: what a process is to the kernel: credentials, umask, root, cwd and an fd
+//! table. Every call goes through a task, so every check knows who asks.
+//!
+//! A task may be shared by threads (`&self` everywhere): credentials and the root/cwd
+//! pair are read locklessly and replaced whole, like Linux's `struct cred` and
+//! `struct fs_struct`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::cred::Credentials;
+use crate::dentry::Dentry;
+use crate::errno::Result;
+use crate::fdtable::FdTable;
+use crate::flags::Fd;
+use crate::mount::Mount;
+use crate::rcu::{RcuArc, RcuBox};
+use crate::sync::Mutex;
+use crate::vfs::{Vfs, VfsInner};
+
+/// A dentry as reached through a mount, counted (Linux's `struct path`).
+#[derive(Clone)]
+pub struct PathRef {
+    /// The mount.
+    pub mnt: Arc<Mount>,
+    /// The dentry.
+    pub dentry: Arc<Dentry>,
+}
+
+/// Root and working directory.
+#[derive(Clone)]
+pub(crate) struct FsContext {
+    pub(crate) root: PathRef,
+    pub(crate) cwd: PathRef,
+}
+
+/// A task: a process of the VFS.
+pub struct Task {
+    /// Immutable: the instance.
+    pub(crate) vfs: Arc<VfsInner>,
+    /// Replaced whole by `set_credentials`.
+    pub(crate) creds: RcuArc<Credentials>,
+    /// Atomic: the umask.
+    umask: AtomicU32,
+    /// Root and cwd; replaced whole under `fs_lock`.
+    pub(crate) fs: RcuBox<FsContext>,
+    /// Serializes changes of `fs`.
+    fs_lock: Mutex<()>,
+    /// The descriptor table.
+    pub(crate) files: FdTable,
+}
+
+impl Task {
+    pub(crate) fn new(vfs: Arc<VfsInner>, creds: Credentials) -> Task {
+        let root = PathRef { mnt: vfs.root.clone(), dentry: vfs.root.root.clone() };
+        let files = FdTable::new(&vfs.rcu);
+        Task {
+            creds: RcuArc::new(Arc::new(creds)),
+            umask: AtomicU32::new(0o022),
+            fs: RcuBox::new(FsContext { root: root.clone(), cwd: root }),
+            fs_lock: Mutex::new(()),
+            files,
+            vfs,
+        }
+    }
+
+    /// The instance this task belongs to.
+    pub fn vfs(&self) -> Vfs {
+        Vfs { inner: self.vfs.clone() }
+    }
+
+    /// A child process: same credentials, umask, root and cwd, a copy of the fd table
+    /// sharing its open files (fork).
+    pub fn fork(&self) -> Task {
+        let guard = self.vfs.rcu.pin();
+        Task {
+            vfs: self.vfs.clone(),
+            creds: RcuArc::new(self.creds.get(&guard)),
+            umask: AtomicU32::new(self.umask.load(Ordering::Relaxed)),
+            fs: RcuBox::new(self.fs.load(&guard).clone()),
+            fs_lock: Mutex::new(()),
+            files: self.files.fork(),
+        }
+    }
+
+    /// The current credentials.
+    pub fn credentials(&self) -> Arc<Credentials> {
+        let guard = self.vfs.rcu.pin();
+        self.creds.get(&guard)
+    }
+
+    /// Replaces the credentials (setuid/setgroups/capset in one step).
+    pub fn set_credentials(&self, creds: Credentials) {
+        self.creds.replace(Arc::new(creds), &self.vfs.rcu);
+    }
+
+    /// `umask(2)`: sets the mask, returns the previous one.
+    pub fn umask(&self, mask: u32) -> u32 {
+        self.umask.swap(mask & 0o777, Ordering::Relaxed)
+    }
+
+    pub(crate) fn current_umask(&self) -> u32 {
+        self.umask.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_fs(&self, f: impl FnOnce(&mut FsContext)) {
+        let _l = self.fs_lock.lock();
+        let guard = self.vfs.rcu.pin();
+        let mut ctx = self.fs.load(&guard).clone();
+        f(&mut ctx);
+        self.fs.replace(ctx, &self.vfs.rcu);
+    }
+
+    /// `dup(2)`.
+    pub fn dup(&self, fd: Fd) -> Result<Fd> {
+        let file = self.file(fd)?;
+        self.files.install(file, 0, false)
+    }
+
+    /// `dup2(2)`: `new` refers to `old`'s file; if equal, only validates `old`.
+    pub fn dup2(&self, old: Fd, new: Fd) -> Result<Fd> {
+        let file = self.file(old)?;
+        if old == new {
+            return Ok(new);
+        }
+        self.files.install_at(file, new, false)
+    }
+
+    /// `dup3(2)`: as dup2, EINVAL if equal; `cloexec` sets close-on-exec.
+    pub fn dup3(&self, old: Fd, new: Fd, cloexec: bool) -> Result<Fd> {
+        if old == new {
+            return Err(crate::Errno::EINVAL);
+        }
+        let file = self.file(old)?;
+        self.files.install_at(file, new, cloexec)
+    }
+
+    /// `close(2)`.
+    pub fn close(&self, fd: Fd) -> Result<()> {
+        self.files.close(fd)
+    }
+
+    /// Whether `fd` has close-on-exec.
+    pub fn cloexec(&self, fd: Fd) -> Result<bool> {
+        self.files.cloexec(fd)
+    }
+
+    /// A counted reference to the file at `fd`.
+    pub fn file(&self, fd: Fd) -> Result<Arc<crate::file::File>> {
+        let guard = self.vfs.rcu.pin();
+        let f = self.files.get(fd, &guard)?;
+        // SAFETY: `f` is alive under `guard`, and files live only in `Arc`s.
+        Ok(unsafe { crate::rcu::arc_from_ref(f) })
+    }
+}

@@ -1,0 +1,67 @@
+//! `utimensat`. Mirrors Linux's `fs/utimes.c`.
+
+use crate::errno::{Errno, Result};
+use crate::flags::{AtFlags, DirFd, Fd, TimeSpec, Timespec};
+use crate::open::at_lookup;
+use crate::permission::{MAY_WRITE, generic_permission, owner_or_capable};
+use crate::superblock::SetAttr;
+use crate::task::Task;
+
+impl Task {
+    /// `utimensat(2)`: `times` is `[atime, mtime]`; `None` means both now.
+    pub fn utimensat(&self, dirfd: DirFd, path: &[u8], times: Option<[TimeSpec; 2]>, flags: AtFlags) -> Result<()> {
+        if let Some(t) = times {
+            for ts in t {
+                if let TimeSpec::At(x) = ts {
+                    if x.nsec >= 1_000_000_000 {
+                        return Err(Errno::EINVAL);
+                    }
+                }
+            }
+        }
+        if !(AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH).contains(flags) {
+            return Err(Errno::EINVAL);
+        }
+        let times = match times {
+            Some([TimeSpec::Omit, TimeSpec::Omit]) => return Ok(()),
+            Some([TimeSpec::Now, TimeSpec::Now]) => None,
+            t => t,
+        };
+        let p = self.resolve(dirfd, path, at_lookup(flags))?;
+        p.mnt.want_write()?;
+        let inode = p.dentry.inode().ok_or(Errno::ENOENT)?;
+        let guard = self.vfs.rcu.pin();
+        let creds = self.creds.load(&guard);
+        if !owner_or_capable(creds, inode) {
+            match times {
+                None => generic_permission(creds, inode, MAY_WRITE, self.vfs.fast, &guard)?,
+                Some(_) => return Err(Errno::EPERM),
+            }
+        }
+        let now = Timespec::now();
+        let pick = |t: TimeSpec| match t {
+            TimeSpec::Now => Some(now),
+            TimeSpec::Omit => None,
+            TimeSpec::At(x) => Some(x),
+        };
+        let (at, mt) = match times {
+            None => (Some(now), Some(now)),
+            Some([a, m]) => (pick(a), pick(m)),
+        };
+        inode.update(|w| {
+            if let Some(t) = at {
+                w.set_atime(t);
+            }
+            if let Some(t) = mt {
+                w.set_mtime(t);
+            }
+            w.set_ctime(now);
+        });
+        inode.sb().fs().setattr(inode, &SetAttr { atime: at, mtime: mt, ..Default::default() })
+    }
+
+    /// `futimens(3)`.
+    pub fn futimens(&self, fd: Fd, times: Option<[TimeSpec; 2]>) -> Result<()> {
+        self.utimensat(DirFd::Fd(fd), b"", times, AtFlags::EMPTY_PATH)
+    }
+}
