@@ -41,7 +41,7 @@ impl Borrow<[u8]> for Name {
 }
 
 /// The children map of a directory.
-pub(crate) type ChildMap = papaya::HashMap<Name, Arc<Dentry>, foldhash::fast::RandomState>;
+pub(crate) type ChildMap = crate::rhashtable::RHashTable<Name, Arc<Dentry>>;
 
 /// Flag: something is mounted on this dentry; the walk probes the mount table.
 pub const DENTRY_MOUNTED: u32 = 1 << 0;
@@ -88,7 +88,7 @@ pub struct DentryCold {
 
 /// The children of a directory.
 pub struct Dir {
-    /// Probed without a lock (papaya, sharing the instance's collector); changed only under
+    /// Probed without a lock (see [`crate::rhashtable`]); changed only under
     /// `lock`.
     pub(crate) children: ChildMap,
     /// The directory lock (Linux's `i_rwsem` of the directory): shared for locked lookups,
@@ -108,13 +108,10 @@ pub struct DirLocked {
 }
 
 impl Dentry {
-    fn alloc(inode: Option<Arc<Inode>>, parent: Option<Arc<Dentry>>, name: &[u8], rcu: &Rcu) -> Arc<Dentry> {
+    fn alloc(inode: Option<Arc<Inode>>, parent: Option<Arc<Dentry>>, name: &[u8], _rcu: &Rcu) -> Arc<Dentry> {
         let dir = match &inode {
             Some(i) if i.is_dir() => Some(Box::new(Dir {
-                children: papaya::HashMap::builder()
-                    .hasher(foldhash::fast::RandomState::default())
-                    .shared_collector(rcu.collector().clone())
-                    .build(),
+                children: ChildMap::new(),
                 lock: RwLock::new(DirLocked { next_pos: 2, ..Default::default() }),
             })),
             _ => None,
@@ -196,7 +193,6 @@ impl Dentry {
     /// Lockless lookup of a child (positive or negative) in this directory.
     #[inline]
     pub(crate) fn lookup_rcu<'g>(&self, name: &[u8], guard: &'g LocalGuard<'_>) -> Option<&'g Arc<Dentry>> {
-        // papaya ties the entry to the guard, which pins the collector the map shares.
         self.dir()?.children.get(name, guard)
     }
 
@@ -213,5 +209,39 @@ impl Dentry {
 impl std::fmt::Debug for Dentry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dentry").field("inode", &self.hot.inode).field("flags", &self.flags()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    /// Seed 004: the lookup-read fields share no cache line with anything written during a
+    /// lookup or by reference counting.
+    #[test]
+    fn lookup_fields_are_alone_on_the_first_cache_line() {
+        // `align(64)` puts the `Arc` counts on the line before the dentry.
+        assert_eq!(align_of::<Dentry>(), 64);
+        assert_eq!(offset_of!(Dentry, hot), 0);
+        assert!(size_of::<DentryHot>() <= 64, "hot part is {} bytes", size_of::<DentryHot>());
+        assert_eq!(offset_of!(Dentry, cold), 64);
+        for off in [
+            offset_of!(DentryHot, flags),
+            offset_of!(DentryHot, inode),
+            offset_of!(DentryHot, dir),
+            offset_of!(DentryHot, parent),
+            offset_of!(DentryHot, name),
+        ] {
+            assert!(off < 64);
+        }
+        // The Arc header (strong, weak) ends where the dentry's first line begins.
+        let rcu = Rcu::new();
+        let sb = crate::superblock::SuperBlock::new(Box::new(crate::memfs::MemFs::new()), &rcu);
+        let d = Dentry::new_root(sb.fs().root_inode(&sb).unwrap(), &rcu);
+        let data = Arc::as_ptr(&d) as usize;
+        assert_eq!(data % 64, 0, "dentry not cache-line aligned");
+        // Directory lock and map live in their own allocation, off the hot line.
+        assert!(offset_of!(Dir, lock) >= size_of::<ChildMap>());
     }
 }

@@ -26,28 +26,47 @@ struct ParentOf {
     last: LastType,
     name: NameBuf,
     trailing_slash: bool,
+    /// The last name is over `NAME_MAX`: ENAMETOOLONG where Linux looks it up.
+    too_long: bool,
+}
+
+impl ParentOf {
+    /// Linux's lookup of the last name (`lookup_one_qstr_excl`) fails first on its length.
+    fn check_len(&self) -> Result<()> {
+        if self.too_long { Err(Errno::ENAMETOOLONG) } else { Ok(()) }
+    }
 }
 
 impl Task {
     fn parent_of(&self, dirfd: DirFd, path: &[u8]) -> Result<ParentOf> {
         self.walk(dirfd, path, LookupFlags::PARENT, |o| match o {
-            Outcome::Parent { parent, last, name, trailing_slash } => Ok(ParentOf {
+            Outcome::Parent { parent, last, name, trailing_slash, too_long } => Ok(ParentOf {
                 // SAFETY: positions are alive under the walk's guard; both live in Arcs.
                 parent: unsafe { PathRef { mnt: arc_from_ref(parent.mnt), dentry: arc_from_ref(parent.dentry) } },
                 last,
                 name,
                 trailing_slash,
+                too_long,
             }),
             _ => Err(Errno::ENOENT),
         })
     }
 
-    /// `filename_create` + `may_create`, then `make` under the parent's lock.
-    fn create_node(&self, dirfd: DirFd, path: &[u8], is_dir: bool, make: impl FnOnce(&PathRef, &[u8], &LocalGuard<'_>) -> Result<Arc<crate::inode::Inode>>) -> Result<()> {
+    /// `filename_create`, `check` (what Linux checks before `may_create`: linkat's
+    /// `may_linkat`), `may_create`, then `make` under the parent's lock.
+    fn create_node(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        is_dir: bool,
+        check: &dyn Fn(&PathRef, &LocalGuard<'_>) -> Result<()>,
+        make: impl FnOnce(&PathRef, &[u8], &LocalGuard<'_>) -> Result<Arc<crate::inode::Inode>>,
+    ) -> Result<()> {
         let p = self.parent_of(dirfd, path)?;
         if p.last != LastType::Normal {
             return Err(Errno::EEXIST);
         }
+        p.check_len()?;
         let name = p.name.as_bytes();
         let vfs = &*self.vfs;
         let guard = vfs.rcu.pin();
@@ -66,6 +85,7 @@ impl Task {
         if p.parent.dentry.is_dead() {
             return Err(Errno::ENOENT);
         }
+        check(&p.parent, &guard)?;
         may_create_in(creds, dir_inode, vfs.fast, &guard)?;
         let inode = make(&p.parent, name, &guard)?;
         vfs.d_add(&p.parent.dentry, &mut locked, name, inode, &guard);
@@ -75,7 +95,7 @@ impl Task {
     /// `mkdirat(2)`.
     pub fn mkdirat(&self, dirfd: DirFd, path: &[u8], mode: u32) -> Result<()> {
         let umask = self.current_umask();
-        self.create_node(dirfd, path, true, |parent, name, guard| {
+        self.create_node(dirfd, path, true, &|_, _| Ok(()), |parent, name, guard| {
             let creds = self.creds.load(guard);
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
             let m = (mode & (0o777 | S_ISVTX) & !umask) | FileType::Directory.mode_bits();
@@ -100,7 +120,7 @@ impl Task {
             },
         };
         let umask = self.current_umask();
-        self.create_node(dirfd, path, false, |parent, name, guard| {
+        self.create_node(dirfd, path, false, &|_, _| Ok(()), |parent, name, guard| {
             let creds = self.creds.load(guard);
             if matches!(ftype, FileType::CharDevice | FileType::BlockDevice) && !creds.capable(Capabilities::MKNOD) {
                 return Err(Errno::EPERM);
@@ -122,7 +142,7 @@ impl Task {
             return Err(Errno::ENAMETOOLONG);
         }
         check_path(target)?;
-        self.create_node(dirfd, path, false, |parent, name, guard| {
+        self.create_node(dirfd, path, false, &|_, _| Ok(()), |parent, name, guard| {
             let creds = self.creds.load(guard);
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
             let m = FileType::Symlink.mode_bits() | 0o777;
@@ -136,7 +156,8 @@ impl Task {
         self.symlinkat(target, DirFd::Cwd, path)
     }
 
-    /// `linkat(2)`: `AT_SYMLINK_FOLLOW`, `AT_EMPTY_PATH` (needs `CAP_DAC_READ_SEARCH`).
+    /// `linkat(2)`: `AT_SYMLINK_FOLLOW`, `AT_EMPTY_PATH` (through a descriptor: needs
+    /// `CAP_DAC_READ_SEARCH`).
     /// Follows `fs.protected_hardlinks=1`.
     pub fn linkat(&self, olddirfd: DirFd, old: &[u8], newdirfd: DirFd, new: &[u8], flags: AtFlags) -> Result<()> {
         if !(AtFlags::SYMLINK_FOLLOW | AtFlags::EMPTY_PATH).contains(flags) {
@@ -144,8 +165,18 @@ impl Task {
         }
         let mut lf = LookupFlags::empty();
         if flags.contains(AtFlags::EMPTY_PATH) {
-            if !self.credentials().capable(Capabilities::DAC_READ_SEARCH) {
-                return Err(Errno::ENOENT);
+            // Linux checks this in `path_init` (`LOOKUP_LINKAT_EMPTY`), so only for a walk
+            // that starts at a descriptor, after the descriptor is found. Linux also lets
+            // the task that opened the file (same credentials) through; uvfs does not
+            // record the opener, so it asks for the capability then too.
+            if let DirFd::Fd(fd) = olddirfd
+                && old.first() != Some(&b'/')
+            {
+                check_path(old)?;
+                self.file(fd)?;
+                if !self.credentials().capable(Capabilities::DAC_READ_SEARCH) {
+                    return Err(Errno::ENOENT);
+                }
             }
             lf |= LookupFlags::EMPTY;
         }
@@ -156,12 +187,13 @@ impl Task {
         let inode = src.dentry.inode().ok_or(Errno::ENOENT)?.clone();
         let linkable = src.dentry.flags() & DENTRY_LINKABLE != 0;
         let mut err = None;
-        let res = self.create_node(newdirfd, new, false, |parent, name, guard| {
+        // EXDEV and may_linkat (protected_hardlinks) come before may_create, as in
+        // Linux's `do_linkat`.
+        let check = |parent: &PathRef, guard: &LocalGuard<'_>| {
             if !Arc::ptr_eq(&parent.mnt, &src.mnt) {
                 return Err(Errno::EXDEV);
             }
             let creds = self.creds.load(guard);
-            // may_linkat (protected_hardlinks).
             if !owner_or_capable(creds, &inode) {
                 let mode = inode.mode();
                 let safe = inode.file_type() == FileType::Regular
@@ -172,6 +204,9 @@ impl Task {
                     return Err(Errno::EPERM);
                 }
             }
+            Ok(())
+        };
+        let res = self.create_node(newdirfd, new, false, &check, |parent, name, _guard| {
             if inode.is_dir() {
                 return Err(Errno::EPERM);
             }
@@ -209,6 +244,7 @@ impl Task {
             return Err(Errno::EISDIR);
         }
         p.parent.mnt.want_write()?;
+        p.check_len()?;
         let name = p.name.as_bytes();
         let vfs = &*self.vfs;
         let guard = vfs.rcu.pin();
@@ -256,6 +292,7 @@ impl Task {
             LastType::Normal => {}
         }
         p.parent.mnt.want_write()?;
+        p.check_len()?;
         let name = p.name.as_bytes();
         let vfs = &*self.vfs;
         let guard = vfs.rcu.pin();
@@ -278,6 +315,8 @@ impl Task {
         victim.set_flag(DENTRY_DEAD);
         drop(vlocked);
         vfs.d_remove(&p.parent.dentry, &mut locked, name, &guard);
+        drop(locked);
+        inode.evict_if_unused();
         Ok(())
     }
 
@@ -332,7 +371,9 @@ impl Task {
             ol_ref = &mut ol;
             nl_ref = Some(&mut nl);
         }
+        op.check_len()?;
         let src = odir.children.get(oname, &guard).filter(|d| d.inode().is_some()).ok_or(Errno::ENOENT)?.clone();
+        np.check_len()?;
         let tgt = ndir.children.get(nname, &guard).filter(|d| d.inode().is_some()).cloned();
         if flags.contains(RenameFlags::NOREPLACE) && tgt.is_some() {
             return Err(Errno::EEXIST);

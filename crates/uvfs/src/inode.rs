@@ -56,11 +56,15 @@ pub struct Inode {
     /// The inode lock (Linux's `i_rwsem` for attribute changes): serializes attribute
     /// writers and the slow-path ACL load.
     pub(crate) lock: Mutex<()>,
-    /// Atomic: open file descriptions of this inode; with `nlink`, decides eviction.
+    /// Atomic: open file descriptions of this inode, and [`OPENS_EVICTED`]; with `nlink`,
+    /// decides eviction.
     opens: AtomicU32,
     /// Immutable: the filesystem's private data (memfs: the file contents).
     private: Box<dyn Any + Send + Sync>,
 }
+
+/// Bit of `Inode::opens`: the contents were evicted; no open may register any more.
+const OPENS_EVICTED: u32 = 1 << 31;
 
 /// A timestamp as two atomics, read under the inode's sequence count.
 #[derive(Default)]
@@ -282,8 +286,15 @@ impl Inode {
         self.attr_seq.write(|| f(&mut AttrWriter { inode: self }))
     }
 
-    pub(crate) fn opened(&self) {
-        self.opens.fetch_add(1, Ordering::AcqRel);
+    /// Registers an open file description. `ESTALE` if the contents were already evicted:
+    /// the open found the inode through a name that was unlinked (or renamed over) after
+    /// the walk, and must walk again. The count and the evicted bit share one word, so an
+    /// open and the eviction decision cannot both succeed.
+    pub(crate) fn opened(&self) -> crate::errno::Result<()> {
+        self.opens
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n & OPENS_EVICTED == 0).then_some(n + 1))
+            .map(|_| ())
+            .map_err(|_| crate::errno::Errno::ESTALE)
     }
 
     pub(crate) fn closed(&self) {
@@ -293,9 +304,12 @@ impl Inode {
     }
 
     /// Frees the contents once the inode has neither links nor open files (Linux's
-    /// `iput_final` -> `evict`), without waiting for the memory to be reclaimed.
+    /// `iput_final` -> `evict`), without waiting for the memory to be reclaimed. At most
+    /// once, and never while (or after) an open registers.
     pub(crate) fn evict_if_unused(&self) {
-        if self.nlink() == 0 && self.opens.load(Ordering::Acquire) == 0 {
+        if self.nlink() == 0
+            && self.opens.compare_exchange(0, OPENS_EVICTED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        {
             self.sb.fs().evict(self);
         }
     }
@@ -375,5 +389,23 @@ impl AttrWriter<'_> {
 impl std::fmt::Debug for Inode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Inode").field("ino", &self.ino).field("type", &self.ftype).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of};
+
+    /// What stat and the permission check read sits at the start; the lock and the
+    /// filesystem's data after it.
+    #[test]
+    fn hot_fields_first() {
+        assert_eq!(align_of::<Inode>(), 64);
+        for off in [offset_of!(Inode, ino), offset_of!(Inode, mode), offset_of!(Inode, uid), offset_of!(Inode, gid), offset_of!(Inode, acl_access)] {
+            assert!(off < 64, "hot field at {off}");
+        }
+        assert!(offset_of!(Inode, lock) >= 64);
+        assert!(offset_of!(Inode, private) >= 64);
     }
 }

@@ -20,7 +20,7 @@
 //! | [`acl`] | the ACL slot and evaluation | `fs/posix_acl.c` |
 //! | [`memfs`] | tmpfs semantics in memory | `mm/shmem.c` |
 //! | `open`, `stat`, `dir_ops`, `read_write`, `readdir`, `utimes`, `d_path` | the calls | `fs/open.c`, `fs/stat.c`, ... |
-//! | [`seqcount`], [`rcu`], [`sync`] | primitives | `seqcount_t`, RCU, locks |
+//! | [`seqcount`], [`rcu`], [`rhashtable`], [`sync`] | primitives | `seqcount_t`, RCU, the dcache hash, locks |
 //!
 //! ## Lock order
 //! `rename_lock` (renames, mount changes) -> parent directory lock (ancestor first) ->
@@ -80,6 +80,7 @@ pub mod namei;
 mod open;
 pub mod permission;
 pub mod rcu;
+pub mod rhashtable;
 mod read_write;
 mod readdir;
 pub mod seqcount;

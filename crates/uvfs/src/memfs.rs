@@ -11,7 +11,7 @@
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::errno::{Errno, Result};
 use crate::flags::Timespec;
@@ -73,15 +73,28 @@ enum Node {
 struct MemNode {
     node: Node,
     usage: Arc<Usage>,
+    /// Atomic: the space was given back (evict), so the final drop must not again.
+    evicted: AtomicBool,
+}
+
+impl MemNode {
+    /// Gives the inode's pages and the inode itself back to the filesystem, once.
+    fn release(&self) {
+        if self.evicted.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Node::File(pages) = &self.node {
+            let mut pages = pages.write();
+            self.usage.pages.fetch_sub(pages.len() as u64, Ordering::Relaxed);
+            pages.clear();
+        }
+        self.usage.inodes.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Drop for MemNode {
     fn drop(&mut self) {
-        if let Node::File(pages) = &self.node {
-            let n = pages.read().len() as u64;
-            self.usage.pages.fetch_sub(n, Ordering::Relaxed);
-        }
-        self.usage.inodes.fetch_sub(1, Ordering::Relaxed);
+        self.release();
     }
 }
 
@@ -131,7 +144,7 @@ impl MemFs {
             acl_known_none: true,
             link,
         };
-        Ok(Inode::new(sb, n, Box::new(MemNode { node, usage: self.usage.clone() })))
+        Ok(Inode::new(sb, n, Box::new(MemNode { node, usage: self.usage.clone(), evicted: AtomicBool::new(false) })))
     }
 
     /// A directory gained an entry.
@@ -369,10 +382,8 @@ impl FileSystem for MemFs {
     }
 
     fn evict(&self, inode: &Inode) {
-        if let Node::File(pages) = MemFs::node(inode) {
-            let mut pages = pages.write();
-            self.usage.pages.fetch_sub(pages.len() as u64, Ordering::Relaxed);
-            pages.clear();
+        if let Some(n) = inode.private::<MemNode>() {
+            n.release();
         }
     }
 

@@ -1,8 +1,8 @@
 //! Reclamation: what a lockless reader may hold is freed only after it has left.
 //!
 //! uvfs uses one [`seize::Collector`] per [`Vfs`](crate::Vfs). A reader pins it
-//! ([`Rcu::pin`]) for the length of one call; the dentry maps (papaya, sharing the same
-//! collector) and the [`RcuArc`]/[`RcuBox`] cells below retire what they unlink through it.
+//! ([`Rcu::pin`]) for the length of one call; the dentry and mount hash tables
+//! ([`crate::rhashtable`]) and the [`RcuArc`]/[`RcuBox`] cells below retire what they unlink through it.
 //!
 //! **The reclamation rule.** Every `Arc` that makes an object reachable to a lockless
 //! reader (a map entry, a parent pointer, an fd slot, a task's cwd) is dropped only through
@@ -52,6 +52,18 @@ impl Rcu {
         let ptr = Box::into_raw(Box::new(value));
         // SAFETY: `ptr` is fresh from `Box::into_raw` and owned by nobody else; the reclaimer
         // frees it as the same `Box`.
+        unsafe { self.collector.retire(ptr, seize::reclaim::boxed) };
+    }
+}
+
+impl Rcu {
+    /// Frees the box at `ptr` once every reader pinned now has left.
+    ///
+    /// # Safety
+    /// `ptr` comes from `Box::into_raw`, is no longer reachable by readers that pin from
+    /// now on, and is not used by the caller afterwards.
+    pub(crate) unsafe fn retire_box<T: Send>(&self, ptr: *mut T) {
+        // SAFETY: per the contract.
         unsafe { self.collector.retire(ptr, seize::reclaim::boxed) };
     }
 }

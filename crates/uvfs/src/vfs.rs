@@ -40,7 +40,7 @@ pub(crate) struct VfsInner {
     /// Serializes renames (Linux's `s_vfs_rename_mutex`) and mount changes.
     pub(crate) rename_lock: Mutex<()>,
     /// Mounts by mountpoint, probed locklessly when a dentry says it is mounted on.
-    pub(crate) mounts: papaya::HashMap<MountKey, Arc<Mount>, foldhash::fast::RandomState>,
+    pub(crate) mounts: crate::rhashtable::RHashTable<MountKey, Arc<Mount>>,
     /// Immutable: the root mount.
     pub(crate) root: Arc<Mount>,
 }
@@ -54,10 +54,7 @@ impl Vfs {
         let root_inode = sb.fs().root_inode(&sb).expect("memfs root");
         let root_dentry = Dentry::new_root(root_inode, &rcu);
         let root = Mount::new(1, sb, root_dentry, None, MountFlags::empty());
-        let mounts = papaya::HashMap::builder()
-            .hasher(foldhash::fast::RandomState::default())
-            .shared_collector(rcu.collector().clone())
-            .build();
+        let mounts = crate::rhashtable::RHashTable::new();
         Vfs {
             inner: Arc::new(VfsInner {
                 fast: config.fast_paths,
@@ -132,7 +129,7 @@ impl VfsInner {
         // SAFETY: `cur.dentry` is alive under `guard` and every dentry lives in an Arc.
         let parent = unsafe { arc_from_ref(cur.dentry) };
         let d = Dentry::new_child(&parent, name, found, &self.rcu);
-        let d = dir.children.get_or_insert(Name::new(name), d, guard);
+        let d = dir.children.get_or_insert(Name::new(name), d, &self.rcu, guard);
         drop(l);
         Ok(d.inode().map(|_| &**d))
     }
@@ -146,7 +143,7 @@ impl VfsInner {
     }
 
     /// Inserts an existing dentry under `name` (d_add, the second half of d_move).
-    pub(crate) fn d_insert(&self, parent: &Dentry, locked: &mut DirLocked, name: &[u8], d: Arc<Dentry>, guard: &LocalGuard<'_>) {
+    pub(crate) fn d_insert(&self, parent: &Dentry, locked: &mut DirLocked, name: &[u8], d: Arc<Dentry>, _guard: &LocalGuard<'_>) {
         let dir = parent.dir().expect("parent is a directory");
         let pos = locked.next_pos;
         locked.next_pos += 1;
@@ -155,7 +152,7 @@ impl VfsInner {
             locked.order.insert(pos, d.clone());
             locked.count += 1;
         }
-        if let Some(old) = dir.children.insert(Name::new(name), d, guard) {
+        if let Some(old) = dir.children.insert(Name::new(name), d, &self.rcu) {
             if old.inode().is_some() {
                 locked.order.remove(&old.cold.pos.load(Ordering::Relaxed));
                 locked.count -= 1;
@@ -173,9 +170,9 @@ impl VfsInner {
 
     /// Takes `name` out of `parent`'s map and order, leaving the dentry alive (the first
     /// half of d_move).
-    pub(crate) fn d_unhash(&self, parent: &Dentry, locked: &mut DirLocked, name: &[u8], guard: &LocalGuard<'_>) -> Option<Arc<Dentry>> {
+    pub(crate) fn d_unhash(&self, parent: &Dentry, locked: &mut DirLocked, name: &[u8], _guard: &LocalGuard<'_>) -> Option<Arc<Dentry>> {
         let dir = parent.dir().expect("parent is a directory");
-        let old = dir.children.remove(name, guard)?.clone();
+        let old = dir.children.remove(name, &self.rcu)?;
         if old.inode().is_some() {
             locked.order.remove(&old.cold.pos.load(Ordering::Relaxed));
             locked.count -= 1;

@@ -1,0 +1,35 @@
+//! `uvfs`: the command-line front of uvfs.
+//!
+//! Subcommands:
+//! - `bench`: the seeds' benchmarks against the host kernel and uvfs (see the
+//!   `uvfs-bench` crate docs, `uvfs bench --help`).
+//!
+//! Each subcommand lives in its own crate and exposes a clap `Args` struct plus a `run`
+//! function; this binary only dispatches, so `mount` (the FUSE frontend) is one more
+//! variant of [`Command`] when it exists.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A Linux-compatible virtual filesystem layer in user space.
+#[derive(Parser, Debug)]
+#[command(name = "uvfs", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the benchmarks: each seed's loop on the host kernel, uvfs and uvfs with one
+    /// fast path off; print comparison tables, write an SVG chart, or print JSON
+    Bench(uvfs_bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench(args) => uvfs_bench::run(args),
+    }
+}

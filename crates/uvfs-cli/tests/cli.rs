@@ -1,0 +1,74 @@
+//! The `uvfs` binary's handling of bad input: one line naming the problem, exit 2, no
+//! panic and no hang. These runs fail before anything is measured.
+
+use std::process::{Command, Output};
+
+fn uvfs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_uvfs")).args(args).current_dir(std::env::temp_dir()).output().expect("run uvfs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn unknown_case_is_one_line_and_exit_2() {
+    let o = uvfs(&["bench", "--case", "nonexistent"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("unknown case 'nonexistent'"), "{err}");
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn unknown_target_is_one_line_and_exit_2() {
+    let o = uvfs(&["bench", "--target", "zfs"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("unknown target 'zfs'"), "{err}");
+}
+
+#[test]
+fn unavailable_named_targets_and_cases_exit_2() {
+    for (args, needle) in [
+        (&["bench", "--target", "fuse"][..], "fuse"),
+        (&["bench", "--case", "fstree"], "needs hostfs"),
+        (&["bench", "--target", "kernel", "--tmpfs", "/nonexistent-dir"], "/nonexistent-dir"),
+        (&["bench", "--target", "kernel", "--tmpfs", "/proc"], "not a tmpfs"),
+    ] {
+        let o = uvfs(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = stderr(&o);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn bad_numbers_exit_2() {
+    for args in [
+        &["bench", "--threads", "0"][..],
+        &["bench", "--threads", "-3"],
+        &["bench", "--threads", "lots"],
+        &["bench", "--seconds", "0"],
+        &["bench", "--samples", "0"],
+        &["bench", "--seconds", "-1"],
+    ] {
+        let o = uvfs(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = stderr(&o);
+        assert!(err.starts_with("error:"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn help_documents_profiling() {
+    let o = uvfs(&["bench", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("perf record -g -- target/release/uvfs bench"), "{out}");
+    assert!(out.contains("--quick"));
+}

@@ -1,0 +1,127 @@
+//! "No shared write on lookup": a stat, access, readlink or failed open of cached names
+//! allocates nothing and takes no lock. A counting allocator (per thread) and the VFS's
+//! own per-thread lock counter prove it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use uvfs::{AccessMode, AtFlags, Credentials, DirFd, Errno, FastPaths, Gid, OpenFlags, Uid, Vfs, VfsConfig};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator; the counter is thread-local and const-init, so
+// it never allocates itself.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocs() -> u64 {
+    ALLOCS.with(|c| c.get())
+}
+
+/// Counts allocations and lock acquisitions of `f` on this thread.
+fn measure(mut f: impl FnMut()) -> (u64, u64) {
+    f(); // warm the thread's collector slot
+    let (a0, l0) = (allocs(), uvfs::stats::counters().locks);
+    for _ in 0..100 {
+        f();
+    }
+    (allocs() - a0, uvfs::stats::counters().locks - l0)
+}
+
+/// A 6-component path a/b/c/d/e/f with a symlink beside the file, group-readable dirs
+/// owned by uid 1000 so uid 2000 (in group 1000) walks them as a non-owner.
+fn setup(fast: FastPaths) -> (Vfs, uvfs::Task, uvfs::Task) {
+    let vfs = Vfs::new(VfsConfig { fast_paths: fast, ..Default::default() });
+    let root = vfs.root_task();
+    let mut p = Vec::new();
+    for c in [b"a", b"b", b"c", b"d", b"e"] {
+        p.extend_from_slice(b"/");
+        p.extend_from_slice(c);
+        root.mkdir(&p, 0o750).unwrap();
+        root.fchownat(DirFd::Cwd, &p, Some(Uid(1000)), Some(Gid(1000)), AtFlags::empty()).unwrap();
+    }
+    let fd = root.open(b"/a/b/c/d/e/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+    root.close(fd).unwrap();
+    root.symlink(b"f", b"/a/b/c/d/e/link").unwrap();
+    let owner = vfs.task(Credentials::new(Uid(1000), Gid(1000), &[]));
+    let other = vfs.task(Credentials::new(Uid(2000), Gid(2000), &[Gid(1000)]));
+    (vfs, owner, other)
+}
+
+#[test]
+fn cached_lookups_allocate_nothing_and_take_no_lock() {
+    let (_vfs, owner, other) = setup(FastPaths::all());
+    for t in [&owner, &other] {
+        let (a, l) = measure(|| {
+            t.fstatat(DirFd::Cwd, b"/a/b/c/d/e/f", AtFlags::empty()).unwrap();
+        });
+        assert_eq!((a, l), (0, 0), "fstatat allocations, locks");
+        let (a, l) = measure(|| {
+            t.faccessat(DirFd::Cwd, b"/a/b/c/d/e/f", AccessMode::R_OK, AtFlags::empty()).unwrap();
+        });
+        assert_eq!((a, l), (0, 0), "faccessat allocations, locks");
+        let mut buf = [0u8; 64];
+        let (a, l) = measure(|| {
+            assert_eq!(t.readlinkat(DirFd::Cwd, b"/a/b/c/d/e/link", &mut buf).unwrap(), 1);
+        });
+        assert_eq!((a, l), (0, 0), "readlinkat allocations, locks");
+        let (a, l) = measure(|| {
+            assert_eq!(t.openat(DirFd::Cwd, b"/a/b/c/d/e/missing", OpenFlags::RDONLY, 0), Err(Errno::ENOENT));
+        });
+        assert_eq!((a, l), (0, 0), "failed openat allocations, locks");
+        // Through the symlink, too.
+        let (a, l) = measure(|| {
+            t.fstatat(DirFd::Cwd, b"/a/b/c/d/e/link", AtFlags::empty()).unwrap();
+        });
+        assert_eq!((a, l), (0, 0), "fstatat via symlink allocations, locks");
+    }
+    let c = uvfs::stats::counters();
+    assert!(c.walk_lockless > 0 && c.walk_locked == 0, "{c:?}");
+}
+
+#[test]
+fn general_paths_are_what_the_switches_select() {
+    // Lockless walk off: the same calls take directory locks.
+    let (_vfs, _owner, other) = setup(FastPaths::all() - FastPaths::LOCKLESS_WALK);
+    let (_, l) = measure(|| {
+        other.fstatat(DirFd::Cwd, b"/a/b/c/d/e/f", AtFlags::empty()).unwrap();
+    });
+    assert!(l >= 100 * 6, "locked walk took {l} locks for 100 stats of 6 components");
+
+    // Failed-open fast path off: the file is allocated before the walk.
+    let (_vfs, _owner, other) = setup(FastPaths::all() - FastPaths::FAILED_OPEN);
+    let (a, _) = measure(|| {
+        assert_eq!(other.openat(DirFd::Cwd, b"/a/b/c/d/e/missing", OpenFlags::RDONLY, 0), Err(Errno::ENOENT));
+    });
+    assert!(a >= 100, "general failed open allocated {a} times in 100 calls");
+
+    // Symlink cache off: the filesystem is asked for the body every time.
+    let (_vfs, _owner, other) = setup(FastPaths::all() - FastPaths::SYMLINK_CACHE);
+    let before = uvfs::stats::counters().link_fs_reads;
+    let mut buf = [0u8; 16];
+    for _ in 0..10 {
+        other.readlinkat(DirFd::Cwd, b"/a/b/c/d/e/link", &mut buf).unwrap();
+    }
+    assert_eq!(uvfs::stats::counters().link_fs_reads - before, 10);
+}

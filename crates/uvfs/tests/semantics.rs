@@ -1,0 +1,216 @@
+//! Behaviour that generated differential sequences reach poorly: directory streams under
+//! churn, data of unlinked open files, descriptor sharing, getcwd, ENOSPC, bad input.
+
+use std::collections::HashMap;
+
+use uvfs::{AtFlags, DirFd, Errno, Fd, OpenFlags, Vfs, VfsConfig, Whence};
+
+fn names(t: &uvfs::Task, fd: Fd, batch: usize, out: &mut Vec<Vec<u8>>) -> bool {
+    let e = t.getdents(fd, batch).unwrap();
+    if e.is_empty() {
+        return false;
+    }
+    out.extend(e.into_iter().map(|e| e.name));
+    true
+}
+
+/// An entry present for the whole listing appears exactly once, even while others are
+/// added and removed between getdents calls.
+#[test]
+fn getdents_cursor_is_stable_under_churn() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o755).unwrap();
+    for i in 0..200 {
+        t.mknodat(DirFd::Cwd, format!("/d/keep{i}").as_bytes(), 0o644, 0).unwrap();
+    }
+    let fd = t.open(b"/d", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    let mut seen = Vec::new();
+    let mut round = 0;
+    while names(&t, fd, 7, &mut seen) {
+        // Churn for a while (entries added during a listing may be listed, so a listing
+        // that never stops adding never ends): add new entries, remove earlier ones.
+        if round >= 20 {
+            continue;
+        }
+        for j in 0..5 {
+            t.mknodat(DirFd::Cwd, format!("/d/churn{round}_{j}").as_bytes(), 0o644, 0).unwrap();
+        }
+        if round > 0 {
+            for j in 0..5 {
+                t.unlink(format!("/d/churn{}_{j}", round - 1).as_bytes()).unwrap();
+            }
+        }
+        round += 1;
+    }
+    let mut count: HashMap<Vec<u8>, usize> = HashMap::new();
+    for n in &seen {
+        *count.entry(n.clone()).or_default() += 1;
+    }
+    for i in 0..200 {
+        assert_eq!(count.get(format!("keep{i}").as_bytes()), Some(&1), "keep{i}");
+    }
+    assert_eq!(count.get(&b".".to_vec()), Some(&1));
+    assert_eq!(count.get(&b"..".to_vec()), Some(&1));
+    assert!(count.values().all(|&c| c == 1), "an entry appeared twice");
+    // Rewind and list again: everything present now appears.
+    t.lseek(fd, 0, Whence::Set).unwrap();
+    let mut again = Vec::new();
+    while names(&t, fd, 1000, &mut again) {}
+    assert_eq!(again.len(), 2 + 200 + 5);
+}
+
+#[test]
+fn getdents64_layout() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o755).unwrap();
+    t.symlink(b"x", b"/d/ln").unwrap();
+    let fd = t.open(b"/d", OpenFlags::RDONLY, 0).unwrap();
+    let mut buf = [0u8; 4096];
+    let n = t.getdents64(fd, &mut buf).unwrap();
+    let mut off = 0;
+    let mut got = Vec::new();
+    while off < n {
+        let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
+        assert_eq!(reclen % 8, 0);
+        let name = &buf[off + 19..off + reclen];
+        let name = &name[..name.iter().position(|&c| c == 0).unwrap()];
+        got.push((name.to_vec(), buf[off + 18]));
+        off += reclen;
+    }
+    assert_eq!(got, vec![(b".".to_vec(), 4), (b"..".to_vec(), 4), (b"ln".to_vec(), 10)]);
+    assert_eq!(t.getdents64(fd, &mut buf).unwrap(), 0);
+    // A buffer too small for one record.
+    t.lseek(fd, 0, Whence::Set).unwrap();
+    assert_eq!(t.getdents64(fd, &mut [0u8; 8]), Err(Errno::EINVAL));
+}
+
+#[test]
+fn unlinked_open_file_keeps_its_data_until_last_close() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o600).unwrap();
+    t.write(fd, b"still here").unwrap();
+    let fd2 = t.dup(fd).unwrap();
+    t.unlink(b"/f").unwrap();
+    assert_eq!(t.stat(b"/f"), Err(Errno::ENOENT));
+    t.close(fd).unwrap();
+    let st = t.fstat(fd2).unwrap();
+    assert_eq!((st.nlink, st.size), (0, 10));
+    let mut buf = [0u8; 32];
+    assert_eq!(t.pread(fd2, &mut buf, 0).unwrap(), 10);
+    assert_eq!(&buf[..10], b"still here");
+    t.close(fd2).unwrap();
+    assert_eq!(t.close(fd2), Err(Errno::EBADF));
+}
+
+#[test]
+fn descriptors_share_offsets_across_dup() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o600).unwrap();
+    let d = t.dup2(fd, Fd(10)).unwrap();
+    assert_eq!(d, Fd(10));
+    t.write(fd, b"ab").unwrap();
+    t.write(d, b"cd").unwrap();
+    assert_eq!(t.lseek(fd, 0, Whence::Cur).unwrap(), 4);
+    assert_eq!(t.dup2(Fd(99), Fd(3)), Err(Errno::EBADF));
+    assert_eq!(t.dup2(fd, fd), Ok(fd));
+    assert_eq!(t.dup3(fd, fd, false), Err(Errno::EINVAL));
+    assert_eq!(t.dup2(fd, Fd(-1)), Err(Errno::EBADF));
+    let child = t.fork();
+    let mut b = [0u8; 4];
+    assert_eq!(child.pread(Fd(10), &mut b, 0).unwrap(), 4);
+    assert_eq!(&b, b"abcd");
+}
+
+#[test]
+fn getcwd_follows_renames_and_reports_removal() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/a", 0o755).unwrap();
+    t.mkdir(b"/a/b", 0o755).unwrap();
+    t.chdir(b"/a/b").unwrap();
+    assert_eq!(t.getcwd().unwrap(), b"/a/b");
+    t.rename(b"/a", b"/z").unwrap();
+    assert_eq!(t.getcwd().unwrap(), b"/z/b");
+    assert_eq!(t.stat(b"..").unwrap().ino, t.stat(b"/z").unwrap().ino);
+    t.rmdir(b"/z/b").unwrap();
+    assert_eq!(t.getcwd(), Err(Errno::ENOENT));
+    assert_eq!(t.open(b"new", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644), Err(Errno::ENOENT));
+    t.chdir(b"/").unwrap();
+    assert_eq!(t.getcwd().unwrap(), b"/");
+}
+
+#[test]
+fn chroot_confines_absolute_paths_and_dotdot() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/jail", 0o755).unwrap();
+    t.mkdir(b"/jail/etc", 0o755).unwrap();
+    t.mkdir(b"/etc", 0o755).unwrap();
+    t.symlink(b"/etc", b"/jail/abs").unwrap();
+    t.chroot(b"/jail").unwrap();
+    t.chdir(b"/").unwrap();
+    let inner = t.stat(b"/etc").unwrap().ino;
+    assert_eq!(t.stat(b"/../../etc").unwrap().ino, inner);
+    assert_eq!(t.stat(b"/abs").unwrap().ino, inner);
+    assert_eq!(t.getcwd().unwrap(), b"/");
+}
+
+#[test]
+fn full_filesystem_is_enospc_and_loses_nothing() {
+    let vfs = Vfs::new(VfsConfig { root_size_limit: Some(8 * 4096), root_inode_limit: Some(5), ..Default::default() });
+    let t = vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o600).unwrap();
+    assert_eq!(t.write(fd, &[7u8; 8 * 4096]).unwrap(), 8 * 4096);
+    assert_eq!(t.write(fd, b"x"), Err(Errno::ENOSPC));
+    assert_eq!(t.fstat(fd).unwrap().size, 8 * 4096);
+    // Free it: space comes back at once, without waiting for reclamation.
+    t.close(fd).unwrap();
+    t.unlink(b"/f").unwrap();
+    let fd = t.open(b"/g", OpenFlags::CREAT | OpenFlags::RDWR, 0o600).unwrap();
+    assert_eq!(t.write(fd, &[1u8; 4096]).unwrap(), 4096);
+    // Inode limit (the root counts as one).
+    for i in 0..3 {
+        t.mkdir(format!("/d{i}").as_bytes(), 0o755).unwrap();
+    }
+    assert_eq!(t.mkdir(b"/d9", 0o755), Err(Errno::ENOSPC));
+    assert_eq!(t.stat(b"/d9"), Err(Errno::ENOENT));
+}
+
+#[test]
+fn bad_input_gets_an_errno() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    let long = vec![b'x'; 256];
+    assert_eq!(t.mkdir(&long, 0o755), Err(Errno::ENAMETOOLONG));
+    assert_eq!(t.stat(&long), Err(Errno::ENAMETOOLONG));
+    let ok = vec![b'y'; 255];
+    t.mkdir(&ok, 0o755).unwrap();
+    let path = vec![b'a'; 4096];
+    assert_eq!(t.stat(&path), Err(Errno::ENAMETOOLONG));
+    assert_eq!(t.stat(b"a\0b"), Err(Errno::EINVAL));
+    assert_eq!(t.stat(b""), Err(Errno::ENOENT));
+    assert_eq!(t.fstat(Fd(1234)), Err(Errno::EBADF));
+    assert_eq!(t.fstatat(DirFd::Fd(Fd(-3)), b"x", AtFlags::empty()), Err(Errno::EBADF));
+    assert_eq!(t.fstatat(DirFd::Cwd, b"/", AtFlags::REMOVEDIR), Err(Errno::EINVAL));
+    let mut buf = [0u8; 0];
+    assert_eq!(t.readlink(b"/", &mut buf), Err(Errno::EINVAL));
+    // Symlink loops: 40 links followed, then ELOOP.
+    t.symlink(b"loop2", b"/loop1").unwrap();
+    t.symlink(b"loop1", b"/loop2").unwrap();
+    assert_eq!(t.stat(b"/loop1"), Err(Errno::ELOOP));
+    let mut prev = b"/target".to_vec();
+    t.mkdir(&prev, 0o755).unwrap();
+    for i in 0..41 {
+        let name = format!("/chain{i}").into_bytes();
+        t.symlink(&prev, &name).unwrap();
+        prev = name;
+    }
+    assert!(t.stat(b"/chain39").is_ok(), "40 links are followed");
+    assert_eq!(t.stat(b"/chain40"), Err(Errno::ELOOP));
+    // Nothing changed by the failures above.
+    assert_eq!(t.stat(b"/x"), Err(Errno::ENOENT));
+}

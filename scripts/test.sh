@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test command: sets up what is missing, then runs every check CI runs.
+#   format, lints, the whole workspace's tests (unit, differential against the host
+#   kernel, allocation/lock counts, concurrency), the loom models of the sequence-count
+#   handoff, and the concurrency stress test under valgrind (use-after-free check).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"
+cargo test --workspace
+echo "== loom models (seqcount)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p uvfs --lib seqcount --release
+echo "== concurrency stress under valgrind"
+bin=$(cargo test -p uvfs --test concurrency --no-run --message-format=json 2>/dev/null \
+  | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
+UVFS_STRESS_ITERS=200 valgrind -q --error-exitcode=1 --leak-check=no "$bin" --test-threads=2
+echo "== all checks passed"
