@@ -130,7 +130,6 @@ impl AclSlot {
             rcu.defer_drop(old);
         }
     }
-
 }
 
 impl Drop for AclSlot {

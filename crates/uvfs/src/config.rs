@@ -33,7 +33,7 @@ impl Default for FastPaths {
 }
 
 /// Configuration of a [`Vfs`](crate::Vfs).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct VfsConfig {
     /// Fast paths in force (all by default).
     pub fast_paths: FastPaths,
@@ -41,10 +41,4 @@ pub struct VfsConfig {
     pub root_size_limit: Option<u64>,
     /// Inode limit of the root memfs (tmpfs `nr_inodes=`); `None`: unlimited.
     pub root_inode_limit: Option<u64>,
-}
-
-impl Default for VfsConfig {
-    fn default() -> Self {
-        VfsConfig { fast_paths: FastPaths::all(), root_size_limit: None, root_inode_limit: None }
-    }
 }

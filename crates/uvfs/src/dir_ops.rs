@@ -14,7 +14,9 @@ use crate::dentry::{DENTRY_DEAD, DENTRY_LINKABLE, Dentry};
 use crate::errno::{Errno, Result};
 use crate::flags::{AtFlags, DirFd, RenameFlags};
 use crate::namei::{LastType, LookupFlags, NameBuf, Outcome, PATH_MAX, check_path};
-use crate::permission::{MAY_READ, MAY_WRITE, generic_permission, init_owner, may_create_in, may_delete, owner_or_capable};
+use crate::permission::{
+    MAY_READ, MAY_WRITE, generic_permission, init_owner, may_create_in, may_delete, owner_or_capable,
+};
 use crate::rcu::{LocalGuard, arc_from_ref};
 use crate::stat::{FileType, S_IALLUGO, S_IFMT, S_ISGID, S_ISUID, S_ISVTX};
 use crate::superblock::{CreateArgs, RenameReq};
@@ -100,7 +102,12 @@ impl Task {
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
             let m = (mode & (0o777 | S_ISVTX) & !umask) | FileType::Directory.mode_bits();
             let (gid, m) = init_owner(creds, dir_inode, m, true);
-            parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: None })
+            parent.mnt.sb.fs().create(
+                &parent.mnt.sb,
+                dir_inode,
+                name,
+                &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: None },
+            )
         })
     }
 
@@ -129,7 +136,12 @@ impl Task {
             let m = (mode & S_IALLUGO & !umask) | ftype.mode_bits();
             let (gid, m) = init_owner(creds, dir_inode, m, false);
             let rdev = if matches!(ftype, FileType::CharDevice | FileType::BlockDevice) { dev } else { 0 };
-            parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev, target: None })
+            parent.mnt.sb.fs().create(
+                &parent.mnt.sb,
+                dir_inode,
+                name,
+                &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev, target: None },
+            )
         })
     }
 
@@ -147,7 +159,12 @@ impl Task {
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
             let m = FileType::Symlink.mode_bits() | 0o777;
             let (gid, _) = init_owner(creds, dir_inode, m, false);
-            parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: Some(target) })
+            parent.mnt.sb.fs().create(
+                &parent.mnt.sb,
+                dir_inode,
+                name,
+                &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: Some(target) },
+            )
         })
     }
 
@@ -321,7 +338,14 @@ impl Task {
     }
 
     /// `renameat2(2)`: `RENAME_NOREPLACE`, `RENAME_EXCHANGE`.
-    pub fn renameat2(&self, olddirfd: DirFd, old: &[u8], newdirfd: DirFd, new: &[u8], flags: RenameFlags) -> Result<()> {
+    pub fn renameat2(
+        &self,
+        olddirfd: DirFd,
+        old: &[u8],
+        newdirfd: DirFd,
+        new: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
         if !(RenameFlags::NOREPLACE | RenameFlags::EXCHANGE | RenameFlags::WHITEOUT).contains(flags) {
             return Err(Errno::EINVAL);
         }
@@ -394,16 +418,16 @@ impl Task {
         if is_ancestor(&src, nd, &guard) {
             return Err(Errno::EINVAL);
         }
-        if let Some(t) = &tgt {
-            if is_ancestor(t, od, &guard) {
-                return Err(if exchange { Errno::EINVAL } else { Errno::ENOTEMPTY });
-            }
+        if let Some(t) = &tgt
+            && is_ancestor(t, od, &guard)
+        {
+            return Err(if exchange { Errno::EINVAL } else { Errno::ENOTEMPTY });
         }
         let tgt_inode = tgt.as_ref().map(|t| t.inode().expect("positive").clone());
-        if let Some(ti) = &tgt_inode {
-            if Arc::ptr_eq(ti, &src_inode) {
-                return Ok(());
-            }
+        if let Some(ti) = &tgt_inode
+            && Arc::ptr_eq(ti, &src_inode)
+        {
+            return Ok(());
         }
         let od_inode = od.inode().ok_or(Errno::ENOENT)?;
         let nd_inode = nd.inode().ok_or(Errno::ENOENT)?;
@@ -422,10 +446,11 @@ impl Task {
             if src_dir {
                 generic_permission(creds, &src_inode, MAY_WRITE, fast, &guard)?;
             }
-            if let Some(ti) = &tgt_inode {
-                if exchange && ti.is_dir() {
-                    generic_permission(creds, ti, MAY_WRITE, fast, &guard)?;
-                }
+            if let Some(ti) = &tgt_inode
+                && exchange
+                && ti.is_dir()
+            {
+                generic_permission(creds, ti, MAY_WRITE, fast, &guard)?;
             }
         }
         let mounted = |d: &Dentry| d.cold.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0;
@@ -482,7 +507,11 @@ impl Task {
 
 /// The locked state of the old (`new == false`) or new directory of a rename; the same
 /// one when both are the same directory.
-fn side<'x>(ol: &'x mut crate::dentry::DirLocked, nl: &'x mut Option<&mut crate::dentry::DirLocked>, new: bool) -> &'x mut crate::dentry::DirLocked {
+fn side<'x>(
+    ol: &'x mut crate::dentry::DirLocked,
+    nl: &'x mut Option<&mut crate::dentry::DirLocked>,
+    new: bool,
+) -> &'x mut crate::dentry::DirLocked {
     match (new, nl) {
         (true, Some(n)) => n,
         _ => ol,

@@ -68,7 +68,12 @@ impl Drop for FdTable {
 impl FdTable {
     /// An empty table.
     pub fn new(rcu: &Rcu) -> FdTable {
-        FdTable { array: RcuBox::new(FdArray::with_len(64)), lock: Mutex::new(()), max: DEFAULT_MAX_FDS, rcu: rcu.clone() }
+        FdTable {
+            array: RcuBox::new(FdArray::with_len(64)),
+            lock: Mutex::new(()),
+            max: DEFAULT_MAX_FDS,
+            rcu: rcu.clone(),
+        }
     }
 
     /// A copy sharing the same open files (fork).

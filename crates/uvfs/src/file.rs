@@ -27,9 +27,16 @@ pub struct File {
 }
 
 impl File {
-    pub(crate) fn new(mnt: Arc<Mount>, dentry: Arc<Dentry>, inode: Arc<Inode>, flags: OpenFlags) -> File {
-        inode.opened();
-        File { mnt, dentry, inode, flags: AtomicU32::new(flags.bits()), fds: AtomicU32::new(0), pos: Mutex::new(0) }
+    /// `ESTALE` if the inode's contents were evicted since the caller found it (it lost
+    /// its last name meanwhile): the caller walks again.
+    pub(crate) fn new(
+        mnt: Arc<Mount>,
+        dentry: Arc<Dentry>,
+        inode: Arc<Inode>,
+        flags: OpenFlags,
+    ) -> crate::errno::Result<File> {
+        inode.opened()?;
+        Ok(File { mnt, dentry, inode, flags: AtomicU32::new(flags.bits()), fds: AtomicU32::new(0), pos: Mutex::new(0) })
     }
 
     /// Open flags.

@@ -151,9 +151,7 @@ pub struct Timespec {
 impl Timespec {
     /// The current wall-clock time.
     pub fn now() -> Timespec {
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         Timespec { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
     }
 }

@@ -402,7 +402,13 @@ mod tests {
     #[test]
     fn hot_fields_first() {
         assert_eq!(align_of::<Inode>(), 64);
-        for off in [offset_of!(Inode, ino), offset_of!(Inode, mode), offset_of!(Inode, uid), offset_of!(Inode, gid), offset_of!(Inode, acl_access)] {
+        for off in [
+            offset_of!(Inode, ino),
+            offset_of!(Inode, mode),
+            offset_of!(Inode, uid),
+            offset_of!(Inode, gid),
+            offset_of!(Inode, acl_access),
+        ] {
             assert!(off < 64, "hot field at {off}");
         }
         assert!(offset_of!(Inode, lock) >= 64);

@@ -309,10 +309,10 @@ impl FileSystem for MemFs {
             let keep = size.div_ceil(PAGE);
             let dropped = pages.split_off(&keep);
             self.usage.pages.fetch_sub(dropped.len() as u64, Ordering::Relaxed);
-            if size % PAGE != 0 {
-                if let Some(p) = pages.get_mut(&(size / PAGE)) {
-                    p[(size % PAGE) as usize..].fill(0);
-                }
+            if !size.is_multiple_of(PAGE)
+                && let Some(p) = pages.get_mut(&(size / PAGE))
+            {
+                p[(size % PAGE) as usize..].fill(0);
             }
         }
         let blocks = pages.len() as u64 * (PAGE / 512);

@@ -44,7 +44,13 @@ pub struct Mount {
 }
 
 impl Mount {
-    pub(crate) fn new(id: u64, sb: Arc<SuperBlock>, root: Arc<Dentry>, parent: Option<(Arc<Mount>, Arc<Dentry>)>, flags: MountFlags) -> Arc<Mount> {
+    pub(crate) fn new(
+        id: u64,
+        sb: Arc<SuperBlock>,
+        root: Arc<Dentry>,
+        parent: Option<(Arc<Mount>, Arc<Dentry>)>,
+        flags: MountFlags,
+    ) -> Arc<Mount> {
         Arc::new(Mount { id, sb, root, parent, flags: AtomicU32::new(flags.bits()) })
     }
 

@@ -8,7 +8,10 @@
 //! answered that way (a miss in a directory that is not complete in the cache, a symlink
 //! whose body is not cached) or the rename sequence moved under it, it restarts in the
 //! **locked tier**: the same walk, taking each directory's lock around its lookup and
-//! asking the filesystem on a miss. [`FastPaths::LOCKLESS_WALK`] off starts there.
+//! asking the filesystem on a miss. [`FastPaths::LOCKLESS_WALK`] off starts there. The
+//! locked tier validates against the rename sequence too, and redoes a walk that a rename
+//! overlapped holding the rename lock, so neither tier answers with a state the tree was
+//! never in.
 //!
 //! Both tiers stay pinned for the whole walk, which is what keeps every dentry, inode and
 //! name they touch alive (see [`crate::rcu`]); so neither takes reference counts on the
@@ -138,6 +141,9 @@ pub enum Outcome<'a> {
         name: NameBuf,
         /// The path ended in a slash.
         trailing_slash: bool,
+        /// The last component is over `NAME_MAX` (`name` is then empty): ENAMETOOLONG
+        /// once the caller looks it up.
+        too_long: bool,
     },
 }
 
@@ -188,6 +194,8 @@ impl Seg<'_> {
 }
 
 /// A component: borrowed from the path or a cached body, or copied.
+// Boxing the copy would allocate on the walk; this lives on the stack for one step.
+#[allow(clippy::large_enum_variant)]
 enum Comp<'a> {
     Borrowed(&'a [u8]),
     Copied(NameBuf),
@@ -373,7 +381,13 @@ impl<'a, 't> Nameidata<'a, 't> {
                 // Only slashes (or a symlink body of slashes) were left: the current
                 // position is the answer.
                 if flags.contains(LookupFlags::PARENT) {
-                    return Ok(Outcome::Parent { parent: self.cur, last: LastType::Root, name: NameBuf::new(b""), trailing_slash: false });
+                    return Ok(Outcome::Parent {
+                        parent: self.cur,
+                        last: LastType::Root,
+                        name: NameBuf::new(b""),
+                        trailing_slash: false,
+                        too_long: false,
+                    });
                 }
                 return Ok(Outcome::Found(self.cur));
             };
@@ -382,19 +396,28 @@ impl<'a, 't> Nameidata<'a, 't> {
             // Search permission on the directory, as `link_path_walk` checks before each
             // component.
             self.may_lookup()?;
-            if e - s > NAME_MAX {
-                return Err(Stop::Err(Errno::ENAMETOOLONG));
-            }
-            let comp = self.component(s, e);
+            let comp = self.component(s, e.min(s + NAME_MAX));
             let name = comp.bytes();
             let kind = match name {
                 b"." => LastType::Dot,
                 b".." => LastType::DotDot,
                 _ => LastType::Normal,
             };
+            // `open_last_lookups`: O_CREAT and a trailing slash is EISDIR, whatever the
+            // name is (`.` and `..` get it later, as directories).
+            if is_last && trailing_slash && kind == LastType::Normal && flags.contains(LookupFlags::MISSING_OK) {
+                return Err(Stop::Err(Errno::EISDIR));
+            }
+            // A parent walk leaves the last name's length to its caller, which checks it
+            // where Linux's lookup of that name would (after the other parent walk of a
+            // rename, after EROFS).
+            let too_long = e - s > NAME_MAX;
             if is_last && flags.contains(LookupFlags::PARENT) {
-                let nb = if kind == LastType::Normal { NameBuf::new(name) } else { NameBuf::new(b"") };
-                return Ok(Outcome::Parent { parent: self.cur, last: kind, name: nb, trailing_slash });
+                let nb = if kind == LastType::Normal && !too_long { NameBuf::new(name) } else { NameBuf::new(b"") };
+                return Ok(Outcome::Parent { parent: self.cur, last: kind, name: nb, trailing_slash, too_long });
+            }
+            if too_long {
+                return Err(Stop::Err(Errno::ENAMETOOLONG));
             }
             match kind {
                 LastType::Dot => {}
@@ -408,8 +431,7 @@ impl<'a, 't> Nameidata<'a, 't> {
                         return Err(Stop::Err(Errno::ENOENT));
                     };
                     let ftype = d.inode().expect("positive").file_type();
-                    if ftype == FileType::Symlink
-                        && (!is_last || trailing_slash || flags.contains(LookupFlags::FOLLOW))
+                    if ftype == FileType::Symlink && (!is_last || trailing_slash || flags.contains(LookupFlags::FOLLOW))
                     {
                         self.push_link(d)?;
                         continue;
@@ -439,15 +461,38 @@ impl Task {
     /// still pinned. `f` may run more than once (a lockless attempt whose result the rename
     /// sequence invalidates is discarded), so it must not have side effects it cannot
     /// repeat; it takes references only for what the caller keeps.
-    pub(crate) fn walk<R>(&self, dirfd: DirFd, path: &[u8], flags: LookupFlags, mut f: impl FnMut(Outcome<'_>) -> Result<R>) -> Result<R> {
+    pub(crate) fn walk<R>(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: LookupFlags,
+        f: impl FnMut(Outcome<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.walk_as(None, dirfd, path, flags, f)
+    }
+
+    /// `walk` with other credentials for the search permissions (`access(2)` walks with
+    /// the real ids, as Linux's `access_override_creds` does before the lookup).
+    pub(crate) fn walk_as<R>(
+        &self,
+        as_creds: Option<&Credentials>,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: LookupFlags,
+        mut f: impl FnMut(Outcome<'_>) -> Result<R>,
+    ) -> Result<R> {
         check_path(path)?;
+        // An empty path is ENOENT before the dirfd is looked at (`getname` fails first).
+        if path.is_empty() && !flags.contains(LookupFlags::EMPTY) {
+            return Err(Errno::ENOENT);
+        }
         let vfs = &*self.vfs;
         let fast = vfs.fast;
         if fast.contains(FastPaths::LOCKLESS_WALK) && !flags.contains(LookupFlags::LOCKED) {
             for _ in 0..2 {
                 let guard = vfs.rcu.pin();
                 let Some(seq) = vfs.rename_seq.try_read_begin() else { break };
-                match self.walk_tier(&guard, dirfd, path, flags, false) {
+                match self.walk_tier(&guard, as_creds, dirfd, path, flags, false) {
                     Err(Stop::Fallback) => break,
                     res => {
                         let r = match res {
@@ -465,16 +510,38 @@ impl Task {
             }
         }
         stats::bump(|c| c.walk_locked += 1);
-        let guard = vfs.rcu.pin();
-        match self.walk_tier(&guard, dirfd, path, flags, true) {
-            Ok(o) => f(o),
-            Err(Stop::Err(e)) => Err(e),
-            Err(Stop::Fallback) => Err(Errno::EIO),
+        // The locked tier locks one directory at a time, so a rename between two of its
+        // steps could make it answer what the path named neither before nor after (ENOENT
+        // for `dir/../name` while `dir` moves). As Linux's `read_seqbegin_or_lock`: validate
+        // against the rename sequence, and if a rename overlapped, walk once more holding
+        // the rename lock (first in the lock order), so that no rename can.
+        let mut rename_locked = None;
+        loop {
+            let guard = vfs.rcu.pin();
+            let seq = vfs.rename_seq.read_begin();
+            let r = match self.walk_tier(&guard, as_creds, dirfd, path, flags, true) {
+                Ok(o) => f(o),
+                Err(Stop::Err(e)) => Err(e),
+                Err(Stop::Fallback) => Err(Errno::EIO),
+            };
+            if rename_locked.is_some() || !vfs.rename_seq.read_retry(seq) {
+                return r;
+            }
+            stats::bump(|c| c.walk_retries += 1);
+            rename_locked = Some(vfs.rename_lock.lock());
         }
     }
 
-    fn walk_tier<'a>(&self, guard: &'a LocalGuard<'a>, dirfd: DirFd, path: &'a [u8], flags: LookupFlags, locked: bool) -> std::result::Result<Outcome<'a>, Stop> {
-        let creds = self.creds.load(guard);
+    fn walk_tier<'a>(
+        &self,
+        guard: &'a LocalGuard<'a>,
+        as_creds: Option<&'a Credentials>,
+        dirfd: DirFd,
+        path: &'a [u8],
+        flags: LookupFlags,
+        locked: bool,
+    ) -> std::result::Result<Outcome<'a>, Stop> {
+        let creds = as_creds.unwrap_or_else(|| self.creds.load(guard));
         let fsx = self.fs.load(guard);
         let root = Pos { mnt: &fsx.root.mnt, dentry: &fsx.root.dentry };
         let start = if path.first() == Some(&b'/') {

@@ -16,13 +16,17 @@ use crate::flags::{AccessMode, AtFlags, DirFd, Fd, OpenFlags, Timespec};
 use crate::inode::Inode;
 use crate::mount::MountFlags;
 use crate::namei::{LookupFlags, Outcome};
-use crate::permission::{MAY_EXEC, MAY_READ, MAY_WRITE, generic_permission, init_owner, may_create_in, owner_or_capable};
+use crate::permission::{
+    MAY_EXEC, MAY_READ, MAY_WRITE, generic_permission, init_owner, may_create_in, owner_or_capable,
+};
 use crate::rcu::arc_from_ref;
 use crate::stat::{FileType, S_IALLUGO, S_ISGID, S_ISUID};
 use crate::superblock::{CreateArgs, SetAttr};
 use crate::task::{PathRef, Task};
 
 /// What an open resolved to, with references taken.
+// Boxing the name would allocate on every open; this lives on the stack for one call.
+#[allow(clippy::large_enum_variant)]
 enum OpenTarget {
     Existing(PathRef),
     Create { parent: PathRef, name: crate::namei::NameBuf },
@@ -81,35 +85,51 @@ impl Task {
             lf |= LookupFlags::LOCKED;
         }
         let creat = flags.contains(OpenFlags::CREAT);
-        let target = self.walk(dirfd, path, lf, |o| match o {
-            Outcome::Found(p) => {
-                if creat {
-                    if flags.contains(OpenFlags::EXCL) {
-                        return Err(Errno::EEXIST);
+        let mut reval = false;
+        let file = loop {
+            let lf = if reval { lf | LookupFlags::LOCKED } else { lf };
+            let target = self.walk(dirfd, path, lf, |o| match o {
+                Outcome::Found(p) => {
+                    if creat {
+                        if flags.contains(OpenFlags::EXCL) {
+                            return Err(Errno::EEXIST);
+                        }
+                        if p.inode().is_dir() {
+                            return Err(Errno::EISDIR);
+                        }
                     }
-                    if p.inode().is_dir() {
+                    // SAFETY: positions are alive under the walk's guard; both live in Arcs.
+                    Ok(OpenTarget::Existing(unsafe {
+                        PathRef { mnt: arc_from_ref(p.mnt), dentry: arc_from_ref(p.dentry) }
+                    }))
+                }
+                Outcome::Missing { parent, name, trailing_slash } => {
+                    if trailing_slash {
                         return Err(Errno::EISDIR);
                     }
+                    // SAFETY: as above.
+                    Ok(OpenTarget::Create {
+                        parent: unsafe {
+                            PathRef { mnt: arc_from_ref(parent.mnt), dentry: arc_from_ref(parent.dentry) }
+                        },
+                        name,
+                    })
                 }
-                // SAFETY: positions are alive under the walk's guard; both live in Arcs.
-                Ok(OpenTarget::Existing(unsafe { PathRef { mnt: arc_from_ref(p.mnt), dentry: arc_from_ref(p.dentry) } }))
-            }
-            Outcome::Missing { parent, name, trailing_slash } => {
-                if trailing_slash {
-                    return Err(Errno::EISDIR);
-                }
-                // SAFETY: as above.
-                Ok(OpenTarget::Create { parent: unsafe { PathRef { mnt: arc_from_ref(parent.mnt), dentry: arc_from_ref(parent.dentry) } }, name })
-            }
-            Outcome::Parent { .. } => Err(Errno::EINVAL),
-        })?;
-        let file = match target {
-            OpenTarget::Existing(p) => self.do_open(p, flags)?,
-            OpenTarget::Create { parent, name } => match self.open_create(&parent, name.as_bytes(), flags, mode)? {
-                Some(f) => f,
+                Outcome::Parent { .. } => Err(Errno::EINVAL),
+            })?;
+            let opened = match target {
+                OpenTarget::Existing(p) => self.do_open(p, flags).map(Some),
+                OpenTarget::Create { parent, name } => self.open_create(&parent, name.as_bytes(), flags, mode),
+            };
+            match opened {
+                Ok(Some(f)) => break f,
                 // Lost a race with a creator: open what is there now.
-                None => return self.openat(dirfd, path, flags & !OpenFlags::CREAT, mode),
-            },
+                Ok(None) => return self.openat(dirfd, path, flags & !OpenFlags::CREAT, mode),
+                // What the walk found lost its last name (and its contents) before it could be
+                // opened: walk again, in the locked tier, which waits for the unlink to finish.
+                Err(Errno::ESTALE) => reval = true,
+                Err(e) => return Err(e),
+            }
         };
         let file = match prealloc {
             Some(mut slot) => {
@@ -141,13 +161,13 @@ impl Task {
         let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
-        if let Some(d) = dir.children.get(name, &guard) {
-            if d.inode().is_some() {
-                if flags.contains(OpenFlags::EXCL) {
-                    return Err(Errno::EEXIST);
-                }
-                return Ok(None);
+        if let Some(d) = dir.children.get(name, &guard)
+            && d.inode().is_some()
+        {
+            if flags.contains(OpenFlags::EXCL) {
+                return Err(Errno::EEXIST);
             }
+            return Ok(None);
         }
         parent.mnt.want_write()?;
         if parent.dentry.is_dead() {
@@ -160,7 +180,7 @@ impl Task {
         let inode = parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &args)?;
         let d = vfs.d_add(&parent.dentry, &mut locked, name, inode.clone(), &guard);
         drop(locked);
-        Ok(Some(File::new(parent.mnt.clone(), d, inode, flags & !OpenFlags::TRUNC)))
+        Ok(Some(File::new(parent.mnt.clone(), d, inode, flags & !OpenFlags::TRUNC)?))
     }
 
     fn open_tmpfile(&self, dirfd: DirFd, path: &[u8], flags: OpenFlags, mode: u32, cloexec: bool) -> Result<Fd> {
@@ -176,7 +196,7 @@ impl Task {
         let inode = dir.mnt.sb.fs().tmpfile(&dir.mnt.sb, dir_inode, &args)?;
         let d = crate::dentry::Dentry::new_child(&dir.dentry, b"#tmpfile", Some(inode.clone()), &self.vfs.rcu);
         d.set_flag(crate::dentry::DENTRY_DEAD | crate::dentry::DENTRY_LINKABLE);
-        let file = File::new(dir.mnt.clone(), d, inode, flags);
+        let file = File::new(dir.mnt.clone(), d, inode, flags)?;
         self.files.install(Arc::new(file), 0, cloexec)
     }
 
@@ -184,7 +204,7 @@ impl Task {
     fn do_open(&self, p: PathRef, flags: OpenFlags) -> Result<File> {
         let inode = p.dentry.inode().ok_or(Errno::ENOENT)?.clone();
         if flags.contains(OpenFlags::PATH) {
-            return Ok(File::new(p.mnt, p.dentry, inode, flags));
+            return File::new(p.mnt, p.dentry, inode, flags);
         }
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard);
@@ -224,13 +244,15 @@ impl Task {
         }
         match inode.file_type() {
             // In-process I/O on special files is not supported yet.
-            FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice => return Err(Errno::ENXIO),
+            FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice => {
+                return Err(Errno::ENXIO);
+            }
             _ => {}
         }
         if trunc && inode.file_type() == FileType::Regular {
             self.do_truncate(creds, &inode, 0, true)?;
         }
-        Ok(File::new(p.mnt, p.dentry, inode, flags))
+        File::new(p.mnt, p.dentry, inode, flags)
     }
 
     /// `do_truncate`: sets the size, clears privilege bits, updates times.
@@ -307,23 +329,32 @@ impl Task {
             lf |= LookupFlags::EMPTY;
         }
         let fast = self.vfs.fast;
-        self.walk(dirfd, path, lf, |o| {
+        // Without AT_EACCESS the whole call, walk included, runs with the real ids. Only a
+        // task whose real and effective ids differ builds them (allocates).
+        let alt = {
+            let guard = self.vfs.rcu.pin();
+            let creds = self.creds.load(&guard);
+            (!flags.contains(AtFlags::EACCESS) && !creds.uses_own_ids_for_access()).then(|| creds.for_access())
+        };
+        self.walk_as(alt.as_ref(), dirfd, path, lf, |o| {
             let Outcome::Found(p) = o else { return Err(Errno::ENOENT) };
             let inode = p.inode();
             let guard = self.vfs.rcu.pin();
-            let creds = self.creds.load(&guard);
-            let alt;
-            let creds = if flags.contains(AtFlags::EACCESS) || creds.uses_own_ids_for_access() {
-                creds
-            } else {
-                alt = creds.for_access();
-                &alt
+            let creds = match &alt {
+                Some(c) => c,
+                None => self.creds.load(&guard),
             };
-            if mode.contains(AccessMode::X_OK) && inode.file_type() == FileType::Regular && p.mnt.flags().contains(MountFlags::NOEXEC) {
+            if mode.contains(AccessMode::X_OK)
+                && inode.file_type() == FileType::Regular
+                && p.mnt.flags().contains(MountFlags::NOEXEC)
+            {
                 return Err(Errno::EACCES);
             }
             generic_permission(creds, inode, mode.bits() & 7, fast, &guard)?;
-            let special = matches!(inode.file_type(), FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice);
+            let special = matches!(
+                inode.file_type(),
+                FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice
+            );
             if mode.contains(AccessMode::W_OK) && !special {
                 p.mnt.want_write()?;
             }
@@ -378,7 +409,14 @@ impl Task {
     }
 
     /// `fchownat(2)`: `None` leaves an id unchanged (`-1`).
-    pub fn fchownat(&self, dirfd: DirFd, path: &[u8], uid: Option<Uid>, gid: Option<Gid>, flags: AtFlags) -> Result<()> {
+    pub fn fchownat(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        uid: Option<Uid>,
+        gid: Option<Gid>,
+        flags: AtFlags,
+    ) -> Result<()> {
         if !(AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH).contains(flags) {
             return Err(Errno::EINVAL);
         }
@@ -401,28 +439,41 @@ impl Task {
         let creds = self.credentials();
         let owner = creds.uid.0 == inode.uid();
         let can_chown = creds.capable(Capabilities::CHOWN);
-        if let Some(u) = uid {
-            if !(owner && u.0 == inode.uid()) && !can_chown {
-                return Err(Errno::EPERM);
+        if let Some(u) = uid
+            && !(owner && u.0 == inode.uid())
+            && !can_chown
+        {
+            return Err(Errno::EPERM);
+        }
+        if let Some(g) = gid
+            && !(owner && (g.0 == inode.gid() || creds.in_group(g)))
+            && !can_chown
+        {
+            return Err(Errno::EPERM);
+        }
+        // `chown_common` + `notify_change`: a non-directory loses setuid, and setgid when
+        // group-executable or when the caller is not in its group. Dropping a bit is a mode
+        // change, which needs the owner (EPERM otherwise, even for `-1, -1`) and keeps
+        // setgid only for a member of the (new) group.
+        let in_group_or_capable = |g: u32| creds.in_group(Gid(g)) || creds.capable(Capabilities::FSETID);
+        let old = inode.mode();
+        let mut mode = old;
+        if !inode.is_dir() {
+            mode &= !S_ISUID;
+            if mode & S_ISGID != 0 && (mode & 0o010 != 0 || !in_group_or_capable(inode.gid())) {
+                mode &= !S_ISGID;
             }
         }
-        if let Some(g) = gid {
-            if !(owner && (g.0 == inode.gid() || creds.in_group(g))) && !can_chown {
+        if mode != old {
+            if !owner_or_capable(&creds, inode) {
                 return Err(Errno::EPERM);
+            }
+            if !in_group_or_capable(gid.map_or(inode.gid(), |g| g.0)) {
+                mode &= !S_ISGID;
             }
         }
         let now = Timespec::now();
         inode.update(|w| {
-            let a = w.get();
-            let mut mode = a.mode;
-            if !inode.is_dir() {
-                if mode & S_ISUID != 0 {
-                    mode &= !S_ISUID;
-                }
-                if mode & (S_ISGID | 0o010) == (S_ISGID | 0o010) {
-                    mode &= !S_ISGID;
-                }
-            }
             w.set_mode(mode);
             if let Some(u) = uid {
                 w.set_uid(u.0);

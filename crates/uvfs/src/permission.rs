@@ -21,7 +21,13 @@ pub const MAY_READ: u32 = 4;
 
 /// Mode bits, ACL and owner checks for `mask` (`MAY_*`), as `acl_permission_check`.
 #[inline]
-fn acl_permission_check(creds: &Credentials, inode: &Inode, mask: u32, fast: FastPaths, guard: &LocalGuard<'_>) -> Result<()> {
+fn acl_permission_check(
+    creds: &Credentials,
+    inode: &Inode,
+    mask: u32,
+    fast: FastPaths,
+    guard: &LocalGuard<'_>,
+) -> Result<()> {
     let mut mode = inode.mode();
     let mask = mask & 7;
     if creds.uid.0 == inode.uid() {
@@ -31,7 +37,9 @@ fn acl_permission_check(creds: &Credentials, inode: &Inode, mask: u32, fast: Fas
     // An ACL matters only when the group class has bits (the mask lives there).
     if mode & 0o070 != 0 {
         match acl_state(creds, inode, fast, guard) {
-            AclCheck::Acl(granted) => return if mask & !(granted as u32) & 7 != 0 { Err(Errno::EACCES) } else { Ok(()) },
+            AclCheck::Acl(granted) => {
+                return if mask & !(granted as u32) & 7 != 0 { Err(Errno::EACCES) } else { Ok(()) };
+            }
             AclCheck::None => {}
         }
     }
@@ -84,7 +92,13 @@ fn acl_state_slow(creds: &Credentials, inode: &Inode, _guard: &LocalGuard<'_>) -
 }
 
 /// `generic_permission`: mode bits and ACL, then the DAC capabilities.
-pub fn generic_permission(creds: &Credentials, inode: &Inode, mask: u32, fast: FastPaths, guard: &LocalGuard<'_>) -> Result<()> {
+pub fn generic_permission(
+    creds: &Credentials,
+    inode: &Inode,
+    mask: u32,
+    fast: FastPaths,
+    guard: &LocalGuard<'_>,
+) -> Result<()> {
     if acl_permission_check(creds, inode, mask, fast, guard).is_ok() {
         return Ok(());
     }
@@ -127,7 +141,14 @@ pub fn may_create_in(creds: &Credentials, dir: &Inode, fast: FastPaths, guard: &
 }
 
 /// `may_delete`: remove `victim` from `dir`; `want_dir` for rmdir and directory renames.
-pub fn may_delete(creds: &Credentials, dir: &Inode, victim: &Inode, want_dir: bool, fast: FastPaths, guard: &LocalGuard<'_>) -> Result<()> {
+pub fn may_delete(
+    creds: &Credentials,
+    dir: &Inode,
+    victim: &Inode,
+    want_dir: bool,
+    fast: FastPaths,
+    guard: &LocalGuard<'_>,
+) -> Result<()> {
     generic_permission(creds, dir, MAY_WRITE | MAY_EXEC, fast, guard)?;
     if check_sticky(creds, dir, victim) {
         return Err(Errno::EPERM);

@@ -80,21 +80,20 @@ impl Task {
 
     /// `pread64(2)`.
     pub fn pread(&self, fd: Fd, buf: &mut [u8], off: i64) -> Result<usize> {
-        self.with_file(fd, |file| {
-            if off < 0 {
-                return Err(Errno::EINVAL);
-            }
-            Task::read_at(file, off as u64, buf)
-        })
+        // Before the descriptor, as Linux.
+        if off < 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.with_file(fd, |file| Task::read_at(file, off as u64, buf))
     }
 
     /// `pwrite64(2)`. As on Linux, with `O_APPEND` the data goes to the end of the file
     /// whatever `off` says.
     pub fn pwrite(&self, fd: Fd, buf: &[u8], off: i64) -> Result<usize> {
+        if off < 0 {
+            return Err(Errno::EINVAL);
+        }
         self.with_file(fd, |file| {
-            if off < 0 {
-                return Err(Errno::EINVAL);
-            }
             let off = if file.flags().contains(OpenFlags::APPEND) { file.inode.size() } else { off as u64 };
             self.write_at(file, off, buf)
         })
@@ -114,7 +113,9 @@ impl Task {
                     file.inode.size() as i64
                 }
             };
-            let new = base.checked_add(off).ok_or(Errno::EOVERFLOW)?;
+            // An offset past the largest file size is EINVAL, as Linux's `vfs_setpos`
+            // (its sum wraps negative), not EOVERFLOW.
+            let new = base.checked_add(off).ok_or(Errno::EINVAL)?;
             if new < 0 {
                 return Err(Errno::EINVAL);
             }

@@ -85,7 +85,12 @@ impl Task {
             return Ok(());
         }
         if *pos == 0 {
-            if !emit(DirEntry { ino: inode.ino(), next: 1, dtype: FileType::Directory.dirent_type(), name: b".".to_vec() }) {
+            if !emit(DirEntry {
+                ino: inode.ino(),
+                next: 1,
+                dtype: FileType::Directory.dirent_type(),
+                name: b".".to_vec(),
+            }) {
                 return Ok(());
             }
             *pos = 1;
@@ -110,7 +115,12 @@ impl Task {
         let locked = dir.lock.read();
         for (&p, d) in locked.order.range(*pos..) {
             let Some(i) = d.inode() else { continue };
-            let e = DirEntry { ino: i.ino(), next: p + 1, dtype: i.file_type().dirent_type(), name: d.name(&guard).to_vec() };
+            let e = DirEntry {
+                ino: i.ino(),
+                next: p + 1,
+                dtype: i.file_type().dirent_type(),
+                name: d.name(&guard).to_vec(),
+            };
             if !emit(e) {
                 break;
             }

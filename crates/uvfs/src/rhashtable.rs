@@ -186,7 +186,8 @@ where
             b = self.grow(b, b.heads.len() * 2, rcu);
         }
         let head = &b.heads[(h as usize) & (b.heads.len() - 1)];
-        let node = Box::into_raw(Box::new(Node { hash: h, key, value, next: AtomicPtr::new(head.load(Ordering::Relaxed)) }));
+        let node =
+            Box::into_raw(Box::new(Node { hash: h, key, value, next: AtomicPtr::new(head.load(Ordering::Relaxed)) }));
         head.store(node, Ordering::Release);
         self.len.store(n, Ordering::Relaxed);
         node
@@ -230,7 +231,12 @@ where
                 // SAFETY: the writer reads its own linked nodes.
                 let n = unsafe { &*p };
                 let slot = &new.heads[(n.hash as usize) & (size - 1)];
-                let copy = Node { hash: n.hash, key: n.key.clone(), value: n.value.clone(), next: AtomicPtr::new(slot.load(Ordering::Relaxed)) };
+                let copy = Node {
+                    hash: n.hash,
+                    key: n.key.clone(),
+                    value: n.value.clone(),
+                    next: AtomicPtr::new(slot.load(Ordering::Relaxed)),
+                };
                 slot.store(Box::into_raw(Box::new(copy)), Ordering::Relaxed);
                 p = n.next.load(Ordering::Acquire);
             }

@@ -119,6 +119,49 @@ mod tests {
         });
     }
 
+    /// The walk's handoff with a rename (`Task::walk` against `renameat2`): the writer, in
+    /// one write section, removes a name from directory A's map and inserts it in B's (two
+    /// atomics: "present in A", "present in B"), then moves it back in a second section. The
+    /// reader does what the walk does: up to two lockless attempts (`try_read_begin`, read,
+    /// `read_retry`), then the locked tier (the writer's lock). Every answer it keeps must
+    /// see the name in exactly one directory: never in neither (a spurious ENOENT), never in
+    /// both.
+    #[test]
+    fn loom_walk_sees_renamed_name_in_exactly_one_dir() {
+        use loom::sync::Mutex;
+        use loom::sync::atomic::AtomicBool;
+        loom::model(|| {
+            let s = Arc::new((SeqCount::new(), AtomicBool::new(true), AtomicBool::new(false), Mutex::new(())));
+            let w = s.clone();
+            let writer = loom::thread::spawn(move || {
+                for to_b in [true, false] {
+                    let _rename_lock = w.3.lock().unwrap();
+                    w.0.write_begin();
+                    // d_unhash from the old directory, then d_insert in the new one.
+                    let (from, to) = if to_b { (&w.1, &w.2) } else { (&w.2, &w.1) };
+                    from.store(false, Ordering::Relaxed);
+                    to.store(true, Ordering::Relaxed);
+                    w.0.write_end();
+                }
+            });
+            let mut answer = None;
+            for _ in 0..2 {
+                let Some(start) = s.0.try_read_begin() else { break };
+                let (a, b) = (s.1.load(Ordering::Relaxed), s.2.load(Ordering::Relaxed));
+                if !s.0.read_retry(start) {
+                    answer = Some((a, b));
+                    break;
+                }
+            }
+            let (a, b) = answer.unwrap_or_else(|| {
+                let _locked = s.3.lock().unwrap();
+                (s.1.load(Ordering::Relaxed), s.2.load(Ordering::Relaxed))
+            });
+            assert!(a != b, "validated walk saw the name in A: {a}, in B: {b}");
+            writer.join().unwrap();
+        });
+    }
+
     /// A reader that validates after the writer finished sees the new values.
     #[test]
     fn loom_validated_read_after_write_is_current() {

@@ -193,12 +193,10 @@ impl Task {
             if inode.file_type() != FileType::Symlink {
                 return Err(if empty { Errno::ENOENT } else { Errno::EINVAL });
             }
-            if cache {
-                if let Some(body) = inode.cached_link() {
-                    let n = body.len().min(buf.len());
-                    buf[..n].copy_from_slice(&body[..n]);
-                    return Ok(n);
-                }
+            if cache && let Some(body) = inode.cached_link() {
+                let n = body.len().min(buf.len());
+                buf[..n].copy_from_slice(&body[..n]);
+                return Ok(n);
             }
             crate::stats::bump(|c| c.link_fs_reads += 1);
             let body = inode.sb().fs().readlink(inode)?;

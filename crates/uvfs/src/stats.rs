@@ -12,7 +12,8 @@ pub struct Counters {
     pub walk_lockless: u64,
     /// Walks that fell back to (or were forced onto) the locked tier.
     pub walk_locked: u64,
-    /// Lockless walks retried because a sequence count changed.
+    /// Walks redone because a rename overlapped them: lockless attempts retried, and
+    /// locked walks redone under the rename lock.
     pub walk_retries: u64,
     /// Symlink bodies fetched from the filesystem instead of the inode cache.
     pub link_fs_reads: u64,

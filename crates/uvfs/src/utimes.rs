@@ -10,24 +10,22 @@ use crate::task::Task;
 impl Task {
     /// `utimensat(2)`: `times` is `[atime, mtime]`; `None` means both now.
     pub fn utimensat(&self, dirfd: DirFd, path: &[u8], times: Option<[TimeSpec; 2]>, flags: AtFlags) -> Result<()> {
-        if let Some(t) = times {
-            for ts in t {
-                if let TimeSpec::At(x) = ts {
-                    if x.nsec >= 1_000_000_000 {
-                        return Err(Errno::EINVAL);
-                    }
-                }
-            }
+        // Linux's order: two OMITs return before anything is checked, then the flags,
+        // then the path, and only then the nanoseconds (`vfs_utimes`).
+        if let Some([TimeSpec::Omit, TimeSpec::Omit]) = times {
+            return Ok(());
         }
         if !(AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH).contains(flags) {
             return Err(Errno::EINVAL);
         }
+        let p = self.resolve(dirfd, path, at_lookup(flags))?;
+        if times.is_some_and(|t| t.iter().any(|ts| matches!(ts, TimeSpec::At(x) if x.nsec >= 1_000_000_000))) {
+            return Err(Errno::EINVAL);
+        }
         let times = match times {
-            Some([TimeSpec::Omit, TimeSpec::Omit]) => return Ok(()),
             Some([TimeSpec::Now, TimeSpec::Now]) => None,
             t => t,
         };
-        let p = self.resolve(dirfd, path, at_lookup(flags))?;
         p.mnt.want_write()?;
         let inode = p.dentry.inode().ok_or(Errno::ENOENT)?;
         let guard = self.vfs.rcu.pin();

@@ -49,7 +49,8 @@ impl Vfs {
     /// A new instance whose root is an empty memfs.
     pub fn new(config: VfsConfig) -> Vfs {
         let rcu = Rcu::new();
-        let fs = MemFs::with_limits(MemFsLimits { max_bytes: config.root_size_limit, max_inodes: config.root_inode_limit });
+        let fs =
+            MemFs::with_limits(MemFsLimits { max_bytes: config.root_size_limit, max_inodes: config.root_inode_limit });
         let sb = SuperBlock::new(Box::new(fs), &rcu);
         let root_inode = sb.fs().root_inode(&sb).expect("memfs root");
         let root_dentry = Dentry::new_root(root_inode, &rcu);
@@ -99,13 +100,23 @@ impl Default for Vfs {
 impl VfsInner {
     /// The mount on `dentry` as seen from `mnt`, if any (lockless).
     #[inline]
-    pub(crate) fn lookup_mount<'g>(&self, mnt: &Mount, dentry: &Dentry, guard: &'g LocalGuard<'_>) -> Option<&'g Mount> {
+    pub(crate) fn lookup_mount<'g>(
+        &self,
+        mnt: &Mount,
+        dentry: &Dentry,
+        guard: &'g LocalGuard<'_>,
+    ) -> Option<&'g Mount> {
         self.mounts.get(&(mnt.id, dentry as *const Dentry as usize), guard).map(|m| &**m)
     }
 
     /// The locked-tier lookup: under the directory lock; asks the filesystem on a miss in
     /// a directory that is not complete, and caches its answer (positive or negative).
-    pub(crate) fn lookup_locked<'g>(&self, cur: Pos<'g>, name: &[u8], guard: &'g LocalGuard<'_>) -> Result<Option<&'g Dentry>> {
+    pub(crate) fn lookup_locked<'g>(
+        &self,
+        cur: Pos<'g>,
+        name: &[u8],
+        guard: &'g LocalGuard<'_>,
+    ) -> Result<Option<&'g Dentry>> {
         let dir = cur.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let complete = cur.mnt.sb.fs().dcache_complete();
         {
@@ -136,14 +147,28 @@ impl VfsInner {
 
     /// `d_add` for a new positive child: inserts it in the map and the readdir order.
     /// Caller holds the directory lock exclusively.
-    pub(crate) fn d_add(&self, parent: &Arc<Dentry>, locked: &mut DirLocked, name: &[u8], inode: Arc<Inode>, guard: &LocalGuard<'_>) -> Arc<Dentry> {
+    pub(crate) fn d_add(
+        &self,
+        parent: &Arc<Dentry>,
+        locked: &mut DirLocked,
+        name: &[u8],
+        inode: Arc<Inode>,
+        guard: &LocalGuard<'_>,
+    ) -> Arc<Dentry> {
         let d = Dentry::new_child(parent, name, Some(inode), &self.rcu);
         self.d_insert(parent, locked, name, d.clone(), guard);
         d
     }
 
     /// Inserts an existing dentry under `name` (d_add, the second half of d_move).
-    pub(crate) fn d_insert(&self, parent: &Dentry, locked: &mut DirLocked, name: &[u8], d: Arc<Dentry>, _guard: &LocalGuard<'_>) {
+    pub(crate) fn d_insert(
+        &self,
+        parent: &Dentry,
+        locked: &mut DirLocked,
+        name: &[u8],
+        d: Arc<Dentry>,
+        _guard: &LocalGuard<'_>,
+    ) {
         let dir = parent.dir().expect("parent is a directory");
         let pos = locked.next_pos;
         locked.next_pos += 1;
@@ -162,7 +187,13 @@ impl VfsInner {
     }
 
     /// `d_delete`: removes `name` from `parent` and marks the dentry dead.
-    pub(crate) fn d_remove(&self, parent: &Dentry, locked: &mut DirLocked, name: &[u8], guard: &LocalGuard<'_>) -> Option<Arc<Dentry>> {
+    pub(crate) fn d_remove(
+        &self,
+        parent: &Dentry,
+        locked: &mut DirLocked,
+        name: &[u8],
+        guard: &LocalGuard<'_>,
+    ) -> Option<Arc<Dentry>> {
         let old = self.d_unhash(parent, locked, name, guard)?;
         old.set_flag(DENTRY_DEAD);
         Some(old)
@@ -170,7 +201,13 @@ impl VfsInner {
 
     /// Takes `name` out of `parent`'s map and order, leaving the dentry alive (the first
     /// half of d_move).
-    pub(crate) fn d_unhash(&self, parent: &Dentry, locked: &mut DirLocked, name: &[u8], _guard: &LocalGuard<'_>) -> Option<Arc<Dentry>> {
+    pub(crate) fn d_unhash(
+        &self,
+        parent: &Dentry,
+        locked: &mut DirLocked,
+        name: &[u8],
+        _guard: &LocalGuard<'_>,
+    ) -> Option<Arc<Dentry>> {
         let dir = parent.dir().expect("parent is a directory");
         let old = dir.children.remove(name, &self.rcu)?;
         if old.inode().is_some() {

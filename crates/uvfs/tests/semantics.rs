@@ -50,8 +50,8 @@ fn getdents_cursor_is_stable_under_churn() {
     for i in 0..200 {
         assert_eq!(count.get(format!("keep{i}").as_bytes()), Some(&1), "keep{i}");
     }
-    assert_eq!(count.get(&b".".to_vec()), Some(&1));
-    assert_eq!(count.get(&b"..".to_vec()), Some(&1));
+    assert_eq!(count.get(b".".as_slice()), Some(&1));
+    assert_eq!(count.get(b"..".as_slice()), Some(&1));
     assert!(count.values().all(|&c| c == 1), "an entry appeared twice");
     // Rewind and list again: everything present now appears.
     t.lseek(fd, 0, Whence::Set).unwrap();

@@ -1,0 +1,650 @@
+//! The differential harness: one call sequence, run against the host kernel and against
+//! uvfs, compared call by call (results and errnos).
+//!
+//! Host side: a fresh thread per sequence that unshares its fs context and fd table
+//! (`unshare(CLONE_FS | CLONE_FILES)`), closes every inherited descriptor, chroots into
+//! a fresh directory on tmpfs (`/dev/shm`) and sets its ids with the raw syscalls (which,
+//! unlike glibc's wrappers, change only the calling thread). So absolute paths, `..` at
+//! the root, `getcwd` and descriptor numbers (lowest free, from 0) mean the same thing on
+//! both sides, and the test process itself is untouched. This is the per-thread form of
+//! "fork and chroot": cheaper, and safe in the multi-threaded test harness.
+//!
+//! uvfs side: a fresh `Vfs` whose root plays the chroot directory, one task.
+//!
+//! Known, documented uvfs design choices the harness accounts for:
+//! - opening a fifo, socket or device node in-process is ENXIO in uvfs. The host opens
+//!   with `O_NONBLOCK` added (so a fifo cannot block), and when the open of a special
+//!   file *succeeds* it closes it again and reports ENXIO; every error the host open gives
+//!   (EACCES, EEXIST, ELOOP, fifo-without-reader ENXIO, ...) is compared as is.
+//! - a NUL byte in a path is EINVAL in uvfs; a C caller cannot pass one: never generated.
+//! - directory offsets are opaque cookies, and uvfs lists a directory in creation order
+//!   while tmpfs (6.18) lists newest first with other cookie values. So `getdents`
+//!   results are compared as sorted name sets, and `lseek` on a directory is only run
+//!   as a rewind (`0, SEEK_SET`): any other directory seek is skipped on both sides.
+#![allow(dead_code)]
+
+use std::ffi::CString;
+use std::fmt;
+
+use uvfs::{
+    AccessMode, AtFlags, Credentials, DirFd, Errno, FastPaths, Fd, Gid, OpenFlags, RenameFlags, Task, TimeSpec,
+    Timespec, Uid, Vfs, VfsConfig, Whence,
+};
+
+/// The unprivileged user of the tests, its group and its supplementary group.
+pub const USER: u32 = 1000;
+pub const GROUP: u32 = 1000;
+pub const SUPP: u32 = 1001;
+/// Another user/group that owns things the test user may not touch.
+pub const OTHER: u32 = 2000;
+
+/// A path argument (bytes, no NUL), shown as text.
+#[derive(Clone, PartialEq, Eq)]
+pub struct P(pub Vec<u8>);
+
+impl fmt::Debug for P {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = String::from_utf8_lossy(&self.0);
+        if s.len() > 40 { write!(f, "\"{}...\"({} bytes)", &s[..20], s.len()) } else { write!(f, "{s:?}") }
+    }
+}
+
+pub fn p(s: &str) -> P {
+    P(s.as_bytes().to_vec())
+}
+
+/// A directory-fd argument.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum D {
+    Cwd,
+    Fd(i32),
+}
+
+/// The times argument of `utimensat`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Times {
+    /// `times == NULL`.
+    Null,
+    Pair(T, T),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum T {
+    Now,
+    Omit,
+    At(i64, u32),
+}
+
+/// `lseek` whence.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum W {
+    Set,
+    Cur,
+    End,
+}
+
+/// One call. Flags and modes are Linux's raw values (uvfs uses the same).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Op {
+    Open(D, P, i32, u32),
+    Close(i32),
+    Dup(i32),
+    Dup2(i32, i32),
+    Read(i32, usize),
+    Write(i32, usize),
+    Pread(i32, usize, i64),
+    Pwrite(i32, usize, i64),
+    Lseek(i32, i64, W),
+    Fstat(i32),
+    Fstatat(D, P, i32),
+    Faccessat(D, P, i32, i32),
+    Mkdirat(D, P, u32),
+    Mknodat(D, P, u32, u64),
+    Unlinkat(D, P, i32),
+    Renameat2(D, P, D, P, u32),
+    Linkat(D, P, D, P, i32),
+    Symlinkat(P, D, P),
+    Readlinkat(D, P, usize),
+    Fchmodat(D, P, u32, i32),
+    Fchmod(i32, u32),
+    Fchownat(D, P, Option<u32>, Option<u32>, i32),
+    Utimensat(D, P, Times, i32),
+    Truncate(P, i64),
+    Ftruncate(i32, i64),
+    Getdents(i32),
+    Fsync(i32),
+    Chdir(P),
+    Fchdir(i32),
+    Getcwd,
+    Umask(u32),
+}
+
+/// The part of `struct stat` that must agree: type and mode, link count, owner, size,
+/// blocks (tmpfs accounting) and device number. Not times, inode or device numbers.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct St {
+    pub mode: u32,
+    pub nlink: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: i64,
+    pub blocks: i64,
+    pub rdev: u64,
+}
+
+/// A call's result.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Out {
+    Unit,
+    Num(i64),
+    Bytes(Vec<u8>),
+    Stat(St),
+    /// getdents64: bytes returned and the (name, d_type) pairs, sorted (tmpfs and uvfs may
+    /// order entries differently).
+    Dents(i64, Vec<(Vec<u8>, u8)>),
+    Err(i32),
+    /// Not run on either side (a directory seek other than a rewind).
+    Skipped,
+}
+
+impl fmt::Debug for Out {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Out::Unit => write!(f, "ok"),
+            Out::Num(n) => write!(f, "{n}"),
+            Out::Bytes(b) if b.len() > 40 => write!(f, "{:?}...({} bytes)", String::from_utf8_lossy(&b[..20]), b.len()),
+            Out::Bytes(b) => write!(f, "{:?}", String::from_utf8_lossy(b)),
+            Out::Stat(s) => write!(f, "{s:?}").map(|_| ()).and_then(|_| write!(f, " (mode {:o})", s.mode)),
+            Out::Dents(n, v) => {
+                write!(f, "{n}B[")?;
+                for (name, t) in v {
+                    write!(f, "{}:{t} ", String::from_utf8_lossy(name))?;
+                }
+                write!(f, "]")
+            }
+            Out::Err(e) => write!(f, "{:?}", Errno::from_raw(*e)),
+            Out::Skipped => write!(f, "skipped"),
+        }
+    }
+}
+
+/// Who runs the generated calls (setup always runs as root).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Who {
+    Root,
+    /// uid 1000, gid 1000, supplementary group 1001, no capabilities.
+    User,
+    /// A setuid-root program run by the user: real ids 1000/1000, effective 0/0, every
+    /// capability (what `access(2)` without `AT_EACCESS` tells apart).
+    SetuidRoot,
+}
+
+/// The bytes `Write`/`Pwrite` of `n` bytes write (depends on `n` only).
+pub fn data(n: usize) -> Vec<u8> {
+    (0..n).map(|i| b'a' + ((i * 7 + n) % 26) as u8).collect()
+}
+
+const DENTS_BUF: usize = 8192;
+
+fn parse_dents(buf: &[u8]) -> Vec<(Vec<u8>, u8)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 19 <= buf.len() {
+        let reclen = u16::from_ne_bytes([buf[i + 16], buf[i + 17]]) as usize;
+        let dtype = buf[i + 18];
+        let name = &buf[i + 19..i + reclen];
+        let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+        out.push((name[..end].to_vec(), dtype));
+        i += reclen;
+    }
+    out.sort();
+    out
+}
+
+// ---------------------------------------------------------------- host
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().expect("errno")
+}
+
+fn cstr(p: &P) -> CString {
+    CString::new(p.0.clone()).expect("generated paths have no NUL")
+}
+
+fn hd(d: D) -> libc::c_int {
+    match d {
+        D::Cwd => libc::AT_FDCWD,
+        D::Fd(fd) => fd,
+    }
+}
+
+fn unit(rc: libc::c_long) -> Out {
+    if rc < 0 { Out::Err(errno()) } else { Out::Unit }
+}
+
+fn num(rc: libc::c_long) -> Out {
+    if rc < 0 { Out::Err(errno()) } else { Out::Num(rc) }
+}
+
+fn host_st(s: &libc::stat) -> St {
+    St {
+        mode: s.st_mode,
+        nlink: s.st_nlink,
+        uid: s.st_uid,
+        gid: s.st_gid,
+        size: s.st_size,
+        blocks: s.st_blocks,
+        rdev: s.st_rdev,
+    }
+}
+
+fn host_ts(t: T) -> libc::timespec {
+    match t {
+        T::Now => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
+        T::Omit => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        T::At(s, ns) => libc::timespec { tv_sec: s, tv_nsec: ns as i64 },
+    }
+}
+
+/// Runs one call on the host (in the prepared thread). Raw syscalls throughout, so the
+/// errno is the kernel's, not a libc emulation's.
+fn host_op(op: &Op) -> Out {
+    // SAFETY (whole function): plain syscalls with valid, NUL-terminated paths and
+    // buffers that outlive the call.
+    unsafe {
+        match op {
+            Op::Open(d, path, flags, mode) => {
+                let c = cstr(path);
+                let fd = libc::syscall(libc::SYS_openat, hd(*d), c.as_ptr(), flags | libc::O_NONBLOCK, *mode);
+                if fd < 0 {
+                    return Out::Err(errno());
+                }
+                if flags & libc::O_PATH == 0 {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    libc::fstat(fd as i32, &mut st);
+                    if matches!(
+                        st.st_mode & libc::S_IFMT,
+                        libc::S_IFIFO | libc::S_IFSOCK | libc::S_IFCHR | libc::S_IFBLK
+                    ) {
+                        // uvfs design: special files cannot be opened in-process.
+                        libc::close(fd as i32);
+                        return Out::Err(libc::ENXIO);
+                    }
+                }
+                Out::Num(fd)
+            }
+            Op::Close(fd) => unit(libc::syscall(libc::SYS_close, *fd)),
+            Op::Dup(fd) => num(libc::syscall(libc::SYS_dup, *fd)),
+            Op::Dup2(a, b) => num(libc::syscall(libc::SYS_dup2, *a, *b)),
+            Op::Read(fd, n) => {
+                let mut buf = vec![0u8; *n];
+                let r = libc::syscall(libc::SYS_read, *fd, buf.as_mut_ptr(), *n);
+                if r < 0 {
+                    return Out::Err(errno());
+                }
+                buf.truncate(r as usize);
+                Out::Bytes(buf)
+            }
+            Op::Pread(fd, n, off) => {
+                let mut buf = vec![0u8; *n];
+                let r = libc::syscall(libc::SYS_pread64, *fd, buf.as_mut_ptr(), *n, *off);
+                if r < 0 {
+                    return Out::Err(errno());
+                }
+                buf.truncate(r as usize);
+                Out::Bytes(buf)
+            }
+            Op::Write(fd, n) => {
+                let b = data(*n);
+                num(libc::syscall(libc::SYS_write, *fd, b.as_ptr(), *n))
+            }
+            Op::Pwrite(fd, n, off) => {
+                let b = data(*n);
+                num(libc::syscall(libc::SYS_pwrite64, *fd, b.as_ptr(), *n, *off))
+            }
+            Op::Lseek(fd, off, w) => {
+                let mut st: libc::stat = std::mem::zeroed();
+                if !(*off == 0 && *w == W::Set)
+                    && libc::fstat(*fd, &mut st) == 0
+                    && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+                {
+                    return Out::Skipped;
+                }
+                let w = match w {
+                    W::Set => libc::SEEK_SET,
+                    W::Cur => libc::SEEK_CUR,
+                    W::End => libc::SEEK_END,
+                };
+                num(libc::syscall(libc::SYS_lseek, *fd, *off, w))
+            }
+            Op::Fstat(fd) => {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::syscall(libc::SYS_fstat, *fd, &mut st) < 0 {
+                    return Out::Err(errno());
+                }
+                Out::Stat(host_st(&st))
+            }
+            Op::Fstatat(d, path, flags) => {
+                let c = cstr(path);
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::syscall(libc::SYS_newfstatat, hd(*d), c.as_ptr(), &mut st, *flags) < 0 {
+                    return Out::Err(errno());
+                }
+                Out::Stat(host_st(&st))
+            }
+            Op::Faccessat(d, path, mode, flags) => {
+                unit(libc::syscall(libc::SYS_faccessat2, hd(*d), cstr(path).as_ptr(), *mode, *flags))
+            }
+            Op::Mkdirat(d, path, mode) => unit(libc::syscall(libc::SYS_mkdirat, hd(*d), cstr(path).as_ptr(), *mode)),
+            Op::Mknodat(d, path, mode, dev) => {
+                unit(libc::syscall(libc::SYS_mknodat, hd(*d), cstr(path).as_ptr(), *mode, *dev))
+            }
+            Op::Unlinkat(d, path, flags) => {
+                unit(libc::syscall(libc::SYS_unlinkat, hd(*d), cstr(path).as_ptr(), *flags))
+            }
+            Op::Renameat2(d1, p1, d2, p2, flags) => {
+                unit(libc::syscall(libc::SYS_renameat2, hd(*d1), cstr(p1).as_ptr(), hd(*d2), cstr(p2).as_ptr(), *flags))
+            }
+            Op::Linkat(d1, p1, d2, p2, flags) => {
+                unit(libc::syscall(libc::SYS_linkat, hd(*d1), cstr(p1).as_ptr(), hd(*d2), cstr(p2).as_ptr(), *flags))
+            }
+            Op::Symlinkat(target, d, path) => {
+                unit(libc::syscall(libc::SYS_symlinkat, cstr(target).as_ptr(), hd(*d), cstr(path).as_ptr()))
+            }
+            Op::Readlinkat(d, path, n) => {
+                let mut buf = vec![0u8; *n];
+                let r = libc::syscall(libc::SYS_readlinkat, hd(*d), cstr(path).as_ptr(), buf.as_mut_ptr(), *n);
+                if r < 0 {
+                    return Out::Err(errno());
+                }
+                buf.truncate(r as usize);
+                Out::Bytes(buf)
+            }
+            Op::Fchmodat(d, path, mode, flags) => {
+                unit(libc::syscall(libc::SYS_fchmodat2, hd(*d), cstr(path).as_ptr(), *mode, *flags))
+            }
+            Op::Fchmod(fd, mode) => unit(libc::syscall(libc::SYS_fchmod, *fd, *mode)),
+            Op::Fchownat(d, path, u, g, flags) => unit(libc::syscall(
+                libc::SYS_fchownat,
+                hd(*d),
+                cstr(path).as_ptr(),
+                u.unwrap_or(u32::MAX),
+                g.unwrap_or(u32::MAX),
+                *flags,
+            )),
+            Op::Utimensat(d, path, times, flags) => {
+                let ts;
+                let tp = match times {
+                    Times::Null => std::ptr::null(),
+                    Times::Pair(a, m) => {
+                        ts = [host_ts(*a), host_ts(*m)];
+                        ts.as_ptr()
+                    }
+                };
+                unit(libc::syscall(libc::SYS_utimensat, hd(*d), cstr(path).as_ptr(), tp, *flags))
+            }
+            Op::Truncate(path, len) => unit(libc::syscall(libc::SYS_truncate, cstr(path).as_ptr(), *len)),
+            Op::Ftruncate(fd, len) => unit(libc::syscall(libc::SYS_ftruncate, *fd, *len)),
+            Op::Getdents(fd) => {
+                let mut buf = vec![0u8; DENTS_BUF];
+                let r = libc::syscall(libc::SYS_getdents64, *fd, buf.as_mut_ptr(), DENTS_BUF);
+                if r < 0 {
+                    return Out::Err(errno());
+                }
+                Out::Dents(r, parse_dents(&buf[..r as usize]))
+            }
+            Op::Fsync(fd) => unit(libc::syscall(libc::SYS_fsync, *fd)),
+            Op::Chdir(path) => unit(libc::syscall(libc::SYS_chdir, cstr(path).as_ptr())),
+            Op::Fchdir(fd) => unit(libc::syscall(libc::SYS_fchdir, *fd)),
+            Op::Getcwd => {
+                let mut buf = vec![0u8; 4096];
+                let r = libc::syscall(libc::SYS_getcwd, buf.as_mut_ptr(), buf.len());
+                if r < 0 {
+                    return Out::Err(errno());
+                }
+                // The syscall's length counts the NUL.
+                buf.truncate(r as usize - 1);
+                Out::Bytes(buf)
+            }
+            Op::Umask(m) => num(libc::syscall(libc::SYS_umask, *m)),
+        }
+    }
+}
+
+/// Sets the calling thread's ids (raw syscalls: this thread only).
+fn host_become(who: Who) -> Result<(), String> {
+    let groups = [SUPP as libc::gid_t];
+    // SAFETY: plain syscalls; `groups` outlives the call.
+    let rc = unsafe {
+        match who {
+            Who::Root => 0,
+            Who::User => {
+                libc::syscall(libc::SYS_setgroups, 1, groups.as_ptr())
+                    | libc::syscall(libc::SYS_setresgid, GROUP, GROUP, GROUP)
+                    | libc::syscall(libc::SYS_setresuid, USER, USER, USER)
+            }
+            Who::SetuidRoot => {
+                libc::syscall(libc::SYS_setgroups, 1, groups.as_ptr())
+                    | libc::syscall(libc::SYS_setresgid, GROUP, 0, 0)
+                    | libc::syscall(libc::SYS_setresuid, USER, 0, 0)
+            }
+        }
+    };
+    if rc != 0 { Err(format!("setting ids: errno {}", errno())) } else { Ok(()) }
+}
+
+/// Runs `setup` as root then `ops` as `who` on the host, in a private thread chrooted to a
+/// fresh tmpfs directory. Returns both output lists.
+pub fn host_run(who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
+    let tmpl = CString::new("/dev/shm/uvfs-diff-XXXXXX").unwrap();
+    let mut raw = tmpl.into_bytes_with_nul();
+    // SAFETY: a writable NUL-terminated template.
+    let dir = unsafe { libc::mkdtemp(raw.as_mut_ptr().cast()) };
+    assert!(!dir.is_null(), "mkdtemp: {}", std::io::Error::last_os_error());
+    raw.pop();
+    let root = String::from_utf8(raw).unwrap();
+    // The root plays uvfs's root: 01777 root:root (mkdtemp made it 0700).
+    std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let (setup, ops, r) = (setup.to_vec(), ops.to_vec(), root.clone());
+    let res = std::thread::spawn(move || -> Result<(Vec<Out>, Vec<Out>), String> {
+        // SAFETY: unshare/close_range/chroot/chdir affect only this thread after unshare.
+        unsafe {
+            if libc::unshare(libc::CLONE_FS | libc::CLONE_FILES) != 0 {
+                return Err(format!("unshare: {}", std::io::Error::last_os_error()));
+            }
+            let c = CString::new(r).unwrap();
+            if libc::chroot(c.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
+                return Err(format!("chroot: {}", std::io::Error::last_os_error()));
+            }
+            // Descriptors are numbered from 0 in this private table, as in a fresh task.
+            if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+                return Err(format!("close_range: {}", std::io::Error::last_os_error()));
+            }
+            libc::umask(0o022);
+        }
+        let s: Vec<Out> = setup.iter().map(host_op).collect();
+        host_become(who)?;
+        let o: Vec<Out> = ops.iter().map(host_op).collect();
+        Ok((s, o))
+    })
+    .join()
+    .expect("host thread panicked")
+    .unwrap_or_else(|e| panic!("host setup failed: {e}"));
+    std::fs::remove_dir_all(&root).unwrap_or_else(|e| panic!("removing {root}: {e}"));
+    res
+}
+
+// ---------------------------------------------------------------- uvfs
+
+fn ud(d: D) -> DirFd {
+    match d {
+        D::Cwd => DirFd::Cwd,
+        D::Fd(fd) => DirFd::Fd(Fd(fd)),
+    }
+}
+
+fn ures<T>(r: uvfs::Result<T>, f: impl FnOnce(T) -> Out) -> Out {
+    match r {
+        Ok(v) => f(v),
+        Err(e) => Out::Err(e.raw()),
+    }
+}
+
+fn uunit(r: uvfs::Result<()>) -> Out {
+    ures(r, |_| Out::Unit)
+}
+
+fn ust(s: uvfs::Stat) -> Out {
+    Out::Stat(St {
+        mode: s.mode,
+        nlink: s.nlink as u64,
+        uid: s.uid,
+        gid: s.gid,
+        size: s.size as i64,
+        blocks: s.blocks as i64,
+        rdev: s.rdev,
+    })
+}
+
+fn uts(t: T) -> TimeSpec {
+    match t {
+        T::Now => TimeSpec::Now,
+        T::Omit => TimeSpec::Omit,
+        T::At(sec, nsec) => TimeSpec::At(Timespec { sec, nsec }),
+    }
+}
+
+fn uvfs_op(t: &Task, op: &Op) -> Out {
+    let of = |f: i32| OpenFlags::from_bits_retain(f as u32);
+    let af = |f: i32| AtFlags::from_bits_retain(f as u32);
+    match op {
+        Op::Open(d, path, flags, mode) => {
+            ures(t.openat(ud(*d), &path.0, of(*flags), *mode), |fd| Out::Num(fd.0 as i64))
+        }
+        Op::Close(fd) => uunit(t.close(Fd(*fd))),
+        Op::Dup(fd) => ures(t.dup(Fd(*fd)), |fd| Out::Num(fd.0 as i64)),
+        Op::Dup2(a, b) => ures(t.dup2(Fd(*a), Fd(*b)), |fd| Out::Num(fd.0 as i64)),
+        Op::Read(fd, n) => {
+            let mut buf = vec![0u8; *n];
+            ures(t.read(Fd(*fd), &mut buf), |r| Out::Bytes(buf[..r].to_vec()))
+        }
+        Op::Pread(fd, n, off) => {
+            let mut buf = vec![0u8; *n];
+            ures(t.pread(Fd(*fd), &mut buf, *off), |r| Out::Bytes(buf[..r].to_vec()))
+        }
+        Op::Write(fd, n) => ures(t.write(Fd(*fd), &data(*n)), |r| Out::Num(r as i64)),
+        Op::Pwrite(fd, n, off) => ures(t.pwrite(Fd(*fd), &data(*n), *off), |r| Out::Num(r as i64)),
+        Op::Lseek(fd, off, w) => {
+            if !(*off == 0 && *w == W::Set)
+                && t.fstat(Fd(*fd)).is_ok_and(|s| s.file_type() == Some(uvfs::FileType::Directory))
+            {
+                return Out::Skipped;
+            }
+            let w = match w {
+                W::Set => Whence::Set,
+                W::Cur => Whence::Cur,
+                W::End => Whence::End,
+            };
+            ures(t.lseek(Fd(*fd), *off, w), |r| Out::Num(r as i64))
+        }
+        Op::Fstat(fd) => ures(t.fstat(Fd(*fd)), ust),
+        Op::Fstatat(d, path, flags) => ures(t.fstatat(ud(*d), &path.0, af(*flags)), ust),
+        Op::Faccessat(d, path, mode, flags) => {
+            uunit(t.faccessat(ud(*d), &path.0, AccessMode::from_bits_retain(*mode as u32), af(*flags)))
+        }
+        Op::Mkdirat(d, path, mode) => uunit(t.mkdirat(ud(*d), &path.0, *mode)),
+        Op::Mknodat(d, path, mode, dev) => uunit(t.mknodat(ud(*d), &path.0, *mode, *dev)),
+        Op::Unlinkat(d, path, flags) => uunit(t.unlinkat(ud(*d), &path.0, af(*flags))),
+        Op::Renameat2(d1, p1, d2, p2, flags) => {
+            uunit(t.renameat2(ud(*d1), &p1.0, ud(*d2), &p2.0, RenameFlags::from_bits_retain(*flags)))
+        }
+        Op::Linkat(d1, p1, d2, p2, flags) => uunit(t.linkat(ud(*d1), &p1.0, ud(*d2), &p2.0, af(*flags))),
+        Op::Symlinkat(target, d, path) => uunit(t.symlinkat(&target.0, ud(*d), &path.0)),
+        Op::Readlinkat(d, path, n) => {
+            let mut buf = vec![0u8; *n];
+            ures(t.readlinkat(ud(*d), &path.0, &mut buf), |r| Out::Bytes(buf[..r].to_vec()))
+        }
+        Op::Fchmodat(d, path, mode, flags) => uunit(t.fchmodat(ud(*d), &path.0, *mode, af(*flags))),
+        Op::Fchmod(fd, mode) => uunit(t.fchmod(Fd(*fd), *mode)),
+        Op::Fchownat(d, path, u, g, flags) => uunit(t.fchownat(ud(*d), &path.0, u.map(Uid), g.map(Gid), af(*flags))),
+        Op::Utimensat(d, path, times, flags) => {
+            let times = match times {
+                Times::Null => None,
+                Times::Pair(a, m) => Some([uts(*a), uts(*m)]),
+            };
+            uunit(t.utimensat(ud(*d), &path.0, times, af(*flags)))
+        }
+        Op::Truncate(path, len) => uunit(t.truncate(&path.0, *len)),
+        Op::Ftruncate(fd, len) => uunit(t.ftruncate(Fd(*fd), *len)),
+        Op::Getdents(fd) => {
+            let mut buf = vec![0u8; DENTS_BUF];
+            ures(t.getdents64(Fd(*fd), &mut buf), |r| Out::Dents(r as i64, parse_dents(&buf[..r])))
+        }
+        Op::Fsync(fd) => uunit(t.fsync(Fd(*fd))),
+        Op::Chdir(path) => uunit(t.chdir(&path.0)),
+        Op::Fchdir(fd) => uunit(t.fchdir(Fd(*fd))),
+        Op::Getcwd => ures(t.getcwd(), Out::Bytes),
+        Op::Umask(m) => Out::Num(t.umask(*m) as i64),
+    }
+}
+
+fn uvfs_creds(who: Who) -> Credentials {
+    let groups = [Gid(SUPP)];
+    match who {
+        Who::Root => Credentials::root(),
+        Who::User => Credentials::new(Uid(USER), Gid(GROUP), &groups),
+        Who::SetuidRoot => {
+            let mut c = Credentials::new(Uid(0), Gid(0), &groups);
+            c.ruid = Uid(USER);
+            c.rgid = Gid(GROUP);
+            c
+        }
+    }
+}
+
+/// Runs `setup` as root then `ops` as `who` on a fresh uvfs instance.
+pub fn uvfs_run(fast: FastPaths, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
+    let vfs = Vfs::new(VfsConfig { fast_paths: fast, ..VfsConfig::default() });
+    let t = vfs.root_task();
+    t.umask(0o022);
+    let s = setup.iter().map(|o| uvfs_op(&t, o)).collect();
+    t.set_credentials(uvfs_creds(who));
+    let o = ops.iter().map(|o| uvfs_op(&t, o)).collect();
+    (s, o)
+}
+
+// ---------------------------------------------------------------- comparison
+
+/// Runs a sequence on the host once and on uvfs with every fast path on and with all
+/// off (each forces its general path); `Err` describes the first disagreement with the
+/// whole sequence and both sides' results.
+pub fn check(who: Who, setup: &[Op], ops: &[Op]) -> Result<(), String> {
+    let (hs, ho) = host_run(who, setup, ops);
+    for (i, (op, h)) in setup.iter().zip(&hs).enumerate() {
+        if let Out::Err(_) = h {
+            return Err(format!("setup step {i} {op:?} failed on the host: {h:?}"));
+        }
+    }
+    for fast in [FastPaths::all(), FastPaths::empty()] {
+        let (us, uo) = uvfs_run(fast, who, setup, ops);
+        if let Some(i) = hs.iter().zip(&us).position(|(h, u)| h != u) {
+            return Err(format!("setup step {i} {:?}: host {:?}, uvfs {:?}", setup[i], hs[i], us[i]));
+        }
+        let Some(bad) = ho.iter().zip(&uo).position(|(h, u)| h != u) else { continue };
+        let mut msg = format!("{who:?}, fast paths {fast:?}: call {bad} differs\n");
+        for (i, op) in ops.iter().enumerate() {
+            let mark = if i == bad { ">>" } else { "  " };
+            msg += &format!("{mark}{i:3} {op:?}\n      host {:?}\n      uvfs {:?}\n", ho[i], uo[i]);
+        }
+        return Err(msg);
+    }
+    Ok(())
+}
+
+/// `check`, panicking with the report.
+#[track_caller]
+pub fn assert_same(who: Who, setup: &[Op], ops: &[Op]) {
+    if let Err(m) = check(who, setup, ops) {
+        panic!("{m}");
+    }
+}
