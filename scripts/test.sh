@@ -18,5 +18,5 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p uvfs --lib seq
 echo "== concurrency stress under valgrind"
 bin=$(cargo test -p uvfs --test concurrency --no-run --message-format=json 2>/dev/null \
   | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
-UVFS_STRESS_ITERS=200 valgrind -q --error-exitcode=1 --leak-check=no "$bin" --test-threads=2
+UVFS_STRESS_ITERS=2000 valgrind -q --fair-sched=yes --error-exitcode=1 --leak-check=no "$bin" --test-threads=2
 echo "== all checks passed"
