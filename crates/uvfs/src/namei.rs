@@ -24,6 +24,8 @@
 //! component over 255 bytes is ENAMETOOLONG, a path of 4096 bytes or more too, a NUL byte
 //! anywhere is EINVAL (a C caller could not have passed it), more than 40 symlinks ELOOP.
 
+use std::mem::MaybeUninit;
+
 use bitflags::bitflags;
 
 use crate::config::FastPaths;
@@ -171,7 +173,10 @@ enum SegSrc<'a> {
 
 struct Seg<'a> {
     src: SegSrc<'a>,
+    /// Where the next component starts (slashes after the last one already skipped).
     pos: usize,
+    /// The last component taken from this segment was followed by a slash.
+    slash_after: bool,
 }
 
 impl Seg<'_> {
@@ -182,14 +187,71 @@ impl Seg<'_> {
             SegSrc::Owned(b) => b,
         }
     }
-    /// Whether nothing but slashes remains.
+    /// Whether the segment is used up.
     #[inline]
     fn at_end(&self) -> bool {
-        self.bytes()[self.pos..].iter().all(|&c| c == b'/')
+        self.pos == self.bytes().len()
     }
+}
+
+/// The walk's segments: the caller's path, then the bodies of the symlinks being
+/// followed. Fixed capacity and never initialized beyond what is pushed, so a walk
+/// without symlinks touches one slot (an initialized array of 41 was a measurable part of
+/// a cached stat).
+struct SegStack<'a> {
+    /// Slots below `len` are initialized.
+    len: usize,
+    items: [MaybeUninit<Seg<'a>>; MAXSYMLINKS + 1],
+}
+
+impl<'a> SegStack<'a> {
     #[inline]
-    fn has_slash(&self) -> bool {
-        self.bytes()[self.pos..].contains(&b'/')
+    fn new(path: &'a [u8]) -> Self {
+        let mut st = SegStack { len: 0, items: [const { MaybeUninit::uninit() }; MAXSYMLINKS + 1] };
+        st.push(Seg { src: SegSrc::Borrowed(path), pos: 0, slash_after: false });
+        st
+    }
+
+    /// Pushes a segment; the walk gives up with ELOOP after MAXSYMLINKS links, before the
+    /// stack could overflow (and indexing would panic rather than corrupt if it did).
+    #[inline]
+    fn push(&mut self, seg: Seg<'a>) {
+        self.items[self.len].write(seg);
+        self.len += 1;
+    }
+
+    #[inline]
+    fn pop(&mut self) {
+        self.len -= 1;
+        // SAFETY: slots below the old `len` are initialized; this one is no longer counted.
+        unsafe { self.items[self.len].assume_init_drop() };
+    }
+
+    #[inline]
+    fn top(&mut self) -> &mut Seg<'a> {
+        // SAFETY: slots below `len` are initialized; indexing panics if `len` is 0.
+        unsafe { self.items[self.len - 1].assume_init_mut() }
+    }
+
+    #[inline]
+    fn top_ref(&self) -> &Seg<'a> {
+        // SAFETY: as `top`.
+        unsafe { self.items[self.len - 1].assume_init_ref() }
+    }
+
+    /// The segments below the top one.
+    #[inline]
+    fn lower(&self) -> impl Iterator<Item = &Seg<'a>> {
+        // SAFETY: slots below `len` are initialized.
+        self.items[..self.len.saturating_sub(1)].iter().map(|s| unsafe { s.assume_init_ref() })
+    }
+}
+
+impl Drop for SegStack<'_> {
+    fn drop(&mut self) {
+        while self.len > 0 {
+            self.pop();
+        }
     }
 }
 
@@ -237,54 +299,57 @@ struct Nameidata<'a, 't> {
     root: Pos<'a>,
     cur: Pos<'a>,
     links: usize,
-    stack: [Option<Seg<'a>>; MAXSYMLINKS + 1],
-    depth: usize,
+    stack: SegStack<'a>,
 }
 
 impl<'a, 't> Nameidata<'a, 't> {
-    fn top(&mut self) -> &mut Seg<'a> {
-        self.stack[self.depth - 1].as_mut().expect("walk stack underflow")
-    }
-
-    /// Whether everything below the top segment is also used up.
+    /// Whether everything below the top segment is used up.
     fn lower_at_end(&self) -> bool {
-        self.stack[..self.depth - 1].iter().all(|s| s.as_ref().is_none_or(|s| s.at_end()))
+        self.stack.lower().all(|s| s.at_end())
     }
 
+    /// Whether a lower segment ended in a slash (`link/` while `link`'s body is walked).
     fn lower_has_slash(&self) -> bool {
-        self.stack[..self.depth - 1].iter().any(|s| s.as_ref().is_some_and(|s| s.has_slash()))
+        self.stack.lower().any(|s| s.slash_after)
     }
 
-    /// Next component of the top segment as (start, end); pops used-up segments.
-    fn next_component(&mut self) -> Option<(usize, usize)> {
+    /// Next component of the top segment: (start, end, last in its segment, followed by a
+    /// slash). Pops used-up segments. One pass over the bytes.
+    #[inline]
+    fn next_component(&mut self) -> Option<(usize, usize, bool, bool)> {
         loop {
-            if self.depth == 0 {
+            if self.stack.len == 0 {
                 return None;
             }
-            let seg = self.top();
+            let seg = self.stack.top();
             let b = seg.bytes();
             let mut i = seg.pos;
             while i < b.len() && b[i] == b'/' {
                 i += 1;
             }
             if i == b.len() {
-                self.stack[self.depth - 1] = None;
-                self.depth -= 1;
+                self.stack.pop();
                 continue;
             }
             let start = i;
             while i < b.len() && b[i] != b'/' {
                 i += 1;
             }
+            let end = i;
+            while i < b.len() && b[i] == b'/' {
+                i += 1;
+            }
+            let (done, slash) = (i == b.len(), i > end);
             seg.pos = i;
-            return Some((start, i));
+            seg.slash_after = slash;
+            return Some((start, end, done, slash));
         }
     }
 
     /// The component `s..e` of the top segment, borrowed when the segment outlives the
     /// walk, copied (at most 255 bytes, on the stack) when it is an owned body.
     fn component(&self, s: usize, e: usize) -> Comp<'a> {
-        match &self.stack[self.depth - 1].as_ref().expect("walk stack").src {
+        match &self.stack.top_ref().src {
             SegSrc::Borrowed(b) => Comp::Borrowed(&b[s..e]),
             SegSrc::Owned(b) => Comp::Copied(NameBuf::new(&b[s..e])),
         }
@@ -370,14 +435,13 @@ impl<'a, 't> Nameidata<'a, 't> {
         if b[0] == b'/' {
             self.cur = self.root;
         }
-        self.stack[self.depth] = Some(Seg { src, pos: 0 });
-        self.depth += 1;
+        self.stack.push(Seg { src, pos: 0, slash_after: false });
         Ok(())
     }
 
     fn run(&mut self, flags: LookupFlags) -> std::result::Result<Outcome<'a>, Stop> {
         loop {
-            let Some((s, e)) = self.next_component() else {
+            let Some((s, e, seg_done, slash_after)) = self.next_component() else {
                 // Only slashes (or a symlink body of slashes) were left: the current
                 // position is the answer.
                 if flags.contains(LookupFlags::PARENT) {
@@ -391,8 +455,8 @@ impl<'a, 't> Nameidata<'a, 't> {
                 }
                 return Ok(Outcome::Found(self.cur));
             };
-            let is_last = self.top().at_end() && self.lower_at_end();
-            let trailing_slash = is_last && (self.top().has_slash() || self.lower_has_slash());
+            let is_last = seg_done && self.lower_at_end();
+            let trailing_slash = is_last && (slash_after || self.lower_has_slash());
             // Search permission on the directory, as `link_path_walk` checks before each
             // component.
             self.may_lookup()?;
@@ -581,10 +645,8 @@ impl Task {
             root,
             cur: start,
             links: 0,
-            stack: [const { None }; MAXSYMLINKS + 1],
-            depth: 1,
+            stack: SegStack::new(path),
         };
-        nd.stack[0] = Some(Seg { src: SegSrc::Borrowed(path), pos: 0 });
         nd.run(flags)
     }
 }
