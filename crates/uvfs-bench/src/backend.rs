@@ -116,6 +116,11 @@ impl WalkCounters {
 pub trait Worker {
     /// An open file.
     type File: Copy + Send;
+    /// A live inotify watch (dropped: the watch and its instance go away).
+    type Watch: Send;
+
+    /// An inotify instance watching `path` for every event (`IN_ALL_EVENTS`).
+    fn watch(&self, path: &CStr) -> Result<Self::Watch, Errno>;
 
     /// `mkdir(path, mode)` followed by `chmod(path, mode)` (so the umask does not matter).
     fn mkdir(&self, path: &CStr, mode: u32) -> Result<(), Errno>;
@@ -160,11 +165,20 @@ fn check(r: libc::c_int) -> Result<(), Errno> {
 /// `TMPFS_MAGIC` from `<linux/magic.h>`.
 const TMPFS_MAGIC: i64 = 0x0102_1994;
 
-/// The host kernel, on a fresh directory of a tmpfs, removed on drop.
-#[derive(Debug)]
+/// The host kernel, on a fresh directory of a tmpfs, removed on drop; or (the `fuse`
+/// target, [`KernelFs::on_fuse`]) on a fresh memfs served through FUSE by `uvfs-fuse`
+/// in this process, with kernel caching off, unmounted on drop.
 pub struct KernelFs {
     dir: PathBuf,
     cdir: CString,
+    /// The FUSE mount and its mount point, for the `fuse` target.
+    fuse: Option<(uvfs_fuse::MountHandle, PathBuf)>,
+}
+
+impl std::fmt::Debug for KernelFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelFs").field("dir", &self.dir).field("fuse", &self.fuse.is_some()).finish()
+    }
 }
 
 impl KernelFs {
@@ -172,6 +186,37 @@ impl KernelFs {
     /// directory on a tmpfs. The error says why the kernel target cannot run.
     pub fn new(parent: &Path) -> Result<KernelFs, String> {
         check_tmpfs(parent)?;
+        KernelFs::in_dir(parent)
+    }
+
+    /// A fresh memfs mounted through FUSE (entry, attribute and negative timeouts 0) on a
+    /// new directory of the system temp dir; the workers make real syscalls there. Needs
+    /// root (or a usable fusermount3) and /dev/fuse; the error says what is missing.
+    pub fn on_fuse() -> Result<KernelFs, String> {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        if !Path::new("/dev/fuse").exists() {
+            return Err("/dev/fuse is missing (no FUSE in this kernel)".into());
+        }
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let mp = std::env::temp_dir().join(format!("uvfs-bench-fuse.{}.{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&mp);
+        std::fs::create_dir(&mp).map_err(|e| format!("cannot create {}: {e}", mp.display()))?;
+        let vfs = Vfs::new(uvfs::VfsConfig::default());
+        let opts = uvfs_fuse::MountOptions { watch: false, ..uvfs_fuse::MountOptions::uncached() };
+        let h = match uvfs_fuse::spawn(&vfs, &mp, &opts) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&mp);
+                return Err(format!("cannot mount uvfs through FUSE on {}: {e}", mp.display()));
+            }
+        };
+        let mut k = KernelFs::in_dir(&mp)?;
+        k.fuse = Some((h, mp));
+        Ok(k)
+    }
+
+    fn in_dir(parent: &Path) -> Result<KernelFs, String> {
         use std::sync::atomic::{AtomicU32, Ordering};
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
@@ -183,7 +228,7 @@ impl KernelFs {
         // SAFETY: cdir is a valid NUL-terminated path.
         check(unsafe { libc::chmod(cdir.as_ptr(), 0o755) })
             .map_err(|e| format!("cannot chmod {}: errno {e}", dir.display()))?;
-        Ok(KernelFs { dir, cdir })
+        Ok(KernelFs { dir, cdir, fuse: None })
     }
 
     /// The directory the workers start in.
@@ -195,6 +240,10 @@ impl KernelFs {
 impl Drop for KernelFs {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some((h, mp)) = self.fuse.take() {
+            let _ = h.unmount();
+            let _ = std::fs::remove_dir(mp);
+        }
     }
 }
 
@@ -276,6 +325,18 @@ pub struct KernelWorker {
 
 impl Worker for KernelWorker {
     type File = libc::c_int;
+    type Watch = std::os::fd::OwnedFd;
+
+    fn watch(&self, path: &CStr) -> Result<std::os::fd::OwnedFd, Errno> {
+        // SAFETY: plain syscalls; the descriptor is owned by the returned OwnedFd.
+        unsafe {
+            let fd = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
+            check(fd)?;
+            let owned = <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd);
+            check(libc::inotify_add_watch(fd, path.as_ptr(), libc::IN_ALL_EVENTS))?;
+            Ok(owned)
+        }
+    }
 
     fn mkdir(&self, path: &CStr, mode: u32) -> Result<(), Errno> {
         // SAFETY: valid path.
@@ -392,6 +453,13 @@ fn raw(e: uvfs::Errno) -> Errno {
 
 impl Worker for UvfsWorker {
     type File = Fd;
+    type Watch = uvfs::Inotify;
+
+    fn watch(&self, path: &CStr) -> Result<uvfs::Inotify, Errno> {
+        let ino = self.task.inotify_init1(uvfs::InotifyFlags::NONBLOCK).map_err(raw)?;
+        self.task.inotify_add_watch(&ino, path.to_bytes(), uvfs::EventMask::ALL_EVENTS).map_err(raw)?;
+        Ok(ino)
+    }
 
     fn mkdir(&self, path: &CStr, mode: u32) -> Result<(), Errno> {
         self.task.mkdirat(DirFd::Cwd, path.to_bytes(), mode).map_err(raw)?;

@@ -2,9 +2,9 @@
 //!
 //! Every case runs the same loop on several targets in one run: the host `kernel`, `uvfs`
 //! with all fast paths on, and `uvfs-no-*` with one fast path switched off (forcing the
-//! general path, see `uvfs::FastPaths`). A `fuse` target (the kernel calls through a
-//! `uvfs mount`) is declared but cannot run until the FUSE frontend exists; it is reported
-//! as skipped. Adding a target is one entry in [`TARGETS`] and one arm where backends are
+//! general path, see `uvfs::FastPaths`), and `fuse`: the kernel's syscalls on a fresh
+//! memfs served through FUSE by `uvfs-fuse` in-process, kernel caching off, for the cases
+//! where it applies (see `run::fuse_blocker`). Adding a target is one entry in [`TARGETS`] and one arm where backends are
 //! made (`cases::run_target`).
 //!
 //! **Baselines.** `uvfs` and `fuse` are compared with `kernel` (uvfs against the host);
@@ -23,7 +23,7 @@ pub enum TargetKind {
         /// Fast paths removed from the default (all on).
         off: FastPaths,
     },
-    /// Kernel syscalls through a FUSE mount of uvfs (not available yet).
+    /// Kernel syscalls through a FUSE mount of uvfs (caching off).
     Fuse,
 }
 
@@ -64,9 +64,6 @@ pub const TARGETS: &[Target] = &[
     uvfs_off("uvfs-no-notify", FastPaths::NOTIFY),
     uvfs_off("uvfs-no-inode-hash", FastPaths::INODE_HASH),
 ];
-
-/// Why the FUSE target cannot run (yet).
-pub const FUSE_UNAVAILABLE: &str = "the FUSE frontend (`uvfs mount`) is not implemented yet";
 
 /// Looks a target up by name.
 pub fn target(name: &str) -> Option<&'static Target> {

@@ -3,10 +3,11 @@
 //! Subcommands:
 //! - `bench`: the seeds' benchmarks against the host kernel and uvfs (see the
 //!   `uvfs-bench` crate docs, `uvfs bench --help`).
+//! - `mount`: serve a uvfs instance through FUSE (the `uvfs-fuse` crate docs,
+//!   `uvfs mount --help`).
 //!
 //! Each subcommand lives in its own crate and exposes a clap `Args` struct plus a `run`
-//! function; this binary only dispatches, so `mount` (the FUSE frontend) is one more
-//! variant of [`Command`] when it exists.
+//! function; this binary only dispatches.
 
 use std::process::ExitCode;
 
@@ -25,11 +26,15 @@ enum Command {
     /// Run the benchmarks: each seed's loop on the host kernel, uvfs and uvfs with one
     /// fast path off; print comparison tables, write an SVG chart, or print JSON
     Bench(uvfs_bench::BenchArgs),
+    /// Serve a uvfs instance through the kernel's FUSE on MOUNTPOINT (foreground until
+    /// Ctrl-C or SIGTERM, which unmount; or --daemon)
+    Mount(uvfs_fuse::MountArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(args) => uvfs_bench::run(args),
+        Command::Mount(args) => uvfs_fuse::run(args),
     }
 }

@@ -33,7 +33,7 @@ impl Default for FastPaths {
 }
 
 /// Configuration of a [`Vfs`](crate::Vfs).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct VfsConfig {
     /// Fast paths in force (all by default).
     pub fast_paths: FastPaths,
@@ -41,4 +41,21 @@ pub struct VfsConfig {
     pub root_size_limit: Option<u64>,
     /// Inode limit of the root memfs (tmpfs `nr_inodes=`); `None`: unlimited.
     pub root_inode_limit: Option<u64>,
+    /// Events an inotify instance queues before `IN_Q_OVERFLOW` (`max_queued_events`).
+    pub max_queued_events: usize,
+    /// Watches one inotify instance may hold before ENOSPC (Linux's `max_user_watches`
+    /// counts per user; uvfs per instance).
+    pub max_user_watches: usize,
+}
+
+impl Default for VfsConfig {
+    fn default() -> Self {
+        VfsConfig {
+            fast_paths: FastPaths::all(),
+            root_size_limit: None,
+            root_inode_limit: None,
+            max_queued_events: 16384,
+            max_user_watches: 65536,
+        }
+    }
 }

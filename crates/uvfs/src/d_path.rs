@@ -1,7 +1,10 @@
 //! `getcwd`. Mirrors Linux's `fs/d_path.c`: the path is built from the dentry up to the
 //! task's root, crossing mount roots, validated against the rename sequence.
 
+use crate::dentry::Dentry;
 use crate::errno::{Errno, Result};
+use crate::mount::Mount;
+use crate::rcu::LocalGuard;
 use crate::task::Task;
 
 impl Task {
@@ -13,32 +16,12 @@ impl Task {
             let seq = self.vfs.rename_seq.read_begin();
             let fsx = self.fs.load(&guard);
             let (root_m, root_d) = (&*fsx.root.mnt, &*fsx.root.dentry);
-            let (mut m, mut d) = (&*fsx.cwd.mnt, &*fsx.cwd.dentry);
+            let (m, d) = (&*fsx.cwd.mnt, &*fsx.cwd.dentry);
             if d.is_dead() {
                 return Err(Errno::ENOENT);
             }
             let mut parts: Vec<&[u8]> = Vec::new();
-            let mut unreachable = false;
-            loop {
-                if std::ptr::eq(m, root_m) && std::ptr::eq(d, root_d) {
-                    break;
-                }
-                if std::ptr::eq(d, &**m.root()) {
-                    match &m.parent {
-                        Some((pm, mp)) => {
-                            m = pm;
-                            d = mp;
-                            continue;
-                        }
-                        None => {
-                            unreachable = true;
-                            break;
-                        }
-                    }
-                }
-                parts.push(d.name(&guard));
-                d = d.parent(&guard);
-            }
+            let unreachable = !climb(m, d, root_m, root_d, &guard, |n| parts.push(n));
             let mut out = Vec::new();
             if unreachable {
                 out.extend_from_slice(b"(unreachable)");
@@ -56,3 +39,86 @@ impl Task {
         }
     }
 }
+
+/// The path of `dentry` as seen through `mnt`, from the root of the whole tree (for
+/// events of mount and filesystem marks). Without a mount, from the filesystem's root.
+pub(crate) fn dentry_path(
+    mnt: Option<&crate::mount::Mount>,
+    dentry: &crate::dentry::Dentry,
+    guard: &crate::rcu::LocalGuard<'_>,
+) -> Vec<u8> {
+    let mut parts: Vec<&[u8]> = Vec::new();
+    let (mut m, mut d) = (mnt, dentry);
+    loop {
+        if let Some(mm) = m
+            && std::ptr::eq(d, &**mm.root())
+        {
+            match mm.parent(guard) {
+                Some((pm, mp)) => {
+                    m = Some(pm);
+                    d = mp;
+                    continue;
+                }
+                None => break,
+            }
+        }
+        if d.is_root() {
+            break;
+        }
+        parts.push(d.name(guard));
+        d = d.parent(guard);
+    }
+    let mut out = Vec::new();
+    for p in parts.iter().rev() {
+        out.push(b'/');
+        out.extend_from_slice(p);
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    out
+}
+
+/// Climbs from `d` as seen through `m` up to `root_d` through `root_m` (Linux's
+/// `prepend_path`), crossing mount roots to their mountpoints, handing `name` each name
+/// passed, innermost first: whether the root was reached (false: the position is outside
+/// it, or on a detached mount). No allocation of its own. The caller validates against the
+/// rename sequence or holds the rename lock; the climb is bounded so that a torn view
+/// cannot make it loop.
+pub(crate) fn climb<'g>(
+    m: &'g Mount,
+    d: &'g Dentry,
+    root_m: &Mount,
+    root_d: &Dentry,
+    guard: &'g LocalGuard<'_>,
+    mut name: impl FnMut(&'g [u8]),
+) -> bool {
+    let (mut m, mut d) = (m, d);
+    for _ in 0..CLIMB_LIMIT {
+        if std::ptr::eq(m, root_m) && std::ptr::eq(d, root_d) {
+            return true;
+        }
+        if std::ptr::eq(d, &**m.root()) {
+            match m.parent(guard) {
+                Some((pm, mp)) => {
+                    m = pm;
+                    d = mp;
+                    continue;
+                }
+                None => return false,
+            }
+        }
+        if d.is_root() {
+            // A filesystem root that is not its mount's root: the dentry was renamed out
+            // of a bind mount's subtree.
+            return false;
+        }
+        name(d.name(guard));
+        d = d.parent(guard);
+    }
+    false
+}
+
+/// Most steps a climb takes: a bound for torn views in lockless readers (whose answer
+/// the rename sequence then discards); no real tree is that deep.
+pub(crate) const CLIMB_LIMIT: usize = 1 << 20;

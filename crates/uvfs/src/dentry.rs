@@ -82,7 +82,8 @@ pub struct DentryHot {
 pub struct DentryCold {
     /// Position in the parent's readdir order; protected by the parent's dir lock.
     pub(crate) pos: AtomicU64,
-    /// Number of mounts on this dentry; protected by the mount lock.
+    /// Number of mounts on this dentry (in any parent mount); changed under the rename lock
+    /// and the parent directory's lock (so rmdir/unlink, which hold the latter, see it).
     pub(crate) mounts: AtomicU32,
 }
 
@@ -152,6 +153,18 @@ impl Dentry {
 
     pub(crate) fn set_flag(&self, f: u32) {
         self.hot.flags.fetch_or(f, Ordering::AcqRel);
+    }
+
+    /// Clears `DENTRY_PARENT_WATCHED` (lazily, when the parent no longer wants child
+    /// events, as Linux's `__fsnotify_update_child_dentry_flags`).
+    pub(crate) fn clear_parent_watched(&self) {
+        self.hot.flags.fetch_and(!DENTRY_PARENT_WATCHED, Ordering::AcqRel);
+    }
+
+    /// Clears `DENTRY_MOUNTED` when the last mount on this dentry goes (caller holds the
+    /// rename lock, inside the rename sequence).
+    pub(crate) fn clear_mounted(&self) {
+        self.hot.flags.fetch_and(!DENTRY_MOUNTED, Ordering::AcqRel);
     }
 
     /// Whether it was unlinked (or replaced).

@@ -9,10 +9,12 @@
 
 use std::sync::Arc;
 
+use crate::acl::posix_acl_create;
 use crate::cred::Capabilities;
 use crate::dentry::{DENTRY_DEAD, DENTRY_LINKABLE, Dentry};
 use crate::errno::{Errno, Result};
 use crate::flags::{AtFlags, DirFd, RenameFlags};
+use crate::fsnotify::{self, EventMask};
 use crate::namei::{LastType, LookupFlags, NameBuf, Outcome, PATH_MAX, check_path};
 use crate::permission::{
     MAY_READ, MAY_WRITE, generic_permission, init_owner, may_create_in, may_delete, owner_or_capable,
@@ -90,7 +92,18 @@ impl Task {
         check(&p.parent, &guard)?;
         may_create_in(creds, dir_inode, vfs.fast, &guard)?;
         let inode = make(&p.parent, name, &guard)?;
-        vfs.d_add(&p.parent.dentry, &mut locked, name, inode, &guard);
+        vfs.d_add(&p.parent.dentry, &mut locked, name, inode.clone(), &guard);
+        fsnotify::notify_name(
+            vfs.fast,
+            &p.parent.mnt,
+            &p.parent.dentry,
+            dir_inode,
+            name,
+            &inode,
+            EventMask::CREATE.bits(),
+            0,
+            &guard,
+        );
         Ok(())
     }
 
@@ -100,13 +113,21 @@ impl Task {
         self.create_node(dirfd, path, true, &|_, _| Ok(()), |parent, name, guard| {
             let creds = self.creds.load(guard);
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
-            let m = (mode & (0o777 | S_ISVTX) & !umask) | FileType::Directory.mode_bits();
+            let m = (mode & (0o777 | S_ISVTX)) | FileType::Directory.mode_bits();
             let (gid, m) = init_owner(creds, dir_inode, m, true);
+            let a = posix_acl_create(dir_inode, m, umask)?;
             parent.mnt.sb.fs().create(
                 &parent.mnt.sb,
                 dir_inode,
                 name,
-                &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: None },
+                &CreateArgs {
+                    mode: a.mode,
+                    uid: creds.uid.0,
+                    gid,
+                    acl: a.acl,
+                    default_acl: a.default_acl,
+                    ..Default::default()
+                },
             )
         })
     }
@@ -133,14 +154,23 @@ impl Task {
                 return Err(Errno::EPERM);
             }
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
-            let m = (mode & S_IALLUGO & !umask) | ftype.mode_bits();
+            let m = (mode & S_IALLUGO) | ftype.mode_bits();
             let (gid, m) = init_owner(creds, dir_inode, m, false);
+            let a = posix_acl_create(dir_inode, m, umask)?;
             let rdev = if matches!(ftype, FileType::CharDevice | FileType::BlockDevice) { dev } else { 0 };
             parent.mnt.sb.fs().create(
                 &parent.mnt.sb,
                 dir_inode,
                 name,
-                &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev, target: None },
+                &CreateArgs {
+                    mode: a.mode,
+                    uid: creds.uid.0,
+                    gid,
+                    rdev,
+                    acl: a.acl,
+                    default_acl: a.default_acl,
+                    ..Default::default()
+                },
             )
         })
     }
@@ -163,7 +193,7 @@ impl Task {
                 &parent.mnt.sb,
                 dir_inode,
                 name,
-                &CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: Some(target) },
+                &CreateArgs { mode: m, uid: creds.uid.0, gid, target: Some(target), ..Default::default() },
             )
         })
     }
@@ -223,7 +253,7 @@ impl Task {
             }
             Ok(())
         };
-        let res = self.create_node(newdirfd, new, false, &check, |parent, name, _guard| {
+        let res = self.create_node(newdirfd, new, false, &check, |parent, name, guard| {
             if inode.is_dir() {
                 return Err(Errno::EPERM);
             }
@@ -232,6 +262,8 @@ impl Task {
             }
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
             parent.mnt.sb.fs().link(dir_inode, name, &inode)?;
+            // fsnotify_link: the link count changed (ATTRIB), then CREATE in the directory.
+            fsnotify::notify_self(self.vfs.fast, &inode, EventMask::ATTRIB.bits(), guard);
             Ok(inode.clone())
         });
         if let Err(e) = res {
@@ -285,8 +317,24 @@ impl Task {
         }
         p.parent.mnt.sb.fs().unlink(dir_inode, name, &inode)?;
         vfs.d_remove(&p.parent.dentry, &mut locked, name, &guard);
+        // Linux's order: ATTRIB (link count), DELETE_SELF (last link, unused), DELETE in
+        // the directory, then the watches of the deleted inode go (IN_IGNORED).
+        fsnotify::notify_self(vfs.fast, &inode, EventMask::ATTRIB.bits(), &guard);
+        if inode.evict_if_unused() {
+            fsnotify::inode_deleted(vfs.fast, &inode, &guard);
+        }
+        fsnotify::notify_name(
+            vfs.fast,
+            &p.parent.mnt,
+            &p.parent.dentry,
+            dir_inode,
+            name,
+            &inode,
+            EventMask::DELETE.bits(),
+            0,
+            &guard,
+        );
         drop(locked);
-        inode.evict_if_unused();
         Ok(())
     }
 
@@ -332,8 +380,21 @@ impl Task {
         victim.set_flag(DENTRY_DEAD);
         drop(vlocked);
         vfs.d_remove(&p.parent.dentry, &mut locked, name, &guard);
+        if inode.evict_if_unused() {
+            fsnotify::inode_deleted(vfs.fast, &inode, &guard);
+        }
+        fsnotify::notify_name(
+            vfs.fast,
+            &p.parent.mnt,
+            &p.parent.dentry,
+            dir_inode,
+            name,
+            &inode,
+            EventMask::DELETE.bits(),
+            0,
+            &guard,
+        );
         drop(locked);
-        inode.evict_if_unused();
         Ok(())
     }
 
@@ -493,8 +554,27 @@ impl Task {
             vfs.d_insert(nd, side(ol_ref, &mut nl_ref, true), nname, src.clone(), &guard);
         });
         drop(tl);
+        // fsnotify_move: MOVED_FROM/MOVED_TO sharing a cookie, ATTRIB on a replaced target,
+        // MOVE_SELF; for an exchange, the same the other way round.
+        let fast = vfs.fast;
+        let (om, nm) = (&op.parent.mnt, &np.parent.mnt);
+        let cookie = fsnotify::next_cookie();
+        fsnotify::notify_name(fast, om, od, od_inode, oname, &src_inode, EventMask::MOVED_FROM.bits(), cookie, &guard);
+        fsnotify::notify_name(fast, nm, nd, nd_inode, nname, &src_inode, EventMask::MOVED_TO.bits(), cookie, &guard);
         if let (Some(ti), false) = (&tgt_inode, exchange) {
-            ti.evict_if_unused();
+            fsnotify::notify_self(fast, ti, EventMask::ATTRIB.bits(), &guard);
+        }
+        fsnotify::notify_self(fast, &src_inode, EventMask::MOVE_SELF.bits(), &guard);
+        if let (Some(ti), true) = (&tgt_inode, exchange) {
+            let cookie = fsnotify::next_cookie();
+            fsnotify::notify_name(fast, nm, nd, nd_inode, nname, ti, EventMask::MOVED_FROM.bits(), cookie, &guard);
+            fsnotify::notify_name(fast, om, od, od_inode, oname, ti, EventMask::MOVED_TO.bits(), cookie, &guard);
+            fsnotify::notify_self(fast, ti, EventMask::MOVE_SELF.bits(), &guard);
+        }
+        if let (Some(ti), false) = (&tgt_inode, exchange)
+            && ti.evict_if_unused()
+        {
+            fsnotify::inode_deleted(fast, ti, &guard);
         }
         Ok(())
     }

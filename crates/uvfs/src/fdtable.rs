@@ -43,6 +43,8 @@ pub struct FdTable {
     max: usize,
     /// Immutable: reclamation domain.
     rcu: Rcu,
+    /// Immutable: the instance's fast paths (the close event's notify check).
+    fast: crate::config::FastPaths,
 }
 
 // The array's pointers are owned `Arc<File>`s.
@@ -57,7 +59,7 @@ impl Drop for FdTable {
                 // threads' readers that loaded it are waited for by the collector.
                 let f = unsafe { Arc::from_raw(p) };
                 if f.fds.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    f.release();
+                    f.release(self.fast);
                 }
                 self.rcu.defer_drop(f);
             }
@@ -67,12 +69,13 @@ impl Drop for FdTable {
 
 impl FdTable {
     /// An empty table.
-    pub fn new(rcu: &Rcu) -> FdTable {
+    pub fn new(rcu: &Rcu, fast: crate::config::FastPaths) -> FdTable {
         FdTable {
             array: RcuBox::new(FdArray::with_len(64)),
             lock: Mutex::new(()),
             max: DEFAULT_MAX_FDS,
             rcu: rcu.clone(),
+            fast,
         }
     }
 
@@ -93,7 +96,7 @@ impl FdTable {
                 new.cloexec[i].store(arr.cloexec[i].load(Ordering::Relaxed), Ordering::Relaxed);
             }
         }
-        FdTable { array: RcuBox::new(new), lock: Mutex::new(()), max: self.max, rcu: self.rcu.clone() }
+        FdTable { array: RcuBox::new(new), lock: Mutex::new(()), max: self.max, rcu: self.rcu.clone(), fast: self.fast }
     }
 
     /// The file at `fd`, valid while `guard` lives. No lock, no reference count.
@@ -148,6 +151,8 @@ impl FdTable {
         file.fds.fetch_add(1, Ordering::AcqRel);
         arr.cloexec[idx].store(cloexec, Ordering::Relaxed);
         let old = arr.slots[idx].swap(Arc::into_raw(file).cast_mut(), Ordering::AcqRel);
+        drop(_l);
+        // Released outside the table lock: the close event takes notify locks.
         self.retire(old);
         Ok(fd)
     }
@@ -163,6 +168,8 @@ impl FdTable {
         if old.is_null() {
             return Err(Errno::EBADF);
         }
+        drop(_l);
+        // Released outside the table lock: the close event takes notify locks.
         self.retire(old);
         Ok(())
     }
@@ -181,7 +188,7 @@ impl FdTable {
         // SAFETY: `p` was the slot's count and is unpublished now.
         let f = unsafe { Arc::from_raw(p) };
         if f.fds.fetch_sub(1, Ordering::AcqRel) == 1 {
-            f.release();
+            f.release(self.fast);
         }
         self.rcu.defer_drop(f);
     }

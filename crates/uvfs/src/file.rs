@@ -1,10 +1,11 @@
 //! `File`: an open file description. Mirrors Linux's `struct file`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::dentry::Dentry;
 use crate::flags::OpenFlags;
+use crate::fsnotify::{self, EventMask};
 use crate::inode::Inode;
 use crate::mount::Mount;
 use crate::sync::Mutex;
@@ -24,11 +25,19 @@ pub struct File {
     /// The file position (Linux's `f_pos` under `f_pos_lock`); for directories, the
     /// readdir cursor.
     pub(crate) pos: Mutex<u64>,
+    /// Atomic: the file still holds its user count on `mnt` (and its writer count, if
+    /// opened for writing); given back once, at the last close or at drop if it was never
+    /// installed.
+    counted: AtomicBool,
 }
 
 impl File {
     /// `ESTALE` if the inode's contents were evicted since the caller found it (it lost
-    /// its last name meanwhile): the caller walks again.
+    /// its last name meanwhile), or if a non-lazy umount took the mount away since: the
+    /// caller walks again. `EROFS` if opened for writing on a mount made read-only since
+    /// the caller checked. The file counts as a user of its mount (umount is EBUSY) and,
+    /// opened for writing, as a writer (a read-only remount is EBUSY), as Linux's
+    /// `do_dentry_open` with `FMODE_WRITER`.
     pub(crate) fn new(
         mnt: Arc<Mount>,
         dentry: Arc<Dentry>,
@@ -36,7 +45,36 @@ impl File {
         flags: OpenFlags,
     ) -> crate::errno::Result<File> {
         inode.opened()?;
-        Ok(File { mnt, dentry, inode, flags: AtomicU32::new(flags.bits()), fds: AtomicU32::new(0), pos: Mutex::new(0) })
+        if let Err(e) = mnt.get_user() {
+            inode.closed();
+            return Err(e);
+        }
+        if flags.writable()
+            && let Err(e) = mnt.get_write_access()
+        {
+            mnt.put_user();
+            inode.closed();
+            return Err(e);
+        }
+        Ok(File {
+            mnt,
+            dentry,
+            inode,
+            flags: AtomicU32::new(flags.bits()),
+            fds: AtomicU32::new(0),
+            pos: Mutex::new(0),
+            counted: AtomicBool::new(true),
+        })
+    }
+
+    /// Gives back the mount's user and writer counts, once.
+    fn put_mount_counts(&self) {
+        if self.counted.swap(false, Ordering::AcqRel) {
+            if self.flags().writable() {
+                self.mnt.put_write_access();
+            }
+            self.mnt.put_user();
+        }
     }
 
     /// Open flags.
@@ -69,8 +107,26 @@ impl File {
 
     /// Called when the last descriptor referring to this file is closed (Linux's `__fput`,
     /// minus the memory, which the collector frees later).
-    pub(crate) fn release(&self) {
-        self.inode.closed();
+    pub(crate) fn release(&self, fast: crate::config::FastPaths) {
+        let guard = self.inode.sb().rcu().pin();
+        if !self.is_path() {
+            let mask = if self.flags().writable() { EventMask::CLOSE_WRITE } else { EventMask::CLOSE_NOWRITE };
+            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, mask.bits(), &guard);
+        }
+        if self.inode.closed() {
+            // The last reference to an unlinked inode: it is deleted now.
+            fsnotify::inode_deleted(fast, &self.inode, &guard);
+        }
+        self.put_mount_counts();
+    }
+}
+
+impl Drop for File {
+    /// A file that was never installed (its open failed after `new`) gives its mount
+    /// counts back here; an installed one already did at its last close, which is what
+    /// decides when a umount stops being EBUSY (the memory is reclaimed later).
+    fn drop(&mut self) {
+        self.put_mount_counts();
     }
 }
 

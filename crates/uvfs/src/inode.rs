@@ -10,7 +10,7 @@ use std::any::Any;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::acl::AclSlot;
+use crate::acl::{AclInit, AclSlot};
 use crate::flags::Timespec;
 use crate::seqcount::SeqCount;
 use crate::stat::{FileType, S_IFMT, Stat};
@@ -51,11 +51,13 @@ pub struct Inode {
     atime: AtomicTime,
     mtime: AtomicTime,
     ctime: AtomicTime,
-    /// The default ACL slot (directories).
+    /// The default ACL slot (directories; atomic, changed under `lock`).
     pub(crate) acl_default: AclSlot,
     /// The inode lock (Linux's `i_rwsem` for attribute changes): serializes attribute
-    /// writers and the slow-path ACL load.
+    /// writers, ACL and xattr changes, and the slow-path ACL load.
     pub(crate) lock: Mutex<()>,
+    /// Inotify marks on this inode (their mask is read by the notify fast path).
+    pub(crate) marks: crate::fsnotify::Marks,
     /// Atomic: open file descriptions of this inode, and [`OPENS_EVICTED`]; with `nlink`,
     /// decides eviction.
     opens: AtomicU32,
@@ -106,8 +108,10 @@ pub struct NewInode {
     pub rdev: u64,
     /// Access, modification and change times.
     pub times: [Timespec; 3],
-    /// Whether the filesystem knows the inode has no ACLs (memfs at creation: yes).
-    pub acl_known_none: bool,
+    /// What the access ACL slot starts as (memfs: known, none or inherited).
+    pub acl: AclInit,
+    /// What the default ACL slot starts as.
+    pub default_acl: AclInit,
     /// The symlink body, if the filesystem has it at hand.
     pub link: Option<Box<[u8]>>,
 }
@@ -153,16 +157,17 @@ impl Inode {
             nlink: AtomicU32::new(n.nlink),
             size: AtomicU64::new(n.size),
             blocks: AtomicU64::new(n.blocks),
-            acl_access: AclSlot::new(n.acl_known_none),
+            acl_access: AclSlot::new(n.acl),
             link,
             sb: sb.clone(),
             rdev: n.rdev,
             atime: AtomicTime::new(n.times[0]),
             mtime: AtomicTime::new(n.times[1]),
             ctime: AtomicTime::new(n.times[2]),
-            acl_default: AclSlot::new(n.acl_known_none),
+            acl_default: AclSlot::new(n.default_acl),
             lock: Mutex::new(()),
             opens: AtomicU32::new(0),
+            marks: Default::default(),
             private,
         })
     }
@@ -297,21 +302,23 @@ impl Inode {
             .map_err(|_| crate::errno::Errno::ESTALE)
     }
 
-    pub(crate) fn closed(&self) {
-        if self.opens.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.evict_if_unused();
-        }
+    /// Unregisters an open file description; true if that evicted the inode.
+    pub(crate) fn closed(&self) -> bool {
+        self.opens.fetch_sub(1, Ordering::AcqRel) == 1 && self.evict_if_unused()
     }
 
     /// Frees the contents once the inode has neither links nor open files (Linux's
     /// `iput_final` -> `evict`), without waiting for the memory to be reclaimed. At most
     /// once, and never while (or after) an open registers.
-    pub(crate) fn evict_if_unused(&self) {
+    /// True if it evicted now.
+    pub(crate) fn evict_if_unused(&self) -> bool {
         if self.nlink() == 0
             && self.opens.compare_exchange(0, OPENS_EVICTED, Ordering::AcqRel, Ordering::Acquire).is_ok()
         {
             self.sb.fs().evict(self);
+            return true;
         }
+        false
     }
 
     /// The cached symlink body, if cached.

@@ -13,18 +13,23 @@
 //! | [`dentry`] | [`Dentry`]: a name; a directory's children map | `struct dentry`, dcache |
 //! | [`inode`] | [`Inode`]: a file object; lockless attributes | `struct inode` |
 //! | [`superblock`] | [`SuperBlock`], the [`FileSystem`] trait | `super_block`, `inode_operations` |
-//! | [`mount`] | [`Mount`] | `struct mount` |
+//! | [`mount`] | [`Mount`]: flags, users (umount EBUSY), writers (remount-ro EBUSY) | `struct mount` |
+//! | `namespace` | `mount`, `remount`, `umount2`, `mountinfo` on [`Task`] | `fs/namespace.c` |
+//! | `openat2` | [`OpenHow`], [`ResolveFlags`]: scoped resolution | `fs/open.c` (`build_open_flags`) |
 //! | [`file`], [`fdtable`] | [`File`], [`FdTable`] | `struct file`, `files_struct` |
 //! | [`namei`] | the path walk | `fs/namei.c` |
 //! | [`permission`] | mode bits, capabilities, sticky, setgid | `generic_permission` |
-//! | [`acl`] | the ACL slot and evaluation | `fs/posix_acl.c` |
+//! | [`acl`] | POSIX ACLs: the slot, evaluation, xattr format, inheritance | `fs/posix_acl.c` |
+//! | [`xattr`] | extended attributes: names, namespaces, permission | `fs/xattr.c` |
 //! | [`memfs`] | tmpfs semantics in memory | `mm/shmem.c` |
 //! | `open`, `stat`, `dir_ops`, `read_write`, `readdir`, `utimes`, `d_path` | the calls | `fs/open.c`, `fs/stat.c`, ... |
 //! | [`seqcount`], [`rcu`], [`rhashtable`], [`sync`] | primitives | `seqcount_t`, RCU, the dcache hash, locks |
 //!
 //! ## Lock order
-//! `rename_lock` (renames, mount changes) -> parent directory lock (ancestor first) ->
-//! child directory lock -> inode lock -> file position lock -> memfs page lock.
+//! `rename_lock` (renames, mount changes; it holds the list of mounts) -> parent
+//! directory lock (ancestor first) ->
+//! child directory lock -> inode lock -> file position lock -> memfs leaf locks (pages,
+//! xattrs, ACLs).
 //! The fd table lock and a task's `fs_lock` are leaves taken alone. Every struct field
 //! says whether it is immutable, atomic, or protected by which lock.
 //!
@@ -44,7 +49,9 @@
 //!   by `readlinkat`.
 //! - **Failed open without allocation** (seed 003): `Task::openat` walks before it
 //!   allocates.
-//! - **No-ACL permission check** (seed 001): [`acl::AclSlot`], read by [`permission`].
+//! - **No-ACL permission check** (seed 001): [`acl::AclSlot`], read by [`permission`]
+//!   without a lock; "known none" (or a check the mode decides: the owner, or no group
+//!   bits) touches no ACL data, a cached ACL is evaluated in place.
 //!
 //! Each falls back to a general path that exists anyway (the locked walk tier, asking the
 //! filesystem, the locked ACL load); the switch forces it. A lockless reader that sees an
@@ -73,11 +80,15 @@ pub mod errno;
 pub mod fdtable;
 pub mod file;
 pub mod flags;
+pub mod fsnotify;
 pub mod inode;
+pub mod inotify;
 pub mod memfs;
 pub mod mount;
 pub mod namei;
+mod namespace;
 mod open;
+mod openat2;
 pub mod permission;
 pub mod rcu;
 mod read_write;
@@ -91,7 +102,9 @@ pub mod sync;
 pub mod task;
 mod utimes;
 pub mod vfs;
+pub mod xattr;
 
+pub use acl::{Acl, AclEntry, AclTag, AclType};
 pub use config::{FastPaths, VfsConfig};
 pub use cred::{Capabilities, Credentials, Gid, Uid};
 pub use dentry::Dentry;
@@ -99,9 +112,13 @@ pub use errno::{Errno, Result};
 pub use fdtable::FdTable;
 pub use file::File;
 pub use flags::{AccessMode, AtFlags, DirFd, Fd, OpenFlags, RenameFlags, TimeSpec, Timespec, Whence};
+pub use fsnotify::EventMask;
 pub use inode::Inode;
-pub use mount::{Mount, MountFlags};
+pub use inotify::{Inotify, InotifyEvent, InotifyFlags, MarkKind};
+pub use mount::{Mount, MountFlags, MountInfo, MountSource, UmountFlags};
+pub use openat2::{OpenHow, ResolveFlags};
 pub use stat::{FileType, Stat, StatFs};
 pub use superblock::{DirEntry, FileSystem, SuperBlock};
 pub use task::Task;
 pub use vfs::Vfs;
+pub use xattr::XattrFlags;

@@ -7,18 +7,26 @@
 //! (directory size 20 bytes per entry plus 40; symlinks of 128 bytes or more take a page).
 //! File contents are sparse 4 KiB pages, so `truncate` to a huge size costs nothing and
 //! `st_blocks` counts pages as tmpfs does. Optional size and inode limits give ENOSPC.
+//!
+//! Extended attributes (`user.`, `trusted.`, `security.`) live in the inode's private
+//! data, in name order, under a leaf lock. As in tmpfs, their space comes out of the inode
+//! limit's budget (`nr_inodes` x 1 KiB, each inode taking 1 KiB and each xattr 40 bytes
+//! plus its name and value), so with an inode limit a full budget is ENOSPC. POSIX ACLs
+//! are stored beside them (not charged, as tmpfs) and cached in the inode's slots.
 
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crate::acl::{Acl, AclInit, AclType};
 use crate::errno::{Errno, Result};
 use crate::flags::Timespec;
 use crate::inode::{Inode, NewInode};
 use crate::stat::{FileType, S_IFMT, StatFs};
 use crate::superblock::{CreateArgs, FileSystem, RenameReq, SuperBlock};
-use crate::sync::RwLock;
+use crate::sync::{Mutex, RwLock};
+use crate::xattr::XattrFlags;
 
 /// tmpfs's `BOGO_DIRENT_SIZE`: what each entry adds to a directory's size.
 const DIRENT_SIZE: u64 = 20;
@@ -28,6 +36,8 @@ const PAGE: u64 = 4096;
 const SHORT_SYMLINK_LEN: usize = 128;
 /// Largest file size (`MAX_LFS_FILESIZE`).
 const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+/// tmpfs's `BOGO_INODE_SIZE`: what an inode takes of the inode budget.
+const BOGO_INODE_SIZE: u64 = 1024;
 /// `TMPFS_MAGIC`.
 pub const TMPFS_MAGIC: u64 = 0x0102_1994;
 
@@ -45,8 +55,29 @@ pub struct MemFsLimits {
 struct Usage {
     /// Atomic: pages in use.
     pages: AtomicU64,
-    /// Atomic: inodes in use.
-    inodes: AtomicU64,
+    /// Atomic: bytes of the inode budget in use (tmpfs's `max_inodes * BOGO_INODE_SIZE -
+    /// free_ispace`): [`BOGO_INODE_SIZE`] per inode plus [`xattr_space`] per xattr.
+    ispace: AtomicU64,
+}
+
+/// What an xattr takes of the inode budget (`simple_xattr_space`).
+fn xattr_space(name: &[u8], value: &[u8]) -> u64 {
+    40 + name.len() as u64 + value.len() as u64
+}
+
+impl Usage {
+    /// Takes `n` bytes of the inode budget; ENOSPC when a limit is set and it would pass it.
+    fn reserve_ispace(&self, limit: Option<u64>, n: u64) -> Result<()> {
+        let cap = limit.map_or(u64::MAX, |m| m.saturating_mul(BOGO_INODE_SIZE));
+        self.ispace
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| u.checked_add(n).filter(|&t| t <= cap))
+            .map(|_| ())
+            .map_err(|_| Errno::ENOSPC)
+    }
+
+    fn release_ispace(&self, n: u64) {
+        self.ispace.fetch_sub(n, Ordering::Relaxed);
+    }
 }
 
 /// The memfs filesystem type.
@@ -69,9 +100,16 @@ enum Node {
     Other,
 }
 
+/// Extended attributes: full name -> value.
+type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
+
 /// Returns the inode's space to the filesystem when it is freed.
 struct MemNode {
     node: Node,
+    /// Extended attributes by full name, in name order. Leaf lock.
+    xattrs: RwLock<Xattrs>,
+    /// The access and default ACLs. Leaf lock; changed under the inode lock too.
+    acls: Mutex<[Option<Arc<Acl>>; 2]>,
     usage: Arc<Usage>,
     /// Atomic: the space was given back (evict), so the final drop must not again.
     evicted: AtomicBool,
@@ -88,7 +126,10 @@ impl MemNode {
             self.usage.pages.fetch_sub(pages.len() as u64, Ordering::Relaxed);
             pages.clear();
         }
-        self.usage.inodes.fetch_sub(1, Ordering::Relaxed);
+        let mut xattrs = self.xattrs.write();
+        let space: u64 = xattrs.iter().map(|(n, v)| xattr_space(n, v)).sum();
+        xattrs.clear();
+        self.usage.release_ispace(BOGO_INODE_SIZE + space);
     }
 }
 
@@ -109,17 +150,24 @@ impl MemFs {
         MemFs { limits, next_ino: AtomicU64::new(1), usage: Arc::default() }
     }
 
+    fn mem(inode: &Inode) -> &MemNode {
+        inode.private::<MemNode>().expect("memfs inode without memfs data")
+    }
+
     fn node(inode: &Inode) -> &Node {
-        &inode.private::<MemNode>().expect("memfs inode without memfs data").node
+        &MemFs::mem(inode).node
+    }
+
+    fn acl_index(ty: AclType) -> usize {
+        match ty {
+            AclType::Access => 0,
+            AclType::Default => 1,
+        }
     }
 
     fn new_inode(&self, sb: &Arc<SuperBlock>, args: &CreateArgs<'_>, nlink: u32) -> Result<Arc<Inode>> {
         let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
-        let inodes = self.usage.inodes.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.limits.max_inodes.is_some_and(|m| inodes > m) {
-            self.usage.inodes.fetch_sub(1, Ordering::Relaxed);
-            return Err(Errno::ENOSPC);
-        }
+        self.usage.reserve_ispace(self.limits.max_inodes, BOGO_INODE_SIZE)?;
         let now = Timespec::now();
         let (node, size, blocks, link) = match ftype {
             FileType::Regular => (Node::File(RwLock::new(BTreeMap::new())), 0, 0, None),
@@ -141,10 +189,18 @@ impl MemFs {
             blocks,
             rdev: args.rdev,
             times: [now; 3],
-            acl_known_none: true,
+            acl: AclInit::Known(args.acl.clone()),
+            default_acl: AclInit::Known(args.default_acl.clone()),
             link,
         };
-        Ok(Inode::new(sb, n, Box::new(MemNode { node, usage: self.usage.clone(), evicted: AtomicBool::new(false) })))
+        let mem = MemNode {
+            node,
+            xattrs: RwLock::new(BTreeMap::new()),
+            acls: Mutex::new([args.acl.clone(), args.default_acl.clone()]),
+            usage: self.usage.clone(),
+            evicted: AtomicBool::new(false),
+        };
+        Ok(Inode::new(sb, n, Box::new(mem)))
     }
 
     /// A directory gained an entry.
@@ -203,13 +259,13 @@ impl FileSystem for MemFs {
     }
 
     fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>> {
-        let args = CreateArgs { mode: FileType::Directory.mode_bits() | 0o1777, uid: 0, gid: 0, rdev: 0, target: None };
+        let args = CreateArgs { mode: FileType::Directory.mode_bits() | 0o1777, ..Default::default() };
         self.new_inode(sb, &args, 2)
     }
 
     fn statfs(&self, _sb: &SuperBlock) -> StatFs {
         let pages = self.usage.pages.load(Ordering::Relaxed);
-        let inodes = self.usage.inodes.load(Ordering::Relaxed);
+        let ispace = self.usage.ispace.load(Ordering::Relaxed);
         let blocks = self.limits.max_bytes.map(|b| b / PAGE).unwrap_or(0);
         let files = self.limits.max_inodes.unwrap_or(0);
         StatFs {
@@ -219,7 +275,7 @@ impl FileSystem for MemFs {
             bfree: blocks.saturating_sub(pages),
             bavail: blocks.saturating_sub(pages),
             files,
-            ffree: files.saturating_sub(inodes),
+            ffree: files.saturating_mul(BOGO_INODE_SIZE).saturating_sub(ispace) / BOGO_INODE_SIZE,
             namelen: 255,
         }
     }
@@ -379,6 +435,60 @@ impl FileSystem for MemFs {
             w.set_blocks(blocks);
         });
         Ok(buf.len())
+    }
+
+    fn posix_acl(&self) -> bool {
+        true
+    }
+
+    fn get_acl(&self, inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
+        Ok(MemFs::mem(inode).acls.lock()[MemFs::acl_index(ty)].clone())
+    }
+
+    fn set_acl(&self, inode: &Inode, ty: AclType, acl: Option<&Arc<Acl>>) -> Result<()> {
+        MemFs::mem(inode).acls.lock()[MemFs::acl_index(ty)] = acl.cloned();
+        Ok(())
+    }
+
+    fn getxattr(&self, inode: &Inode, name: &[u8], buf: &mut [u8]) -> Result<usize> {
+        let xattrs = MemFs::mem(inode).xattrs.read();
+        let v = xattrs.get(name).ok_or(Errno::ENODATA)?;
+        if buf.is_empty() {
+            return Ok(v.len());
+        }
+        let out = buf.get_mut(..v.len()).ok_or(Errno::ERANGE)?;
+        out.copy_from_slice(v);
+        Ok(v.len())
+    }
+
+    fn setxattr(&self, inode: &Inode, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
+        let mem = MemFs::mem(inode);
+        // tmpfs charges the new value before it looks for the old one.
+        let need = xattr_space(name, value);
+        self.usage.reserve_ispace(self.limits.max_inodes, need)?;
+        let mut xattrs = mem.xattrs.write();
+        let give_back = match xattrs.get_mut(name) {
+            Some(_) if flags.contains(XattrFlags::CREATE) => Err(Errno::EEXIST),
+            Some(old) => Ok(xattr_space(name, &std::mem::replace(old, value.into()))),
+            None if flags.contains(XattrFlags::REPLACE) => Err(Errno::ENODATA),
+            None => {
+                xattrs.insert(name.into(), value.into());
+                Ok(0)
+            }
+        };
+        drop(xattrs);
+        self.usage.release_ispace(*give_back.as_ref().unwrap_or(&need));
+        give_back.map(|_| ())
+    }
+
+    fn removexattr(&self, inode: &Inode, name: &[u8]) -> Result<()> {
+        let old = MemFs::mem(inode).xattrs.write().remove(name).ok_or(Errno::ENODATA)?;
+        self.usage.release_ispace(xattr_space(name, &old));
+        Ok(())
+    }
+
+    fn listxattr(&self, inode: &Inode, out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        MemFs::mem(inode).xattrs.read().keys().try_for_each(|n| out(n))
     }
 
     fn evict(&self, inode: &Inode) {

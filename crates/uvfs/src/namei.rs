@@ -63,7 +63,28 @@ bitflags! {
         const MISSING_OK = 1 << 4;
         /// Start in the locked tier (a fast path is switched off).
         const LOCKED = 1 << 5;
+        /// `RESOLVE_BENEATH`: the start directory is the root, and leaving it (`..` at it,
+        /// an absolute path or symlink) is EXDEV.
+        const BENEATH = 1 << 6;
+        /// `RESOLVE_IN_ROOT`: the start directory is the root: `..` at it stays, absolute
+        /// paths and symlinks start at it.
+        const IN_ROOT = 1 << 7;
+        /// `RESOLVE_NO_SYMLINKS`: any symlink to follow is ELOOP.
+        const NO_SYMLINKS = 1 << 8;
+        /// `RESOLVE_NO_XDEV`: crossing a mount (down, up, or by an absolute symlink) is
+        /// EXDEV.
+        const NO_XDEV = 1 << 9;
+        /// `RESOLVE_NO_MAGICLINKS`: uvfs has no magic links (`/proc/*/fd`), so nothing to
+        /// refuse.
+        const NO_MAGICLINKS = 1 << 10;
+        /// `RESOLVE_CACHED`: the lockless tier only; EAGAIN where it would fall back.
+        const CACHED = 1 << 11;
     }
+}
+
+impl LookupFlags {
+    /// The scoping flags (`LOOKUP_IS_SCOPED`).
+    pub const SCOPED: LookupFlags = LookupFlags::BENEATH.union(LookupFlags::IN_ROOT);
 }
 
 /// A position: a dentry as seen through a mount.
@@ -296,6 +317,10 @@ struct Nameidata<'a, 't> {
     fast: FastPaths,
     guard: &'a LocalGuard<'a>,
     locked: bool,
+    /// How to walk.
+    flags: LookupFlags,
+    /// Where `..` stops and absolute symlinks start: the task's root, or for a scoped
+    /// walk the start directory.
     root: Pos<'a>,
     cur: Pos<'a>,
     links: usize,
@@ -359,35 +384,102 @@ impl<'a, 't> Nameidata<'a, 't> {
         generic_permission(self.creds, self.cur.inode(), MAY_EXEC, self.fast, self.guard)
     }
 
-    /// Crosses mounts stacked on the current dentry.
+    /// Crosses mounts stacked on the current dentry (`traverse_mounts`). Without a mount
+    /// this is one test of a flag the lookup already loaded: no lock, no probe.
     #[inline]
-    fn follow_mounts(&mut self) {
+    fn follow_mounts(&mut self) -> std::result::Result<(), Stop> {
+        if self.cur.dentry.flags() & DENTRY_MOUNTED != 0 {
+            self.cross_mounts()?;
+        }
+        Ok(())
+    }
+
+    /// Something is mounted here: one lockless probe of the mount table per mount crossed.
+    /// A mount appearing or going meanwhile moves the rename sequence, so the walk's
+    /// answer is discarded if it saw either half of the change.
+    #[cold]
+    fn cross_mounts(&mut self) -> std::result::Result<(), Stop> {
         while self.cur.dentry.flags() & DENTRY_MOUNTED != 0 {
             match self.task.vfs.lookup_mount(self.cur.mnt, self.cur.dentry, self.guard) {
-                Some(m) => self.cur = Pos { mnt: m, dentry: &m.root },
+                Some(m) => {
+                    if self.flags.contains(LookupFlags::NO_XDEV) {
+                        return Err(Stop::Err(Errno::EXDEV));
+                    }
+                    self.cur = Pos { mnt: m, dentry: &m.root }
+                }
                 None => break,
             }
         }
+        Ok(())
     }
 
-    fn dotdot(&mut self) {
-        loop {
-            if self.cur.same(&self.root) {
-                return;
-            }
-            if std::ptr::eq(self.cur.dentry, &*self.cur.mnt.root) {
-                match &self.cur.mnt.parent {
+    /// `..` (`follow_dotdot`): stays at the root (EXDEV under `BENEATH`), climbs from a
+    /// mount's root to its mountpoint (EXDEV under `NO_XDEV`), then to the parent and
+    /// across what is mounted there.
+    ///
+    /// Under a scope this cannot climb out of it: a walk answers only from a window in
+    /// which no rename or mount change happened (the rename sequence did not move, or the
+    /// walk held the rename lock), and in a tree that does not change, climbing from a
+    /// descendant of the root meets the root first. Linux instead returns EAGAIN when `..`
+    /// overlapped a rename; uvfs walks again (under the rename lock, at worst).
+    fn dotdot(&mut self) -> std::result::Result<(), Stop> {
+        if self.cur.same(&self.root) {
+            return self.dotdot_in_root();
+        }
+        if std::ptr::eq(self.cur.dentry, &*self.cur.mnt.root) {
+            // `choose_mountpoint`: the mountpoint below this mount, skipping mounts stacked
+            // on a mount's root; none if that would be the root itself or the top.
+            let mut m = self.cur.mnt;
+            let up = loop {
+                match m.parent(self.guard) {
+                    None => break None,
                     Some((pm, mp)) => {
-                        self.cur = Pos { mnt: pm, dentry: mp };
-                        continue;
+                        if std::ptr::eq(pm, self.root.mnt) && std::ptr::eq(mp, self.root.dentry) {
+                            break None;
+                        }
+                        if !std::ptr::eq(mp, &*pm.root) {
+                            break Some(Pos { mnt: pm, dentry: mp });
+                        }
+                        m = pm;
                     }
-                    None => return,
                 }
+            };
+            let Some(up) = up else { return self.dotdot_in_root() };
+            self.cur = up;
+            if self.flags.contains(LookupFlags::NO_XDEV) {
+                return Err(Stop::Err(Errno::EXDEV));
             }
-            break;
         }
         self.cur.dentry = self.cur.dentry.parent(self.guard);
-        self.follow_mounts();
+        self.follow_mounts()
+    }
+
+    /// `..` at the root (or the top of the tree): stays, and crosses what is mounted on
+    /// it; EXDEV under `BENEATH`.
+    fn dotdot_in_root(&mut self) -> std::result::Result<(), Stop> {
+        if self.flags.contains(LookupFlags::BENEATH) {
+            return Err(Stop::Err(Errno::EXDEV));
+        }
+        self.follow_mounts()
+    }
+
+    /// Whether `p` is the root or below it (`path_is_under`), climbing through mount
+    /// roots. A final check of every scoped answer, as Linux's `complete_walk` does: the
+    /// walk itself already cannot leave the scope (see `dotdot`).
+    fn is_under_root(&self, p: Pos<'a>) -> bool {
+        crate::d_path::climb(p.mnt, p.dentry, self.root.mnt, self.root.dentry, self.guard, |_| {})
+    }
+
+    /// Jumps to the root for an absolute symlink (`nd_jump_root`).
+    fn jump_root(&mut self) -> std::result::Result<(), Stop> {
+        if self.flags.contains(LookupFlags::BENEATH) {
+            return Err(Stop::Err(Errno::EXDEV));
+        }
+        if self.flags.contains(LookupFlags::NO_XDEV) && !std::ptr::eq(self.cur.mnt, self.root.mnt) {
+            return Err(Stop::Err(Errno::EXDEV));
+        }
+        self.cur = self.root;
+        Ok(())
     }
 
     /// Looks `name` up in the current directory: the dentry, or `None` for a miss.
@@ -408,6 +500,9 @@ impl<'a, 't> Nameidata<'a, 't> {
 
     /// The body of the symlink `d`, pushed as a new segment.
     fn push_link(&mut self, d: &'a Dentry) -> std::result::Result<(), Stop> {
+        if self.flags.contains(LookupFlags::NO_SYMLINKS) {
+            return Err(Stop::Err(Errno::ELOOP));
+        }
         self.links += 1;
         if self.links > MAXSYMLINKS {
             return Err(Stop::Err(Errno::ELOOP));
@@ -433,13 +528,14 @@ impl<'a, 't> Nameidata<'a, 't> {
             return Err(Stop::Err(Errno::ENOENT));
         }
         if b[0] == b'/' {
-            self.cur = self.root;
+            self.jump_root()?;
         }
         self.stack.push(Seg { src, pos: 0, slash_after: false });
         Ok(())
     }
 
-    fn run(&mut self, flags: LookupFlags) -> std::result::Result<Outcome<'a>, Stop> {
+    fn run(&mut self) -> std::result::Result<Outcome<'a>, Stop> {
+        let flags = self.flags;
         loop {
             let Some((s, e, seg_done, slash_after)) = self.next_component() else {
                 // Only slashes (or a symlink body of slashes) were left: the current
@@ -485,7 +581,7 @@ impl<'a, 't> Nameidata<'a, 't> {
             }
             match kind {
                 LastType::Dot => {}
-                LastType::DotDot => self.dotdot(),
+                LastType::DotDot => self.dotdot()?,
                 _ => {
                     let found = self.lookup(name)?;
                     let Some(d) = found else {
@@ -501,7 +597,7 @@ impl<'a, 't> Nameidata<'a, 't> {
                         continue;
                     }
                     self.cur = Pos { mnt: self.cur.mnt, dentry: d };
-                    self.follow_mounts();
+                    self.follow_mounts()?;
                 }
             }
             if !is_last {
@@ -573,6 +669,11 @@ impl Task {
                 }
             }
         }
+        if flags.contains(LookupFlags::CACHED) {
+            // `LOOKUP_CACHED`: what the lockless tier cannot answer is EAGAIN, never a
+            // lock or a call into the filesystem.
+            return Err(Errno::EAGAIN);
+        }
         stats::bump(|c| c.walk_locked += 1);
         // The locked tier locks one directory at a time, so a rename between two of its
         // steps could make it answer what the path named neither before nor after (ENOENT
@@ -607,8 +708,14 @@ impl Task {
     ) -> std::result::Result<Outcome<'a>, Stop> {
         let creds = as_creds.unwrap_or_else(|| self.creds.load(guard));
         let fsx = self.fs.load(guard);
-        let root = Pos { mnt: &fsx.root.mnt, dentry: &fsx.root.dentry };
-        let start = if path.first() == Some(&b'/') {
+        let mut root = Pos { mnt: &fsx.root.mnt, dentry: &fsx.root.dentry };
+        let absolute = path.first() == Some(&b'/');
+        // `path_init`: an absolute path jumps to the root, which a `BENEATH` walk may not;
+        // an `IN_ROOT` walk starts at its directory whatever the path says.
+        if absolute && flags.contains(LookupFlags::BENEATH) {
+            return Err(Stop::Err(Errno::EXDEV));
+        }
+        let start = if absolute && !flags.contains(LookupFlags::IN_ROOT) {
             root
         } else {
             match dirfd {
@@ -636,17 +743,37 @@ impl Task {
             }
             return Ok(Outcome::Found(start));
         }
+        let scoped = flags.intersects(LookupFlags::SCOPED);
+        if scoped {
+            root = start;
+        }
         let mut nd = Nameidata {
             task: self,
             creds,
             fast: self.vfs.fast,
             guard,
             locked,
+            flags,
             root,
             cur: start,
             links: 0,
             stack: SegStack::new(path),
         };
-        nd.run(flags)
+        if !scoped {
+            // Returned straight from `run`: an `Outcome` carries a 255-byte name, and a
+            // cached stat should not copy it once more.
+            return nd.run();
+        }
+        let out = nd.run()?;
+        {
+            let at = match &out {
+                Outcome::Found(p) => *p,
+                Outcome::Missing { parent, .. } | Outcome::Parent { parent, .. } => *parent,
+            };
+            if !nd.is_under_root(at) {
+                return Err(Stop::Err(Errno::EXDEV));
+            }
+        }
+        Ok(out)
     }
 }

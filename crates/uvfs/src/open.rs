@@ -8,11 +8,13 @@
 
 use std::sync::Arc;
 
+use crate::acl::posix_acl_create;
 use crate::config::FastPaths;
 use crate::cred::{Capabilities, Credentials, Gid, Uid};
 use crate::errno::{Errno, Result};
 use crate::file::File;
 use crate::flags::{AccessMode, AtFlags, DirFd, Fd, OpenFlags, Timespec};
+use crate::fsnotify::{self, EventMask};
 use crate::inode::Inode;
 use crate::mount::MountFlags;
 use crate::namei::{LookupFlags, Outcome};
@@ -53,6 +55,19 @@ pub(crate) fn kill_privs(creds: &Credentials, inode: &Inode) {
 impl Task {
     /// `openat(2)`.
     pub fn openat(&self, dirfd: DirFd, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Fd> {
+        self.do_sys_open(dirfd, path, flags, mode, LookupFlags::empty())
+    }
+
+    /// `openat` with the walk flags of `openat2`'s `resolve` (`RESOLVE_*`, see
+    /// [`Task::openat2`]).
+    pub(crate) fn do_sys_open(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        resolve: LookupFlags,
+    ) -> Result<Fd> {
         let mut flags = flags;
         if flags.contains(OpenFlags::TMPFILE) {
             if !flags.contains(OpenFlags::DIRECTORY) || flags.contains(OpenFlags::CREAT) || !flags.writable() {
@@ -69,9 +84,9 @@ impl Task {
         let slow = !self.vfs.fast.contains(FastPaths::FAILED_OPEN);
         let prealloc = slow.then(Arc::<File>::new_uninit);
         if flags.contains(OpenFlags::TMPFILE) {
-            return self.open_tmpfile(dirfd, path, flags, mode, cloexec);
+            return self.open_tmpfile(dirfd, path, flags, mode, cloexec, resolve);
         }
-        let mut lf = LookupFlags::empty();
+        let mut lf = resolve;
         if !flags.contains(OpenFlags::NOFOLLOW) && !flags.contains(OpenFlags::CREAT | OpenFlags::EXCL) {
             lf |= LookupFlags::FOLLOW;
         }
@@ -124,7 +139,7 @@ impl Task {
             match opened {
                 Ok(Some(f)) => break f,
                 // Lost a race with a creator: open what is there now.
-                Ok(None) => return self.openat(dirfd, path, flags & !OpenFlags::CREAT, mode),
+                Ok(None) => return self.do_sys_open(dirfd, path, flags & !OpenFlags::CREAT, mode, resolve),
                 // What the walk found lost its last name (and its contents) before it could be
                 // opened: walk again, in the locked tier, which waits for the unlink to finish.
                 Err(Errno::ESTALE) => reval = true,
@@ -139,6 +154,10 @@ impl Task {
             }
             None => Arc::new(file),
         };
+        if !file.is_path() {
+            let guard = self.vfs.rcu.pin();
+            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, EventMask::OPEN.bits(), &guard);
+        }
         self.files.install(file, 0, cloexec)
     }
 
@@ -150,6 +169,24 @@ impl Task {
     /// `creat(2)`.
     pub fn creat(&self, path: &[u8], mode: u32) -> Result<Fd> {
         self.openat(DirFd::Cwd, path, OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC, mode)
+    }
+
+    /// Opens the file a descriptor refers to anew with `flags` (what `open` of
+    /// `/proc/self/fd/N` does on Linux): the checks of an open of an existing file, also
+    /// for a file that lost its last name. `O_CREAT`/`O_EXCL` are ignored. Used by the FUSE
+    /// frontend, whose requests name files by node (an `O_PATH` descriptor), not by path.
+    pub fn reopen(&self, fd: Fd, flags: OpenFlags) -> Result<Fd> {
+        let flags = flags & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::TMPFILE);
+        let p = self.resolve(DirFd::Fd(fd), b"", LookupFlags::EMPTY)?;
+        if flags.contains(OpenFlags::DIRECTORY) && !p.dentry.inode().is_some_and(|i| i.is_dir()) {
+            return Err(Errno::ENOTDIR);
+        }
+        let file = Arc::new(self.do_open(p, flags)?);
+        if !file.is_path() {
+            let guard = self.vfs.rcu.pin();
+            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, EventMask::OPEN.bits(), &guard);
+        }
+        self.files.install(file, 0, flags.contains(OpenFlags::CLOEXEC))
     }
 
     /// Creates and opens `name` in `parent`; `Ok(None)` if it appeared meanwhile (and
@@ -174,25 +211,62 @@ impl Task {
             return Err(Errno::ENOENT);
         }
         may_create_in(creds, dir_inode, vfs.fast, &guard)?;
-        let m = (mode & S_IALLUGO & !self.current_umask()) | FileType::Regular.mode_bits();
+        let m = (mode & S_IALLUGO) | FileType::Regular.mode_bits();
         let (gid, m) = init_owner(creds, dir_inode, m, false);
-        let args = CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: None };
+        // The umask, or the directory's default ACL (after the setgid rule, as Linux).
+        let a = posix_acl_create(dir_inode, m, self.current_umask())?;
+        let args = CreateArgs {
+            mode: a.mode,
+            uid: creds.uid.0,
+            gid,
+            acl: a.acl,
+            default_acl: a.default_acl,
+            ..Default::default()
+        };
         let inode = parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &args)?;
         let d = vfs.d_add(&parent.dentry, &mut locked, name, inode.clone(), &guard);
+        fsnotify::notify_name(
+            vfs.fast,
+            &parent.mnt,
+            &parent.dentry,
+            dir_inode,
+            name,
+            &inode,
+            EventMask::CREATE.bits(),
+            0,
+            &guard,
+        );
         drop(locked);
         Ok(Some(File::new(parent.mnt.clone(), d, inode, flags & !OpenFlags::TRUNC)?))
     }
 
-    fn open_tmpfile(&self, dirfd: DirFd, path: &[u8], flags: OpenFlags, mode: u32, cloexec: bool) -> Result<Fd> {
-        let dir = self.resolve(dirfd, path, LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
+    fn open_tmpfile(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        cloexec: bool,
+        resolve: LookupFlags,
+    ) -> Result<Fd> {
+        let dir = self.resolve(dirfd, path, resolve | LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard);
         let dir_inode = dir.dentry.inode().ok_or(Errno::ENOENT)?;
         dir.mnt.want_write()?;
         may_create_in(creds, dir_inode, self.vfs.fast, &guard)?;
-        let m = (mode & S_IALLUGO & !self.current_umask()) | FileType::Regular.mode_bits();
+        let m = (mode & S_IALLUGO) | FileType::Regular.mode_bits();
         let (gid, m) = init_owner(creds, dir_inode, m, false);
-        let args = CreateArgs { mode: m, uid: creds.uid.0, gid, rdev: 0, target: None };
+        // The umask, or the directory's default ACL (after the setgid rule, as Linux).
+        let a = posix_acl_create(dir_inode, m, self.current_umask())?;
+        let args = CreateArgs {
+            mode: a.mode,
+            uid: creds.uid.0,
+            gid,
+            acl: a.acl,
+            default_acl: a.default_acl,
+            ..Default::default()
+        };
         let inode = dir.mnt.sb.fs().tmpfile(&dir.mnt.sb, dir_inode, &args)?;
         let d = crate::dentry::Dentry::new_child(&dir.dentry, b"#tmpfile", Some(inode.clone()), &self.vfs.rcu);
         d.set_flag(crate::dentry::DENTRY_DEAD | crate::dentry::DENTRY_LINKABLE);
@@ -251,8 +325,22 @@ impl Task {
         }
         if trunc && inode.file_type() == FileType::Regular {
             self.do_truncate(creds, &inode, 0, true)?;
+            fsnotify::notify_file(self.vfs.fast, &p.mnt, &p.dentry, &inode, EventMask::MODIFY.bits(), &guard);
         }
         File::new(p.mnt, p.dentry, inode, flags)
+    }
+
+    /// `fsnotify_change`: an attribute or size change, reported to the object and a
+    /// watched parent.
+    pub(crate) fn notify_attr(
+        &self,
+        mnt: &crate::mount::Mount,
+        dentry: &crate::dentry::Dentry,
+        inode: &Inode,
+        mask: EventMask,
+    ) {
+        let guard = self.vfs.rcu.pin();
+        fsnotify::notify_file(self.vfs.fast, mnt, dentry, inode, mask.bits(), &guard);
     }
 
     /// `do_truncate`: sets the size, clears privilege bits, updates times.
@@ -295,7 +383,9 @@ impl Task {
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard);
         generic_permission(creds, inode, MAY_WRITE, self.vfs.fast, &guard)?;
-        self.do_truncate(creds, inode, len as u64, false)
+        self.do_truncate(creds, inode, len as u64, false)?;
+        self.notify_attr(&p.mnt, &p.dentry, inode, EventMask::MODIFY);
+        Ok(())
     }
 
     /// `ftruncate(2)`.
@@ -312,7 +402,9 @@ impl Task {
         }
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard);
-        self.do_truncate(creds, &file.inode, len as u64, false)
+        self.do_truncate(creds, &file.inode, len as u64, false)?;
+        self.notify_attr(&file.mnt, &file.dentry, &file.inode, EventMask::MODIFY);
+        Ok(())
     }
 
     /// `faccessat2(2)`: `AT_EACCESS`, `AT_SYMLINK_NOFOLLOW`, `AT_EMPTY_PATH`.
@@ -379,7 +471,9 @@ impl Task {
             return Err(Errno::EOPNOTSUPP);
         }
         p.mnt.want_write()?;
-        self.chmod_common(inode, mode)
+        self.chmod_common(inode, mode)?;
+        self.notify_attr(&p.mnt, &p.dentry, inode, EventMask::ATTRIB);
+        Ok(())
     }
 
     /// `fchmod(2)`.
@@ -389,7 +483,9 @@ impl Task {
             return Err(Errno::EBADF);
         }
         file.mnt.want_write()?;
-        self.chmod_common(&file.inode, mode)
+        self.chmod_common(&file.inode, mode)?;
+        self.notify_attr(&file.mnt, &file.dentry, &file.inode, EventMask::ATTRIB);
+        Ok(())
     }
 
     fn chmod_common(&self, inode: &Inode, mode: u32) -> Result<()> {
@@ -401,11 +497,14 @@ impl Task {
         if !creds.in_group(Gid(inode.gid())) && !creds.capable(Capabilities::FSETID) {
             m &= !S_ISGID;
         }
-        inode.update(|w| {
+        let _g = inode.lock.lock();
+        inode.update_locked(|w| {
             w.set_mode(m);
             w.set_ctime(Timespec::now());
         });
-        inode.sb().fs().setattr(inode, &SetAttr { mode: Some(m), ..Default::default() })
+        inode.sb().fs().setattr(inode, &SetAttr { mode: Some(m), ..Default::default() })?;
+        // The access ACL's mask (or group entry), owner and other entries follow the mode.
+        crate::acl::posix_acl_chmod_locked(inode, m)
     }
 
     /// `fchownat(2)`: `None` leaves an id unchanged (`-1`).
@@ -422,7 +521,10 @@ impl Task {
         }
         let p = self.resolve(dirfd, path, at_lookup(flags))?;
         p.mnt.want_write()?;
-        self.chown_common(p.dentry.inode().ok_or(Errno::ENOENT)?, uid, gid)
+        let inode = p.dentry.inode().ok_or(Errno::ENOENT)?;
+        self.chown_common(inode, uid, gid)?;
+        self.notify_attr(&p.mnt, &p.dentry, inode, EventMask::ATTRIB);
+        Ok(())
     }
 
     /// `fchown(2)`.
@@ -432,7 +534,9 @@ impl Task {
             return Err(Errno::EBADF);
         }
         file.mnt.want_write()?;
-        self.chown_common(&file.inode, uid, gid)
+        self.chown_common(&file.inode, uid, gid)?;
+        self.notify_attr(&file.mnt, &file.dentry, &file.inode, EventMask::ATTRIB);
+        Ok(())
     }
 
     fn chown_common(&self, inode: &Inode, uid: Option<Uid>, gid: Option<Gid>) -> Result<()> {
@@ -488,10 +592,15 @@ impl Task {
 
     /// `chdir(2)`.
     pub fn chdir(&self, path: &[u8]) -> Result<()> {
-        let p = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
-        self.check_exec(&p)?;
-        self.set_fs(|f| f.cwd = p);
-        Ok(())
+        loop {
+            let p = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
+            self.check_exec(&p)?;
+            // ESTALE: a umount took the mount away after the walk: walk again.
+            match self.set_fs(|f| f.cwd = p) {
+                Err(Errno::ESTALE) => continue,
+                r => return r,
+            }
+        }
     }
 
     /// `fchdir(2)`.
@@ -502,19 +611,23 @@ impl Task {
         }
         let p = PathRef { mnt: file.mnt.clone(), dentry: file.dentry.clone() };
         self.check_exec(&p)?;
-        self.set_fs(|f| f.cwd = p);
-        Ok(())
+        self.set_fs(|f| f.cwd = p)
     }
 
     /// `chroot(2)`.
     pub fn chroot(&self, path: &[u8]) -> Result<()> {
-        let p = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
-        self.check_exec(&p)?;
-        if !self.credentials().capable(Capabilities::SYS_CHROOT) {
-            return Err(Errno::EPERM);
+        loop {
+            let p = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
+            self.check_exec(&p)?;
+            if !self.credentials().capable(Capabilities::SYS_CHROOT) {
+                return Err(Errno::EPERM);
+            }
+            // ESTALE: as in chdir.
+            match self.set_fs(|f| f.root = p) {
+                Err(Errno::ESTALE) => continue,
+                r => return r,
+            }
         }
-        self.set_fs(|f| f.root = p);
-        Ok(())
     }
 
     fn check_exec(&self, p: &PathRef) -> Result<()> {

@@ -4,7 +4,7 @@
 //! The check is lockless: mode and ids are single atomics, the ACL slot one atomic load
 //! (seed 001). Only an ACL that is not cached takes the inode lock to load it.
 
-use crate::acl::AclState;
+use crate::acl::{Acl, AclState, AclType, load_locked};
 use crate::config::FastPaths;
 use crate::cred::{Capabilities, Credentials, Gid};
 use crate::errno::{Errno, Result};
@@ -36,10 +36,8 @@ fn acl_permission_check(
     }
     // An ACL matters only when the group class has bits (the mask lives there).
     if mode & 0o070 != 0 {
-        match acl_state(creds, inode, fast, guard) {
-            AclCheck::Acl(granted) => {
-                return if mask & !(granted as u32) & 7 != 0 { Err(Errno::EACCES) } else { Ok(()) };
-            }
+        match acl_state(creds, inode, mask, fast, guard) {
+            AclCheck::Decided(r) => return r,
             AclCheck::None => {}
         }
     }
@@ -50,44 +48,44 @@ fn acl_permission_check(
     if mask & !mode & 7 != 0 { Err(Errno::EACCES) } else { Ok(()) }
 }
 
+/// What the ACL says: nothing (mode bits decide), or the answer.
 enum AclCheck {
     None,
-    Acl(u8),
+    Decided(Result<()>),
 }
 
 /// Reads the ACL slot: lockless when known (seed 001), else loads under the inode lock.
-/// Returns the bits the ACL grants `creds`, or `None` when mode bits decide.
+/// "Known none" touches no ACL data.
 #[inline]
-fn acl_state(creds: &Credentials, inode: &Inode, fast: FastPaths, guard: &LocalGuard<'_>) -> AclCheck {
+fn acl_state(creds: &Credentials, inode: &Inode, mask: u32, fast: FastPaths, guard: &LocalGuard<'_>) -> AclCheck {
     if fast.contains(FastPaths::ACL) {
         match inode.acl_access.load(guard) {
             AclState::None => return AclCheck::None,
-            AclState::Some(acl) => return AclCheck::Acl(acl_granted(creds, inode, acl)),
+            AclState::Some(acl) => return AclCheck::Decided(check_acl(creds, inode, acl, mask)),
             AclState::NotCached => {}
         }
     }
-    acl_state_slow(creds, inode, guard)
+    acl_state_slow(creds, inode, mask)
 }
 
-fn acl_granted(creds: &Credentials, inode: &Inode, acl: &crate::acl::Acl) -> u8 {
-    acl.granted(creds.uid.0, inode.uid(), inode.gid(), |g| creds.in_group(Gid(g)))
+/// `posix_acl_permission` for `creds`.
+fn check_acl(creds: &Credentials, inode: &Inode, acl: &Acl, mask: u32) -> Result<()> {
+    acl.permission(creds.uid.0, inode.uid(), inode.gid(), |g| creds.in_group(Gid(g)), mask)
 }
 
-/// The general path: take the inode lock, ask the filesystem, cache the answer.
+/// The general path: take the inode lock, ask the filesystem, cache the answer. With
+/// [`FastPaths::ACL`] off every check comes here.
 #[cold]
-fn acl_state_slow(creds: &Credentials, inode: &Inode, _guard: &LocalGuard<'_>) -> AclCheck {
-    let _g = inode.lock.lock();
-    match inode.sb().fs().get_acl(inode, false) {
-        Ok(Some(acl)) => {
-            let granted = acl_granted(creds, inode, &acl);
-            inode.acl_access.set(Some(acl), inode.sb().rcu());
-            AclCheck::Acl(granted)
-        }
-        // An unreadable ACL is treated as none, as Linux's check_acl does on error.
-        Ok(None) | Err(_) => {
-            inode.acl_access.set(None, inode.sb().rcu());
-            AclCheck::None
-        }
+fn acl_state_slow(creds: &Credentials, inode: &Inode, mask: u32) -> AclCheck {
+    let loaded = {
+        let _g = inode.lock.lock();
+        load_locked(inode, AclType::Access)
+    };
+    match loaded {
+        Ok(Some(acl)) => AclCheck::Decided(check_acl(creds, inode, &acl, mask)),
+        Ok(None) => AclCheck::None,
+        // As Linux's `check_acl`: a failed load fails the check (and is not cached).
+        Err(e) => AclCheck::Decided(Err(e)),
     }
 }
 
@@ -99,8 +97,11 @@ pub fn generic_permission(
     fast: FastPaths,
     guard: &LocalGuard<'_>,
 ) -> Result<()> {
-    if acl_permission_check(creds, inode, mask, fast, guard).is_ok() {
-        return Ok(());
+    match acl_permission_check(creds, inode, mask, fast, guard) {
+        Ok(()) => return Ok(()),
+        Err(Errno::EACCES) => {}
+        // Not a denial (an ACL that could not be read): no capability overrides it.
+        Err(e) => return Err(e),
     }
     if inode.is_dir() {
         if mask & MAY_WRITE == 0 && creds.capable(Capabilities::DAC_READ_SEARCH) {

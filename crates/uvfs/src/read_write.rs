@@ -7,6 +7,7 @@
 use crate::errno::{Errno, Result};
 use crate::file::File;
 use crate::flags::{Fd, OpenFlags, Timespec, Whence};
+use crate::fsnotify::{self, EventMask};
 use crate::open::kill_privs;
 use crate::stat::FileType;
 use crate::task::Task;
@@ -19,6 +20,15 @@ impl Task {
             return Err(Errno::EBADF);
         }
         f(file)
+    }
+
+    /// `fsnotify_access`/`fsnotify_modify` after a transfer of `n > 0` bytes.
+    #[inline]
+    fn notify_io(&self, file: &File, n: usize, mask: EventMask) {
+        if n > 0 {
+            let guard = self.vfs.rcu.pin();
+            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, mask.bits(), &guard);
+        }
     }
 
     fn read_at(file: &File, off: u64, buf: &mut [u8]) -> Result<usize> {
@@ -54,6 +64,7 @@ impl Task {
             w.set_mtime(now);
             w.set_ctime(now);
         });
+        self.notify_io(file, n, EventMask::MODIFY);
         Ok(n)
     }
 
@@ -63,6 +74,8 @@ impl Task {
             let mut pos = file.pos.lock();
             let n = Task::read_at(file, *pos, buf)?;
             *pos += n as u64;
+            drop(pos);
+            self.notify_io(file, n, EventMask::ACCESS);
             Ok(n)
         })
     }
@@ -84,7 +97,11 @@ impl Task {
         if off < 0 {
             return Err(Errno::EINVAL);
         }
-        self.with_file(fd, |file| Task::read_at(file, off as u64, buf))
+        self.with_file(fd, |file| {
+            let n = Task::read_at(file, off as u64, buf)?;
+            self.notify_io(file, n, EventMask::ACCESS);
+            Ok(n)
+        })
     }
 
     /// `pwrite64(2)`. As on Linux, with `O_APPEND` the data goes to the end of the file

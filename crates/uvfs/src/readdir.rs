@@ -98,7 +98,7 @@ impl Task {
         if *pos == 1 {
             let parent = if std::ptr::eq(&**dentry, &**file.mnt.root()) {
                 // ".." of a mount root is the mountpoint's parent, as Linux reports it.
-                match &file.mnt.parent {
+                match file.mnt.parent(&guard) {
                     Some((_, mp)) => mp.parent(&guard).inode().map(|i| i.ino()),
                     None => Some(inode.ino()),
                 }

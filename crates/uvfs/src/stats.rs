@@ -17,11 +17,13 @@ pub struct Counters {
     pub walk_retries: u64,
     /// Symlink bodies fetched from the filesystem instead of the inode cache.
     pub link_fs_reads: u64,
+    /// Notify locks taken (mark lists, inotify groups).
+    pub notify_locks: u64,
 }
 
 thread_local! {
     static COUNTERS: Cell<Counters> = const { Cell::new(Counters {
-        locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0,
+        locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0, notify_locks: 0,
     }) };
 }
 

@@ -11,17 +11,19 @@ use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::acl::Acl;
+use crate::acl::{Acl, AclType};
 use crate::errno::{Errno, Result};
 use crate::flags::{RenameFlags, Timespec};
 use crate::inode::Inode;
 use crate::rcu::Rcu;
 use crate::stat::StatFs;
+use crate::xattr::XattrFlags;
 
 /// What to create.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct CreateArgs<'a> {
-    /// Type and permission bits (umask and setgid inheritance already applied).
+    /// Type and permission bits (umask or inherited ACL, and setgid rules, already
+    /// applied).
     pub mode: u32,
     /// Owner.
     pub uid: u32,
@@ -31,6 +33,10 @@ pub struct CreateArgs<'a> {
     pub rdev: u64,
     /// Symlink target, for symlinks.
     pub target: Option<&'a [u8]>,
+    /// The access ACL inherited from the directory's default ACL, to store with the node.
+    pub acl: Option<Arc<Acl>>,
+    /// The default ACL a new directory inherits.
+    pub default_acl: Option<Arc<Acl>>,
 }
 
 /// Attribute changes the VFS has decided on and applied to the inode; the filesystem
@@ -115,9 +121,42 @@ pub trait FileSystem: Send + Sync + 'static {
     }
     /// The inode has no links and no open files: free its contents.
     fn evict(&self, _inode: &Inode) {}
-    /// Reads an ACL from storage (the VFS caches the answer in the inode).
-    fn get_acl(&self, _inode: &Inode, _default: bool) -> Result<Option<Arc<Acl>>> {
+    /// Whether the filesystem supports POSIX ACLs (Linux's `SB_POSIXACL`): the VFS then
+    /// evaluates them, accepts `system.posix_acl_*`, and leaves the umask to
+    /// `posix_acl_create`-style inheritance.
+    fn posix_acl(&self) -> bool {
+        false
+    }
+    /// Reads an ACL from storage (the VFS caches the answer in the inode's slot). Called
+    /// with the inode lock held.
+    fn get_acl(&self, _inode: &Inode, _ty: AclType) -> Result<Option<Arc<Acl>>> {
         Ok(None)
+    }
+    /// Stores (`Some`) or removes an ACL, already validated and reduced (a minimal access
+    /// ACL arrives as `None`; the VFS has updated the mode and persists it with
+    /// [`FileSystem::setattr`]). Called with the inode lock held.
+    fn set_acl(&self, _inode: &Inode, _ty: AclType, _acl: Option<&Arc<Acl>>) -> Result<()> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Reads the xattr `name` (full name, namespace prefix included; the VFS has checked
+    /// it and the caller's permission) into `buf`. An empty `buf` asks for the size;
+    /// ENODATA when absent, ERANGE when `buf` is too small.
+    fn getxattr(&self, _inode: &Inode, _name: &[u8], _buf: &mut [u8]) -> Result<usize> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Sets the xattr `name`: EEXIST for `CREATE` when present, ENODATA for `REPLACE`
+    /// when absent, ENOSPC when out of space. Called with the inode lock held.
+    fn setxattr(&self, _inode: &Inode, _name: &[u8], _value: &[u8], _flags: XattrFlags) -> Result<()> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Removes the xattr `name`; ENODATA when absent. Called with the inode lock held.
+    fn removexattr(&self, _inode: &Inode, _name: &[u8]) -> Result<()> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Calls `out` with the name of every stored xattr (not the ACLs: the VFS lists those
+    /// from the slots), stopping at its first error.
+    fn listxattr(&self, _inode: &Inode, _out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        Ok(())
     }
     /// For downcasting.
     fn as_any(&self) -> &dyn Any;
@@ -151,13 +190,20 @@ pub struct SuperBlock {
     fs: Box<dyn FileSystem>,
     /// Immutable: the instance's reclamation domain.
     rcu: Rcu,
+    /// Notification state: the watched-object count and filesystem-wide marks.
+    pub(crate) notify: crate::fsnotify::SbNotify,
 }
 
 impl SuperBlock {
     /// A new instance of `fs`.
     pub fn new(fs: Box<dyn FileSystem>, rcu: &Rcu) -> Arc<SuperBlock> {
         let minor = NEXT_DEV.fetch_add(1, Ordering::Relaxed);
-        Arc::new(SuperBlock { dev: crate::stat::makedev(0, 0x40 + minor as u32), fs, rcu: rcu.clone() })
+        Arc::new(SuperBlock {
+            dev: crate::stat::makedev(0, 0x40 + minor as u32),
+            fs,
+            rcu: rcu.clone(),
+            notify: Default::default(),
+        })
     }
 
     /// `st_dev`.

@@ -46,14 +46,17 @@ pub struct Task {
     pub(crate) fs: RcuBox<FsContext>,
     /// Serializes changes of `fs`.
     fs_lock: Mutex<()>,
-    /// The descriptor table.
-    pub(crate) files: FdTable,
+    /// The descriptor table; shared with the tasks made by [`Task::with_credentials`].
+    pub(crate) files: Arc<FdTable>,
 }
 
 impl Task {
     pub(crate) fn new(vfs: Arc<VfsInner>, creds: Credentials) -> Task {
         let root = PathRef { mnt: vfs.root.clone(), dentry: vfs.root.root.clone() };
-        let files = FdTable::new(&vfs.rcu);
+        // Root and cwd are users of the root mount (which is never unmounted).
+        root.mnt.get_user_held();
+        root.mnt.get_user_held();
+        let files = Arc::new(FdTable::new(&vfs.rcu, vfs.fast));
         Task {
             creds: RcuArc::new(Arc::new(creds)),
             umask: AtomicU32::new(0o022),
@@ -73,13 +76,39 @@ impl Task {
     /// sharing its open files (fork).
     pub fn fork(&self) -> Task {
         let guard = self.vfs.rcu.pin();
+        let _l = self.fs_lock.lock();
+        let fsx = self.fs.load(&guard);
+        // The parent's own counts keep both mounts from being unmounted meanwhile.
+        fsx.root.mnt.get_user_held();
+        fsx.cwd.mnt.get_user_held();
         Task {
             vfs: self.vfs.clone(),
             creds: RcuArc::new(self.creds.get(&guard)),
             umask: AtomicU32::new(self.umask.load(Ordering::Relaxed)),
             fs: RcuBox::new(self.fs.load(&guard).clone()),
             fs_lock: Mutex::new(()),
-            files: self.files.fork(),
+            files: Arc::new(self.files.fork()),
+        }
+    }
+
+    /// A task with other credentials sharing this one's descriptor table (a thread that
+    /// ran `setfsuid`/`setgroups` for itself, or `clone(CLONE_FILES)`): a descriptor
+    /// opened by either is seen by both. Umask, root and cwd start as copies. A server
+    /// acting for many callers (the FUSE frontend) keeps one such task per caller identity.
+    pub fn with_credentials(&self, creds: Credentials) -> Task {
+        let guard = self.vfs.rcu.pin();
+        let _l = self.fs_lock.lock();
+        let fsx = self.fs.load(&guard);
+        // Our own counts keep both mounts from being unmounted meanwhile.
+        fsx.root.mnt.get_user_held();
+        fsx.cwd.mnt.get_user_held();
+        Task {
+            vfs: self.vfs.clone(),
+            creds: RcuArc::new(Arc::new(creds)),
+            umask: AtomicU32::new(self.umask.load(Ordering::Relaxed)),
+            fs: RcuBox::new(fsx.clone()),
+            fs_lock: Mutex::new(()),
+            files: self.files.clone(),
         }
     }
 
@@ -103,12 +132,25 @@ impl Task {
         self.umask.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn set_fs(&self, f: impl FnOnce(&mut FsContext)) {
+    /// Replaces root and/or cwd. The new ones become users of their mounts, the old ones
+    /// stop being users (now, not when the collector frees the old context, so that a
+    /// umount right after a chdir away succeeds). ESTALE if a non-lazy umount took a new
+    /// one's mount away after the caller's walk found it: the caller walks again.
+    pub(crate) fn set_fs(&self, f: impl FnOnce(&mut FsContext)) -> Result<()> {
         let _l = self.fs_lock.lock();
         let guard = self.vfs.rcu.pin();
-        let mut ctx = self.fs.load(&guard).clone();
+        let old = self.fs.load(&guard);
+        let mut ctx = old.clone();
         f(&mut ctx);
+        ctx.root.mnt.get_user()?;
+        if let Err(e) = ctx.cwd.mnt.get_user() {
+            ctx.root.mnt.put_user();
+            return Err(e);
+        }
+        old.root.mnt.put_user();
+        old.cwd.mnt.put_user();
         self.fs.replace(ctx, &self.vfs.rcu);
+        Ok(())
     }
 
     /// `dup(2)`.
@@ -151,5 +193,15 @@ impl Task {
         let f = self.files.get(fd, &guard)?;
         // SAFETY: `f` is alive under `guard`, and files live only in `Arc`s.
         Ok(unsafe { crate::rcu::arc_from_ref(f) })
+    }
+}
+
+impl Drop for Task {
+    /// The task's root and cwd stop being users of their mounts (exit).
+    fn drop(&mut self) {
+        let guard = self.vfs.rcu.pin();
+        let fsx = self.fs.load(&guard);
+        fsx.root.mnt.put_user();
+        fsx.cwd.mnt.put_user();
     }
 }

@@ -55,7 +55,9 @@ impl Task {
             }
             w.set_ctime(now);
         });
-        inode.sb().fs().setattr(inode, &SetAttr { atime: at, mtime: mt, ..Default::default() })
+        inode.sb().fs().setattr(inode, &SetAttr { atime: at, mtime: mt, ..Default::default() })?;
+        self.notify_attr(&p.mnt, &p.dentry, inode, crate::fsnotify::EventMask::ATTRIB);
+        Ok(())
     }
 
     /// `futimens(3)`.

@@ -12,6 +12,7 @@ use crate::inode::Inode;
 use crate::memfs::{MemFs, MemFsLimits};
 use crate::mount::{Mount, MountFlags};
 use crate::namei::Pos;
+use crate::namespace::MountTree;
 use crate::rcu::{LocalGuard, Rcu, arc_from_ref};
 use crate::seqcount::SeqCount;
 use crate::superblock::SuperBlock;
@@ -25,7 +26,7 @@ pub struct Vfs {
 }
 
 /// Mount-table key: (parent mount id, mountpoint dentry address).
-type MountKey = (u64, usize);
+pub(crate) type MountKey = (u64, usize);
 
 pub(crate) struct VfsInner {
     /// Immutable: the reclamation domain.
@@ -37,8 +38,9 @@ pub(crate) struct VfsInner {
     /// Bumped by every rename and mount change, under `rename_lock`; lockless walks
     /// validate against it (Linux's `rename_lock` seqlock and `mount_lock`).
     pub(crate) rename_seq: SeqCount,
-    /// Serializes renames (Linux's `s_vfs_rename_mutex`) and mount changes.
-    pub(crate) rename_lock: Mutex<()>,
+    /// Serializes renames (Linux's `s_vfs_rename_mutex`) and mount changes (Linux's
+    /// `namespace_sem`), and protects the list of mounts (see [`crate::namespace`]).
+    pub(crate) rename_lock: Mutex<MountTree>,
     /// Mounts by mountpoint, probed locklessly when a dentry says it is mounted on.
     pub(crate) mounts: crate::rhashtable::RHashTable<MountKey, Arc<Mount>>,
     /// Immutable: the root mount.
@@ -55,14 +57,16 @@ impl Vfs {
         let root_inode = sb.fs().root_inode(&sb).expect("memfs root");
         let root_dentry = Dentry::new_root(root_inode, &rcu);
         let root = Mount::new(1, sb, root_dentry, None, MountFlags::empty());
+        root.set_attached(true);
         let mounts = crate::rhashtable::RHashTable::new();
+        let tree = MountTree::new(root.clone());
         Vfs {
             inner: Arc::new(VfsInner {
                 fast: config.fast_paths,
                 config,
                 rcu,
                 rename_seq: SeqCount::new(),
-                rename_lock: Mutex::new(()),
+                rename_lock: Mutex::new(tree),
                 mounts,
                 root,
             }),
@@ -170,6 +174,7 @@ impl VfsInner {
         _guard: &LocalGuard<'_>,
     ) {
         let dir = parent.dir().expect("parent is a directory");
+        crate::fsnotify::d_instantiate_flags(parent, &d);
         let pos = locked.next_pos;
         locked.next_pos += 1;
         d.cold.pos.store(pos, Ordering::Relaxed);

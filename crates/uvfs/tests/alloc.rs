@@ -5,7 +5,10 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use uvfs::{AccessMode, AtFlags, Credentials, DirFd, Errno, FastPaths, Gid, OpenFlags, Uid, Vfs, VfsConfig};
+use uvfs::{
+    AccessMode, Acl, AclEntry, AclTag, AclType, AtFlags, Credentials, DirFd, Errno, FastPaths, Gid, OpenFlags, Uid,
+    Vfs, VfsConfig,
+};
 
 struct Counting;
 
@@ -124,4 +127,109 @@ fn general_paths_are_what_the_switches_select() {
         other.readlinkat(DirFd::Cwd, b"/a/b/c/d/e/link", &mut buf).unwrap();
     }
     assert_eq!(uvfs::stats::counters().link_fs_reads - before, 10);
+}
+
+/// An ACL on /a/b/c that names the non-owner (uid 2000): its search permission comes from
+/// the named entry, limited by the mask.
+fn name_the_non_owner(vfs: &Vfs) {
+    let acl = Acl::new(vec![
+        AclEntry::new(AclTag::UserObj, 7),
+        AclEntry::new(AclTag::User(2000), 5),
+        AclEntry::new(AclTag::GroupObj, 0),
+        AclEntry::new(AclTag::Mask, 5),
+        AclEntry::new(AclTag::Other, 0),
+    ]);
+    vfs.root_task().set_acl(DirFd::Cwd, b"/a/b/c", AclType::Access, &acl, AtFlags::empty()).unwrap();
+}
+
+/// Seed 001: the exec-search check of a walk as a non-owner (every directory reaches the
+/// ACL slot: group bits set) reads the slot without a lock. Through ACL-free directories
+/// and through a directory whose ACL is cached, stat and access allocate nothing and take
+/// no lock.
+#[test]
+fn acl_checks_on_the_walk_allocate_nothing_and_take_no_lock() {
+    let (vfs, _owner, other) = setup(FastPaths::all());
+    let (a, l) = measure(|| {
+        other.fstatat(DirFd::Cwd, b"/a/b/c/d/e/f", AtFlags::empty()).unwrap();
+    });
+    assert_eq!((a, l), (0, 0), "ACL-free walk: allocations, locks");
+    name_the_non_owner(&vfs);
+    let (a, l) = measure(|| {
+        other.fstatat(DirFd::Cwd, b"/a/b/c/d/e/f", AtFlags::empty()).unwrap();
+    });
+    assert_eq!((a, l), (0, 0), "walk through a cached ACL: allocations, locks");
+    let (a, l) = measure(|| {
+        other.faccessat(DirFd::Cwd, b"/a/b/c/d/e/f", AccessMode::R_OK, AtFlags::empty()).unwrap();
+    });
+    assert_eq!((a, l), (0, 0), "access through a cached ACL: allocations, locks");
+    // The ACL decides: without the named entry's x bit the walk stops at /a/b/c.
+    let deny = Acl::new(vec![
+        AclEntry::new(AclTag::UserObj, 7),
+        AclEntry::new(AclTag::User(2000), 4),
+        AclEntry::new(AclTag::GroupObj, 5),
+        AclEntry::new(AclTag::Mask, 5),
+        AclEntry::new(AclTag::Other, 0),
+    ]);
+    vfs.root_task().set_acl(DirFd::Cwd, b"/a/b/c", AclType::Access, &deny, AtFlags::empty()).unwrap();
+    assert_eq!(other.fstatat(DirFd::Cwd, b"/a/b/c/d/e/f", AtFlags::empty()).map(|_| ()), Err(Errno::EACCES));
+}
+
+/// With the ACL fast path off, every check that reaches the slot takes the inode lock and
+/// asks the filesystem (the general path), on each directory of the walk: the root and
+/// a..e, all with group bits, walked by a non-owner.
+#[test]
+fn acl_switch_off_takes_the_inode_lock_each_time() {
+    let (vfs, owner, other) = setup(FastPaths::all() - FastPaths::ACL);
+    name_the_non_owner(&vfs);
+    let (_, l) = measure(|| {
+        other.fstatat(DirFd::Cwd, b"/a/b/c/d/e/f", AtFlags::empty()).unwrap();
+    });
+    assert!(l >= 100 * 6, "ACL switch off: {l} locks for 100 stats through 6 directories");
+    // The owner's checks are decided by the mode: no ACL load. Only the root directory
+    // is not the owner's: one load per walk, two locks (the inode's and memfs's ACL lock).
+    let (_, l) = measure(|| {
+        owner.fstatat(DirFd::Cwd, b"/a/b/c/d/e/f", AtFlags::empty()).unwrap();
+    });
+    assert_eq!(l, 2 * 100, "owner walk with the ACL switch off");
+}
+
+/// Issue 5: crossing a mount point costs one flag test and one lockless probe of the mount
+/// table. A cached stat (and a failed open, and a scoped `openat2` with `RESOLVE_CACHED`)
+/// of a path that crosses two mounts (a memfs on /a/b, and on its directory m a bind of
+/// /a) and climbs out of one with `..` allocates nothing and takes no lock, as owner and
+/// as non-owner.
+#[test]
+fn walks_across_mounts_allocate_nothing_and_take_no_lock() {
+    let (vfs, owner, other) = setup(FastPaths::all());
+    let root = vfs.root_task();
+    root.mount(uvfs::MountSource::MemFs(Default::default()), b"/a/b", uvfs::MountFlags::empty()).unwrap();
+    root.mkdir(b"/a/b/m", 0o755).unwrap();
+    root.mount(uvfs::MountSource::Bind { path: b"/a", recursive: false }, b"/a/b/m", uvfs::MountFlags::empty())
+        .unwrap();
+    let direct = root.stat(b"/a/b/c/d/e/f");
+    assert_eq!(direct.map(|_| ()), Err(Errno::ENOENT), "the memfs covers /a/b");
+    let dirfd = owner.open(b"/a", OpenFlags::PATH | OpenFlags::DIRECTORY, 0).unwrap();
+    let how = uvfs::OpenHow {
+        flags: OpenFlags::RDONLY,
+        mode: 0,
+        resolve: uvfs::ResolveFlags::BENEATH | uvfs::ResolveFlags::CACHED,
+    };
+    for t in [&owner, &other] {
+        // Down across /a/b and /a/b/m, up out of the bind's root, down across it again.
+        let path = b"/a/b/m/../m/b/c/d/e/f";
+        let (a, l) = measure(|| {
+            t.fstatat(DirFd::Cwd, path, AtFlags::empty()).unwrap();
+        });
+        assert_eq!((a, l), (0, 0), "stat across two mounts: allocations, locks");
+        let (a, l) = measure(|| {
+            assert_eq!(t.openat(DirFd::Cwd, b"/a/b/m/b/c/d/e/missing", OpenFlags::RDONLY, 0), Err(Errno::ENOENT));
+        });
+        assert_eq!((a, l), (0, 0), "failed open across two mounts: allocations, locks");
+    }
+    let (a, l) = measure(|| {
+        assert_eq!(owner.openat2(DirFd::Fd(dirfd), b"b/m/b/../b/c/missing", &how), Err(Errno::ENOENT));
+    });
+    assert_eq!((a, l), (0, 0), "scoped cached miss across mounts: allocations, locks");
+    let c = uvfs::stats::counters();
+    assert!(c.walk_lockless > 0 && c.walk_locked == 0, "{c:?}");
 }

@@ -17,6 +17,9 @@
 //!   file *succeeds* it closes it again and reports ENXIO; every error the host open gives
 //!   (EACCES, EEXIST, ELOOP, fifo-without-reader ENXIO, ...) is compared as is.
 //! - a NUL byte in a path is EINVAL in uvfs; a C caller cannot pass one: never generated.
+//! - xattr names are listed by tmpfs (6.18) in the order of its xattr hash table, by uvfs
+//!   in name order (ACL names first, as both do): `listxattr` results are compared as the
+//!   returned length plus the sorted set of names.
 //! - directory offsets are opaque cookies, and uvfs lists a directory in creation order
 //!   while tmpfs (6.18) lists newest first with other cookie values. So `getdents`
 //!   results are compared as sorted name sets, and `lseek` on a directory is only run
@@ -28,7 +31,7 @@ use std::fmt;
 
 use uvfs::{
     AccessMode, AtFlags, Credentials, DirFd, Errno, FastPaths, Fd, Gid, OpenFlags, RenameFlags, Task, TimeSpec,
-    Timespec, Uid, Vfs, VfsConfig, Whence,
+    Timespec, Uid, Vfs, VfsConfig, Whence, XattrFlags,
 };
 
 /// The unprivileged user of the tests, its group and its supplementary group.
@@ -117,6 +120,37 @@ pub enum Op {
     Fchdir(i32),
     Getcwd,
     Umask(u32),
+    /// getxattr (by path, lpath or fd), name, buffer size (0: ask for the size).
+    Getxattr(X, P, usize),
+    /// setxattr, name, value, flags.
+    Setxattr(X, P, V, i32),
+    /// listxattr, buffer size.
+    Listxattr(X, usize),
+    /// removexattr, name.
+    Removexattr(X, P),
+}
+
+/// What an xattr call names: a path (followed), a path not followed (`l*xattr`), or a
+/// descriptor (`f*xattr`).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum X {
+    Path(P),
+    LPath(P),
+    Fd(i32),
+}
+
+/// An xattr value, shown in hex (short) or by length.
+#[derive(Clone, PartialEq, Eq)]
+pub struct V(pub Vec<u8>);
+
+impl fmt::Debug for V {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.len() > 64 {
+            write!(f, "<{} bytes>", self.0.len())
+        } else {
+            write!(f, "{}", self.0.iter().map(|b| format!("{b:02x}")).collect::<String>())
+        }
+    }
 }
 
 /// The part of `struct stat` that must agree: type and mode, link count, owner, size,
@@ -145,6 +179,8 @@ pub enum Out {
     Err(i32),
     /// Not run on either side (a directory seek other than a rewind).
     Skipped,
+    /// listxattr: length returned and the names, sorted (see the module doc).
+    Names(i64, Vec<Vec<u8>>),
 }
 
 impl fmt::Debug for Out {
@@ -164,6 +200,13 @@ impl fmt::Debug for Out {
             }
             Out::Err(e) => write!(f, "{:?}", Errno::from_raw(*e)),
             Out::Skipped => write!(f, "skipped"),
+            Out::Names(n, v) => {
+                write!(f, "{n}B{{")?;
+                for name in v {
+                    write!(f, "{} ", String::from_utf8_lossy(name))?;
+                }
+                write!(f, "}}")
+            }
         }
     }
 }
@@ -177,6 +220,12 @@ pub enum Who {
     /// A setuid-root program run by the user: real ids 1000/1000, effective 0/0, every
     /// capability (what `access(2)` without `AT_EACCESS` tells apart).
     SetuidRoot,
+    /// Any unprivileged user: uid, gid, one supplementary group, no capabilities.
+    As {
+        uid: u32,
+        gid: u32,
+        supp: u32,
+    },
 }
 
 /// The bytes `Write`/`Pwrite` of `n` bytes write (depends on `n` only).
@@ -248,7 +297,7 @@ fn host_ts(t: T) -> libc::timespec {
 
 /// Runs one call on the host (in the prepared thread). Raw syscalls throughout, so the
 /// errno is the kernel's, not a libc emulation's.
-fn host_op(op: &Op) -> Out {
+pub fn host_op(op: &Op) -> Out {
     // SAFETY (whole function): plain syscalls with valid, NUL-terminated paths and
     // buffers that outlive the call.
     unsafe {
@@ -407,12 +456,70 @@ fn host_op(op: &Op) -> Out {
                 Out::Bytes(buf)
             }
             Op::Umask(m) => num(libc::syscall(libc::SYS_umask, *m)),
+            Op::Getxattr(x, name, n) => {
+                let mut buf = vec![0u8; *n];
+                let ptr = if *n == 0 { std::ptr::null_mut() } else { buf.as_mut_ptr() };
+                let name = cstr(name);
+                let r = match x {
+                    X::Path(p) => libc::syscall(libc::SYS_getxattr, cstr(p).as_ptr(), name.as_ptr(), ptr, *n),
+                    X::LPath(p) => libc::syscall(libc::SYS_lgetxattr, cstr(p).as_ptr(), name.as_ptr(), ptr, *n),
+                    X::Fd(fd) => libc::syscall(libc::SYS_fgetxattr, *fd, name.as_ptr(), ptr, *n),
+                };
+                if r < 0 {
+                    return Out::Err(errno());
+                }
+                if *n == 0 {
+                    return Out::Num(r);
+                }
+                buf.truncate(r as usize);
+                Out::Bytes(buf)
+            }
+            Op::Setxattr(x, name, v, flags) => {
+                let name = cstr(name);
+                let (vp, vn) = (v.0.as_ptr(), v.0.len());
+                unit(match x {
+                    X::Path(p) => libc::syscall(libc::SYS_setxattr, cstr(p).as_ptr(), name.as_ptr(), vp, vn, *flags),
+                    X::LPath(p) => libc::syscall(libc::SYS_lsetxattr, cstr(p).as_ptr(), name.as_ptr(), vp, vn, *flags),
+                    X::Fd(fd) => libc::syscall(libc::SYS_fsetxattr, *fd, name.as_ptr(), vp, vn, *flags),
+                })
+            }
+            Op::Listxattr(x, n) => {
+                let mut buf = vec![0u8; *n];
+                let ptr = if *n == 0 { std::ptr::null_mut() } else { buf.as_mut_ptr() };
+                let r = match x {
+                    X::Path(p) => libc::syscall(libc::SYS_listxattr, cstr(p).as_ptr(), ptr, *n),
+                    X::LPath(p) => libc::syscall(libc::SYS_llistxattr, cstr(p).as_ptr(), ptr, *n),
+                    X::Fd(fd) => libc::syscall(libc::SYS_flistxattr, *fd, ptr, *n),
+                };
+                if r < 0 {
+                    return Out::Err(errno());
+                }
+                if *n == 0 {
+                    return Out::Num(r);
+                }
+                Out::Names(r, names(&buf[..r as usize]))
+            }
+            Op::Removexattr(x, name) => {
+                let name = cstr(name);
+                unit(match x {
+                    X::Path(p) => libc::syscall(libc::SYS_removexattr, cstr(p).as_ptr(), name.as_ptr()),
+                    X::LPath(p) => libc::syscall(libc::SYS_lremovexattr, cstr(p).as_ptr(), name.as_ptr()),
+                    X::Fd(fd) => libc::syscall(libc::SYS_fremovexattr, *fd, name.as_ptr()),
+                })
+            }
         }
     }
 }
 
+/// The NUL-separated names of a listxattr buffer, sorted.
+fn names(buf: &[u8]) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = buf.split(|&c| c == 0).filter(|n| !n.is_empty()).map(<[u8]>::to_vec).collect();
+    v.sort();
+    v
+}
+
 /// Sets the calling thread's ids (raw syscalls: this thread only).
-fn host_become(who: Who) -> Result<(), String> {
+pub fn host_become(who: Who) -> Result<(), String> {
     let groups = [SUPP as libc::gid_t];
     // SAFETY: plain syscalls; `groups` outlives the call.
     let rc = unsafe {
@@ -422,6 +529,12 @@ fn host_become(who: Who) -> Result<(), String> {
                 libc::syscall(libc::SYS_setgroups, 1, groups.as_ptr())
                     | libc::syscall(libc::SYS_setresgid, GROUP, GROUP, GROUP)
                     | libc::syscall(libc::SYS_setresuid, USER, USER, USER)
+            }
+            Who::As { uid, gid, supp } => {
+                let groups = [supp as libc::gid_t];
+                libc::syscall(libc::SYS_setgroups, 1, groups.as_ptr())
+                    | libc::syscall(libc::SYS_setresgid, gid, gid, gid)
+                    | libc::syscall(libc::SYS_setresuid, uid, uid, uid)
             }
             Who::SetuidRoot => {
                 libc::syscall(libc::SYS_setgroups, 1, groups.as_ptr())
@@ -514,7 +627,7 @@ fn uts(t: T) -> TimeSpec {
     }
 }
 
-fn uvfs_op(t: &Task, op: &Op) -> Out {
+pub fn uvfs_op(t: &Task, op: &Op) -> Out {
     let of = |f: i32| OpenFlags::from_bits_retain(f as u32);
     let af = |f: i32| AtFlags::from_bits_retain(f as u32);
     match op {
@@ -585,14 +698,46 @@ fn uvfs_op(t: &Task, op: &Op) -> Out {
         Op::Fchdir(fd) => uunit(t.fchdir(Fd(*fd))),
         Op::Getcwd => ures(t.getcwd(), Out::Bytes),
         Op::Umask(m) => Out::Num(t.umask(*m) as i64),
+        Op::Getxattr(x, name, n) => {
+            let mut buf = vec![0u8; *n];
+            let r = match x {
+                X::Path(p) => t.getxattr(&p.0, &name.0, &mut buf),
+                X::LPath(p) => t.lgetxattr(&p.0, &name.0, &mut buf),
+                X::Fd(fd) => t.fgetxattr(Fd(*fd), &name.0, &mut buf),
+            };
+            ures(r, |r| if *n == 0 { Out::Num(r as i64) } else { Out::Bytes(buf[..r].to_vec()) })
+        }
+        Op::Setxattr(x, name, v, flags) => {
+            let f = XattrFlags::from_bits_retain(*flags as u32);
+            uunit(match x {
+                X::Path(p) => t.setxattr(&p.0, &name.0, &v.0, f),
+                X::LPath(p) => t.lsetxattr(&p.0, &name.0, &v.0, f),
+                X::Fd(fd) => t.fsetxattr(Fd(*fd), &name.0, &v.0, f),
+            })
+        }
+        Op::Listxattr(x, n) => {
+            let mut buf = vec![0u8; *n];
+            let r = match x {
+                X::Path(p) => t.listxattr(&p.0, &mut buf),
+                X::LPath(p) => t.llistxattr(&p.0, &mut buf),
+                X::Fd(fd) => t.flistxattr(Fd(*fd), &mut buf),
+            };
+            ures(r, |r| if *n == 0 { Out::Num(r as i64) } else { Out::Names(r as i64, names(&buf[..r])) })
+        }
+        Op::Removexattr(x, name) => uunit(match x {
+            X::Path(p) => t.removexattr(&p.0, &name.0),
+            X::LPath(p) => t.lremovexattr(&p.0, &name.0),
+            X::Fd(fd) => t.fremovexattr(Fd(*fd), &name.0),
+        }),
     }
 }
 
-fn uvfs_creds(who: Who) -> Credentials {
+pub fn uvfs_creds(who: Who) -> Credentials {
     let groups = [Gid(SUPP)];
     match who {
         Who::Root => Credentials::root(),
         Who::User => Credentials::new(Uid(USER), Gid(GROUP), &groups),
+        Who::As { uid, gid, supp } => Credentials::new(Uid(uid), Gid(gid), &[Gid(supp)]),
         Who::SetuidRoot => {
             let mut c = Credentials::new(Uid(0), Gid(0), &groups);
             c.ruid = Uid(USER);

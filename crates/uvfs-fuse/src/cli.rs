@@ -1,0 +1,277 @@
+//! `uvfs mount`: the command. Checks what it can before mounting, so the common failures
+//! are one line each (exit 2 for a usage problem: a bad argument, a missing or busy mount
+//! point; exit 1 for the environment: no `/dev/fuse`, no fuse3, no privilege, or a mount
+//! that failed). Runs in the foreground until Ctrl-C/SIGTERM/SIGHUP (then unmounts
+//! cleanly) or until unmounted from outside; `--daemon` detaches once mounted.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::{MountOptions, Permissions};
+
+/// Arguments of `uvfs mount`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MountArgs {
+    /// Directory to mount on
+    pub mountpoint: PathBuf,
+    /// What to serve: `memfs` (a new in-memory filesystem) or `host:DIR` (a host directory)
+    #[arg(long = "fs", default_value = "memfs")]
+    pub fs: String,
+    /// Seconds the kernel may cache a name lookup (ignored with `--permissions uvfs`)
+    #[arg(long, default_value_t = 1.0)]
+    pub entry_timeout: f64,
+    /// Seconds the kernel may cache attributes
+    #[arg(long, default_value_t = 1.0)]
+    pub attr_timeout: f64,
+    /// Seconds the kernel may cache a miss (ignored with `--permissions uvfs`)
+    #[arg(long, default_value_t = 1.0)]
+    pub negative_timeout: f64,
+    /// Who checks permissions: `kernel` (the kernel and uvfs, with caching) or `uvfs`
+    /// (uvfs alone; no entry caching)
+    #[arg(long, value_enum, default_value_t = Permissions::Kernel)]
+    pub permissions: Permissions,
+    /// Worker threads (default: cores, 2 to 8)
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Detach once mounted (the mount stays until unmounted with `umount`)
+    #[arg(long)]
+    pub daemon: bool,
+    /// Only the mounting user may use the mount (default when not root)
+    #[arg(long)]
+    pub owner_only: bool,
+}
+
+/// A failure: message and exit code.
+struct Fail(String, u8);
+
+fn usage(msg: impl Into<String>) -> Fail {
+    Fail(msg.into(), 2)
+}
+
+fn env(msg: impl Into<String>) -> Fail {
+    Fail(msg.into(), 1)
+}
+
+fn seconds(name: &str, v: f64) -> Result<Duration, Fail> {
+    if !v.is_finite() || !(0.0..=1e9).contains(&v) {
+        return Err(usage(format!("--{name} must be a number of seconds >= 0")));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn in_path(bin: &str) -> bool {
+    std::env::var_os("PATH")
+        .unwrap_or_else(|| OsString::from("/usr/bin:/bin"))
+        .to_string_lossy()
+        .split(':')
+        .chain(["/usr/bin", "/bin", "/sbin", "/usr/sbin"])
+        .any(|d| Path::new(d).join(bin).is_file())
+}
+
+/// Whether `p` (canonical) is a mount point, from `/proc/self/mountinfo`.
+fn is_mountpoint(p: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    let want = p.to_string_lossy();
+    info.lines().any(|l| l.split(' ').nth(4).is_some_and(|m| unescape(m) == want))
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+}
+
+/// The checks that give a one-line answer; returns the canonical mount point.
+fn preflight(a: &MountArgs) -> Result<PathBuf, Fail> {
+    let mp = &a.mountpoint;
+    let meta = std::fs::metadata(mp).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => usage(format!("mount point {} does not exist", mp.display())),
+        _ => usage(format!("mount point {}: {e}", mp.display())),
+    })?;
+    if !meta.is_dir() {
+        return Err(usage(format!("mount point {} is not a directory", mp.display())));
+    }
+    let canon = std::fs::canonicalize(mp).map_err(|e| usage(format!("mount point {}: {e}", mp.display())))?;
+    if is_mountpoint(&canon) && canon != Path::new("/") {
+        return Err(usage(format!("mount point {} is busy (something is mounted there already)", mp.display())));
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Err(env("/dev/fuse is missing: the kernel's FUSE module is not loaded (modprobe fuse)"));
+    }
+    if !is_root() {
+        if !in_path("fusermount3") {
+            return Err(env("fuse3 is not installed (no fusermount3): apt-get install fuse3"));
+        }
+        // SAFETY: access with a valid C string.
+        let ok = unsafe { libc::access(c"/dev/fuse".as_ptr(), libc::R_OK | libc::W_OK) } == 0;
+        if !ok {
+            return Err(env("no permission to use /dev/fuse: run as root or join the group that owns it"));
+        }
+    }
+    Ok(canon)
+}
+
+fn options(a: &MountArgs) -> Result<MountOptions, Fail> {
+    let mut o = MountOptions {
+        entry_timeout: seconds("entry-timeout", a.entry_timeout)?,
+        attr_timeout: seconds("attr-timeout", a.attr_timeout)?,
+        negative_timeout: seconds("negative-timeout", a.negative_timeout)?,
+        permissions: a.permissions,
+        ..MountOptions::default()
+    };
+    if let Some(t) = a.threads {
+        if t == 0 || t > 256 {
+            return Err(usage("--threads must be between 1 and 256"));
+        }
+        o.threads = t;
+    }
+    if a.owner_only {
+        o.allow_other = false;
+    }
+    Ok(o)
+}
+
+fn make_vfs(fs: &str) -> Result<uvfs::Vfs, Fail> {
+    match fs {
+        "memfs" => Ok(uvfs::Vfs::new(uvfs::VfsConfig::default())),
+        s if s.starts_with("host:") => Err(usage("hostfs is not available yet (issue 8)")),
+        s => Err(usage(format!("unknown --fs {s:?}: use memfs or host:DIR"))),
+    }
+}
+
+/// Turns a mount error into one line.
+fn mount_error(e: &std::io::Error, mp: &Path) -> Fail {
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            env(format!("no permission to mount on {}: run as root (or use a setuid fusermount3)", mp.display()))
+        }
+        Some(libc::EBUSY) => usage(format!("mount point {} is busy", mp.display())),
+        Some(libc::ENOENT) if !is_root() && !in_path("fusermount3") => {
+            env("fuse3 is not installed (no fusermount3): apt-get install fuse3")
+        }
+        Some(libc::ENODEV) => env("the kernel has no FUSE support (modprobe fuse)"),
+        _ => env(format!("cannot mount on {}: {}", mp.display(), e.to_string().replace('\n', " "))),
+    }
+}
+
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain sigset manipulation on a local; pthread_sigmask on the calling thread,
+    // before any other thread exists, so every thread inherits the mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Runs `uvfs mount`.
+pub fn run(a: MountArgs) -> ExitCode {
+    match run_inner(&a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail(msg, code)) => {
+            eprintln!("uvfs mount: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run_inner(a: &MountArgs) -> Result<(), Fail> {
+    let opts = options(a)?;
+    let vfs_check = make_vfs(&a.fs)?;
+    drop(vfs_check);
+    let mp = preflight(a)?;
+    // Daemon: fork before any thread exists; the child mounts and reports through a pipe.
+    let mut report: Option<std::fs::File> = None;
+    if a.daemon {
+        let mut fds = [0; 2];
+        // SAFETY: pipe fills two descriptors.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            return Err(env(format!("pipe: {}", std::io::Error::last_os_error())));
+        }
+        // SAFETY: the descriptors are fresh and owned here.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: no other thread exists yet (nothing has spawned one), so the child may
+        // go on running Rust code.
+        match unsafe { libc::fork() } {
+            -1 => return Err(env(format!("fork: {}", std::io::Error::last_os_error()))),
+            0 => {
+                drop(r);
+                // SAFETY: setsid has no preconditions.
+                unsafe { libc::setsid() };
+                report = Some(std::fs::File::from(w));
+            }
+            _ => {
+                drop(w);
+                let mut msg = String::new();
+                let _ = std::fs::File::from(r).read_to_string(&mut msg);
+                return match msg.strip_prefix("ok") {
+                    Some(_) => Ok(()),
+                    None if msg.is_empty() => Err(env("the daemon exited before mounting")),
+                    None => {
+                        let code = if msg.starts_with('2') { 2 } else { 1 };
+                        Err(Fail(msg[1..].to_string(), code))
+                    }
+                };
+            }
+        }
+    }
+    let set = block_signals();
+    let vfs = make_vfs(&a.fs)?;
+    let mut report2 = report;
+    let r = crate::serve(&vfs, &mp, &opts, |mut unmount| {
+        if let Some(mut w) = report2.take() {
+            let _ = w.write_all(b"ok");
+            drop(w);
+            detach_stdio();
+        }
+        std::thread::Builder::new()
+            .name("uvfs-signals".into())
+            .spawn(move || {
+                let mut sig = 0;
+                // SAFETY: `set` is a valid signal set; `sig` a valid out-parameter.
+                unsafe { libc::sigwait(&set, &mut sig) };
+                unmount();
+            })
+            .expect("signal thread");
+    });
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let f = mount_error(&e, &mp);
+            match report2 {
+                // A daemon child: the parent prints the error.
+                Some(mut w) => {
+                    let _ = write!(w, "{}{}", f.1, f.0);
+                    Ok(())
+                }
+                None => Err(f),
+            }
+        }
+    }
+}
+
+fn detach_stdio() {
+    // SAFETY: plain descriptor juggling on the daemon's own stdio.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            libc::dup2(null, 2);
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! The node table: FUSE node ids to `O_PATH` descriptors of the server task.
+//!
+//! The FUSE protocol names files by node id; the uvfs API by descriptor and path. Every
+//! node the kernel knows (it was returned by lookup, create, mkdir, mknod, symlink, link
+//! or readdirplus) holds one `O_PATH` descriptor in the server's fd table, and every
+//! operation on it runs relative to that descriptor (`*at` calls with `AT_EMPTY_PATH`, or
+//! [`uvfs::Task::reopen`]). Like an `O_PATH` descriptor on Linux, it keeps the inode (and
+//! an unlinked file's contents) alive, as the kernel's own inode reference does.
+//!
+//! Lookup counts follow the protocol: each reply that hands the kernel a node adds one,
+//! `forget(n)` takes `n` away, and the descriptor is closed when the count reaches zero.
+//!
+//! Node ids: a file of the filesystem at the root of the served tree gets its uvfs inode
+//! number (memfs never reuses them while the inode lives), so `st_ino` on the mount is the
+//! in-process one; the root is node 1 (FUSE's root id), swapped with the inode that has
+//! number 1 if the root has another. Files of other filesystems mounted inside the tree
+//! get ids from a counter above [`FOREIGN_BASE`].
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+use uvfs::Fd;
+
+/// FUSE's node id of the root.
+pub const ROOT_ID: u64 = 1;
+/// Node ids of files of filesystems other than the root's start here.
+pub const FOREIGN_BASE: u64 = 1 << 56;
+
+/// An inode's identity: (device, inode number).
+pub type Key = (u64, u64);
+
+struct Node {
+    fd: Fd,
+    lookups: u64,
+    key: Key,
+}
+
+struct Inner {
+    by_id: HashMap<u64, Node>,
+    by_key: HashMap<Key, u64>,
+    next_foreign: u64,
+}
+
+/// Node id -> descriptor, with lookup counts. Protected by one mutex (held for a few
+/// map operations, never across a uvfs call).
+pub struct Nodes {
+    inner: Mutex<Inner>,
+    root_key: Key,
+}
+
+/// What [`Nodes::insert`] did with the caller's descriptor.
+pub enum Inserted {
+    /// A new node keeps the descriptor.
+    New(u64),
+    /// The inode had a node already; its count went up and the caller closes its
+    /// descriptor.
+    Existing(u64, Fd),
+}
+
+impl Nodes {
+    /// A table holding the root, whose descriptor is never closed.
+    pub fn new(root_fd: Fd, root_key: Key) -> Nodes {
+        let mut by_id = HashMap::new();
+        by_id.insert(ROOT_ID, Node { fd: root_fd, lookups: u64::MAX / 2, key: root_key });
+        let mut by_key = HashMap::new();
+        by_key.insert(root_key, ROOT_ID);
+        Nodes { inner: Mutex::new(Inner { by_id, by_key, next_foreign: FOREIGN_BASE }), root_key }
+    }
+
+    /// The node id of `key` when it is (or becomes) a node; `st_ino` as the mount shows it.
+    pub fn id_for_key(&self, key: Key) -> u64 {
+        if key == self.root_key {
+            return ROOT_ID;
+        }
+        if key.0 == self.root_key.0 {
+            // The root takes id 1; the inode numbered 1 (if not the root) takes the root's.
+            return if key.1 == ROOT_ID { self.root_key.1 } else { key.1 };
+        }
+        let g = self.inner.lock();
+        g.by_key.get(&key).copied().unwrap_or(0)
+    }
+
+    /// The inode number a directory entry shows for `key` (no node is made).
+    pub fn ino_for_key(&self, key: Key) -> u64 {
+        match self.id_for_key(key) {
+            0 => key.1,
+            id => id,
+        }
+    }
+
+    /// The descriptor of a node.
+    pub fn fd(&self, id: u64) -> Option<Fd> {
+        self.inner.lock().by_id.get(&id).map(|n| n.fd)
+    }
+
+    /// The key of a node.
+    pub fn key(&self, id: u64) -> Option<Key> {
+        self.inner.lock().by_id.get(&id).map(|n| n.key)
+    }
+
+    /// The node of a key, if the kernel knows it.
+    pub fn lookup_key(&self, key: Key) -> Option<u64> {
+        self.inner.lock().by_key.get(&key).copied()
+    }
+
+    /// Counts one lookup of the inode `key`, whose `O_PATH` descriptor is `fd`.
+    pub fn insert(&self, key: Key, fd: Fd) -> Inserted {
+        let mut g = self.inner.lock();
+        if let Some(&id) = g.by_key.get(&key) {
+            let n = g.by_id.get_mut(&id).expect("node of a key");
+            n.lookups += 1;
+            return Inserted::Existing(id, fd);
+        }
+        let id = if key.0 == self.root_key.0 {
+            if key.1 == ROOT_ID { self.root_key.1 } else { key.1 }
+        } else {
+            g.next_foreign += 1;
+            g.next_foreign
+        };
+        g.by_id.insert(id, Node { fd, lookups: 1, key });
+        g.by_key.insert(key, id);
+        Inserted::New(id)
+    }
+
+    /// Takes `n` lookups away; returns the descriptor to close when the node is gone.
+    pub fn forget(&self, id: u64, n: u64) -> Option<Fd> {
+        if id == ROOT_ID {
+            return None;
+        }
+        let mut g = self.inner.lock();
+        let node = g.by_id.get_mut(&id)?;
+        node.lookups = node.lookups.saturating_sub(n);
+        if node.lookups > 0 {
+            return None;
+        }
+        let node = g.by_id.remove(&id).expect("present");
+        g.by_key.remove(&node.key);
+        Some(node.fd)
+    }
+
+    /// Every descriptor but the root's, emptying the table (at unmount).
+    pub fn drain(&self) -> Vec<Fd> {
+        let mut g = self.inner.lock();
+        let root = g.by_id.remove(&ROOT_ID);
+        let fds = g.by_id.drain().map(|(_, n)| n.fd).collect();
+        g.by_key.clear();
+        if let Some(r) = root {
+            g.by_key.insert(r.key, ROOT_ID);
+            g.by_id.insert(ROOT_ID, r);
+        }
+        fds
+    }
+
+    /// Number of nodes, the root included.
+    pub fn len(&self) -> usize {
+        self.inner.lock().by_id.len()
+    }
+
+    /// Whether only the root is left (never true of a fresh table's absence of root).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,101 @@
+//! Kernel cache invalidation for changes made through the in-process API while mounted.
+//!
+//! The kernel caches entries, attributes and file pages of the mount for the configured
+//! timeouts. A change made through the mount keeps those caches right by itself; a change
+//! made in-process (another [`uvfs::Task`] of the same [`uvfs::Vfs`]) does not. This thread
+//! holds a filesystem-wide notify mark ([`uvfs::Task::fanotify_mark`] with
+//! [`uvfs::MarkKind::Filesystem`]) on the served filesystem and turns each event into a
+//! notification: a name created, deleted or moved invalidates that entry of its directory
+//! (`FUSE_NOTIFY_INVAL_ENTRY`), a data change invalidates the node's pages and attributes,
+//! an attribute change its attributes (`FUSE_NOTIFY_INVAL_INODE`). Events of changes the
+//! server made for the kernel are filtered out ([`crate::expect`]). Notifications are
+//! asynchronous: a reader on the mount sees an in-process change once the thread has
+//! handled its event (normally well under a millisecond), not at the instant of the change.
+//! Only the filesystem at the root of the tree is watched.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use fuser::{INodeNo, Notifier};
+use uvfs::{EventMask, InotifyFlags, MarkKind};
+
+use crate::expect::Expected;
+use crate::server::{Server, key_of};
+
+/// Starts the thread; `None` if the mark could not be placed (logged).
+pub(crate) fn spawn(s: Arc<Server>, notifier: Notifier, stop: Arc<AtomicBool>) -> Option<JoinHandle<()>> {
+    let base = s.tasks.base().clone();
+    let ino = match base.inotify_init1(InotifyFlags::empty()) {
+        Ok(i) => i,
+        Err(e) => {
+            log::warn!("uvfs-fuse: no invalidation of in-process changes: inotify_init1: {e}");
+            return None;
+        }
+    };
+    let mask = EventMask::MODIFY
+        | EventMask::ATTRIB
+        | EventMask::CREATE
+        | EventMask::DELETE
+        | EventMask::MOVED_FROM
+        | EventMask::MOVED_TO;
+    if let Err(e) = base.fanotify_mark(&ino, MarkKind::Filesystem, b"/", mask) {
+        log::warn!("uvfs-fuse: no invalidation of in-process changes: fanotify_mark: {e}");
+        return None;
+    }
+    std::thread::Builder::new()
+        .name("uvfs-fuse-inval".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let events = match ino.read_events(256, Some(Duration::from_millis(100))) {
+                    Ok(ev) => ev,
+                    Err(uvfs::Errno::EAGAIN) | Err(uvfs::Errno::EINTR) => continue,
+                    Err(_) => break,
+                };
+                s.expect.expire();
+                for ev in events {
+                    handle(&s, &notifier, &base, ev);
+                }
+            }
+            let _ = ino.close();
+        })
+        .ok()
+}
+
+fn handle(s: &Server, notifier: &Notifier, base: &uvfs::Task, ev: uvfs::InotifyEvent) {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let m = ev.mask;
+    if m.contains(EventMask::Q_OVERFLOW) {
+        log::warn!("uvfs-fuse: notify queue overflow; kernel caches may be stale until their timeouts");
+        return;
+    }
+    let Some(path) = ev.path else { return };
+    if m.intersects(EventMask::MODIFY | EventMask::ATTRIB)
+        && let Ok(st) = base.lstat(&path)
+    {
+        let key = key_of(&st);
+        if !s.expect.consume(&Expected::Object(key))
+            && let Some(id) = s.nodes.lookup_key(key)
+        {
+            let off = if m.contains(EventMask::MODIFY) { 0 } else { -1 };
+            let _ = notifier.inval_inode(INodeNo(id), off, 0);
+        }
+    }
+    if m.intersects(EventMask::CREATE | EventMask::DELETE | EventMask::MOVED_FROM | EventMask::MOVED_TO) {
+        let Some(slash) = path.iter().rposition(|&b| b == b'/') else { return };
+        let (dir, name) = (if slash == 0 { &b"/"[..] } else { &path[..slash] }, &path[slash + 1..]);
+        if name.is_empty() {
+            return;
+        }
+        if let Ok(st) = base.lstat(dir) {
+            let key = key_of(&st);
+            if !s.expect.consume(&Expected::Name(key, name.to_vec()))
+                && let Some(id) = s.nodes.lookup_key(key)
+            {
+                let _ = notifier.inval_entry(INodeNo(id), OsStr::from_bytes(name));
+            }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Shared by the mount tests: preconditions (fail clearly, never skip), temp dirs, a
+//! mounted memfs.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use uvfs_fuse::{MountHandle, MountOptions};
+
+/// Panics with what to install unless we are root with `/dev/fuse` and `tools`.
+pub fn require(tools: &[(&str, &str)]) {
+    // SAFETY: no preconditions.
+    assert!(unsafe { libc::geteuid() } == 0, "these tests mount through FUSE and switch users: run them as root");
+    assert!(Path::new("/dev/fuse").exists(), "/dev/fuse is missing: load the fuse module (modprobe fuse)");
+    for (tool, package) in tools {
+        assert!(which(tool).is_some(), "missing tool `{tool}`: install it (apt-get install {package})");
+    }
+}
+
+/// The path of `bin` in PATH (or ~/.cargo/bin).
+pub fn which(bin: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect();
+    if let Some(h) = std::env::var_os("HOME") {
+        dirs.push(Path::new(&h).join(".cargo/bin"));
+    }
+    dirs.into_iter().map(|d| d.join(bin)).find(|p| p.is_file())
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "uvfs-fuse-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A memfs mounted on a temp dir; unmounted on drop (before the dir goes).
+pub struct Mounted {
+    pub vfs: uvfs::Vfs,
+    pub handle: Option<MountHandle>,
+    pub dir: TempDir,
+}
+
+impl Mounted {
+    pub fn new(opts: MountOptions) -> Mounted {
+        let dir = TempDir::new("mnt");
+        let vfs = uvfs::Vfs::new(uvfs::VfsConfig::default());
+        let handle = uvfs_fuse::spawn(&vfs, dir.path(), &opts).expect("mount");
+        Mounted { vfs, handle: Some(handle), dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            let _ = h.unmount();
+        }
+    }
+}
+
+/// Runs a command, panicking with its output unless it succeeds.
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs a shell snippet in `dir`.
+pub fn sh(dir: &Path, script: &str) -> String {
+    let out = run(Command::new("sh").arg("-ec").arg(script).current_dir(dir));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -1,0 +1,238 @@
+//! Real programs on a memfs mount: git, tar (byte for byte), a C compiler, find,
+//! getfacl/setfacl; plus in-process changes reaching a caching kernel, odd names, and a
+//! handler panic that must not hang the mount. Needs root, /dev/fuse and the tools
+//! (apt packages `git tar gcc findutils acl`); fails saying what is missing.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Mounted, TempDir, require, run, sh};
+use uvfs::{AtFlags, DirFd, OpenFlags};
+use uvfs_fuse::MountOptions;
+
+#[test]
+fn git_init_add_commit_log() {
+    require(&[("git", "git")]);
+    let m = Mounted::new(MountOptions::default());
+    let home = TempDir::new("home");
+    let repo = m.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let out = run(Command::new("git")
+            .args(["-c", "user.name=uvfs", "-c", "user.email=uvfs@example.invalid", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(&repo)
+            .env("HOME", home.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1"));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("a.txt"), "first\n").unwrap();
+    std::fs::create_dir(repo.join("sub")).unwrap();
+    std::fs::write(repo.join("sub/b.txt"), "second\n").unwrap();
+    std::os::unix::fs::symlink("a.txt", repo.join("link")).unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "one"]);
+    std::fs::write(repo.join("a.txt"), "changed\n").unwrap();
+    git(&["commit", "-q", "-a", "-m", "two"]);
+    let log = git(&["log", "--format=%s"]);
+    assert_eq!(log, "two\none\n");
+    assert_eq!(git(&["status", "--porcelain"]), "");
+    assert_eq!(git(&["show", "HEAD~1:a.txt"]), "first\n");
+    git(&["fsck", "--strict"]);
+}
+
+#[test]
+fn tar_round_trip_byte_for_byte() {
+    require(&[("tar", "tar"), ("diff", "diffutils"), ("cmp", "diffutils")]);
+    let host = TempDir::new("tar");
+    let src = host.path().join("src");
+    std::fs::create_dir_all(src.join("d/e")).unwrap();
+    std::fs::write(src.join("plain"), "hello\n").unwrap();
+    std::fs::write(src.join("d/binary"), (0..=255u8).cycle().take(300_000).collect::<Vec<u8>>()).unwrap();
+    std::fs::write(src.join("d/e/empty"), "").unwrap();
+    std::os::unix::fs::symlink("../plain", src.join("d/sym")).unwrap();
+    std::os::unix::fs::symlink("dangling-target", src.join("dangling")).unwrap();
+    std::fs::hard_link(src.join("plain"), src.join("d/e/hard")).unwrap();
+    std::fs::set_permissions(src.join("d/binary"), std::fs::Permissions::from_mode(0o751)).unwrap();
+    sh(host.path(), "touch -h -d '2001-02-03 04:05:06' src/d/sym; touch -d '2011-12-13 14:15:16' src/plain src/d");
+    let tar_c = |dir: &std::path::Path, out: &std::path::Path| {
+        run(Command::new("tar").args(["--sort=name", "--format=gnu", "-C"]).arg(dir).arg("-cf").arg(out).arg("."));
+    };
+    tar_c(&src, &host.path().join("host.tar"));
+
+    let m = Mounted::new(MountOptions::default());
+    let dst = m.path().join("dst");
+    std::fs::create_dir(&dst).unwrap();
+    run(Command::new("tar").arg("-C").arg(&dst).arg("-xpf").arg(host.path().join("host.tar")));
+    // The hard link is one inode on the mount too.
+    let a = std::fs::metadata(dst.join("plain")).unwrap();
+    let b = std::fs::metadata(dst.join("d/e/hard")).unwrap();
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    tar_c(&dst, &host.path().join("mnt.tar"));
+    run(Command::new("diff").arg("-r").arg("--no-dereference").arg(&src).arg(&dst));
+    let list = |t: &str| sh(host.path(), &format!("tar --full-time -tvf {t}"));
+    assert_eq!(list("host.tar"), list("mnt.tar"));
+    run(Command::new("cmp").arg(host.path().join("host.tar")).arg(host.path().join("mnt.tar")));
+}
+
+#[test]
+fn compile_and_run_c() {
+    require(&[("cc", "gcc")]);
+    let m = Mounted::new(MountOptions::default());
+    let dir = m.path().join("c");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(
+        dir.join("hello.c"),
+        "#include <stdio.h>\nint main(int c, char **v) { (void)v; printf(\"hello from uvfs %d\\n\", c); return 3; }\n",
+    )
+    .unwrap();
+    sh(&dir, "cc -O1 -c hello.c -o hello.o && cc hello.o -o hello");
+    let out = Command::new(dir.join("hello")).arg("x").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from uvfs 2\n");
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn find_newer_and_perm() {
+    require(&[("find", "findutils"), ("touch", "coreutils")]);
+    let m = Mounted::new(MountOptions::default());
+    let out = sh(
+        m.path(),
+        "mkdir t && cd t && touch -d '2020-01-01' old && touch -d '2021-01-01' ref && touch -d '2022-01-01' new \
+         && mkdir dir && touch -d '2023-01-01' dir/newest && chmod 0750 new && chmod 0604 old && chmod 0755 dir \
+         && echo newer: && find . -newer ref | sort && echo perm: && find . -type f -perm 0750 \
+         && echo any: && find . -perm /o+x | sort && echo all: && find . -type f -perm -u+r,o+r | sort",
+    );
+    assert_eq!(
+        out,
+        "newer:\n.\n./dir\n./dir/newest\n./new\nperm:\n./new\nany:\n.\n./dir\nall:\n./dir/newest\n./old\n./ref\n"
+    );
+}
+
+#[test]
+fn getfacl_setfacl_round_trip() {
+    require(&[("getfacl", "acl"), ("setfacl", "acl")]);
+    let m = Mounted::new(MountOptions::default());
+    let out = sh(
+        m.path(),
+        "mkdir d && touch d/f d/g && setfacl -m u:nobody:rw-,g:nogroup:r--,m::rw- d/f \
+         && getfacl -c d/f > f.acl && setfacl --set-file=f.acl d/g && getfacl -c d/g \
+         && setfacl -d -m u:nobody:rwx d && touch d/new && mkdir d/sub && echo new: && getfacl -c d/new \
+         && echo sub: && getfacl -c -d d/sub && setfacl -b d/g && echo stripped: && getfacl -c d/g",
+    );
+    assert_eq!(
+        out,
+        "user::rw-\nuser:nobody:rw-\ngroup::r--\ngroup:nogroup:r--\nmask::rw-\nother::r--\n\n\
+         new:\nuser::rw-\nuser:nobody:rwx\t#effective:rw-\ngroup::r-x\t#effective:r--\nmask::rw-\nother::r--\n\n\
+         sub:\nuser::rwx\nuser:nobody:rwx\ngroup::r-x\nmask::rwx\nother::r-x\n\n\
+         stripped:\nuser::rw-\ngroup::r--\nother::r--\n\n"
+    );
+    // The ACL is uvfs's: the in-process API sees it.
+    let t = m.vfs.root_task();
+    let acl = t.get_acl(DirFd::Cwd, b"/d/f", uvfs::acl::AclType::Access, AtFlags::empty()).unwrap();
+    assert!(acl.is_some());
+    // And it decides: nobody may write d/f through the named entry, not read-only g.
+    let status = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "sh", "-c"])
+        .arg("echo x >> d/f && ! (echo x >> d/g) 2>/dev/null")
+        .current_dir(m.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Waits (up to a generous bound, only so a bug fails instead of hanging) until `f` holds.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(20), "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn in_process_changes_reach_a_caching_kernel() {
+    require(&[]);
+    // Caches that would outlive the test: only invalidations can show the changes.
+    let hour = Duration::from_secs(3600);
+    let m = Mounted::new(MountOptions {
+        entry_timeout: hour,
+        attr_timeout: hour,
+        negative_timeout: hour,
+        ..MountOptions::default()
+    });
+    let t = m.vfs.root_task();
+    let p = m.path();
+    // A cached miss, then the name is created in-process.
+    assert!(std::fs::metadata(p.join("late")).is_err());
+    let fd = t.open(b"/late", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+    t.write(fd, b"abc").unwrap();
+    t.close(fd).unwrap();
+    eventually("created name visible", || std::fs::metadata(p.join("late")).is_ok());
+    assert_eq!(std::fs::read(p.join("late")).unwrap(), b"abc");
+    // Data and size change in-process.
+    let fd = t.open(b"/late", OpenFlags::WRONLY | OpenFlags::APPEND, 0).unwrap();
+    t.write(fd, b"defgh").unwrap();
+    t.close(fd).unwrap();
+    eventually("new size visible", || std::fs::metadata(p.join("late")).is_ok_and(|m| m.len() == 8));
+    assert_eq!(std::fs::read(p.join("late")).unwrap(), b"abcdefgh");
+    // Mode change, rename and unlink in-process.
+    t.fchmodat(DirFd::Cwd, b"/late", 0o600, AtFlags::empty()).unwrap();
+    eventually("mode visible", || {
+        std::fs::metadata(p.join("late")).is_ok_and(|m| m.permissions().mode() & 0o777 == 0o600)
+    });
+    t.rename(b"/late", b"/moved").unwrap();
+    eventually("rename visible", || std::fs::metadata(p.join("late")).is_err());
+    assert_eq!(std::fs::read(p.join("moved")).unwrap(), b"abcdefgh");
+    t.unlink(b"/moved").unwrap();
+    eventually("unlink visible", || std::fs::metadata(p.join("moved")).is_err());
+    // A change made through the mount is not invalidated under the kernel's feet: a
+    // process whose cwd is a directory made through the mount keeps a working getcwd.
+    let out = sh(p, "mkdir -p w/x && cd w/x && touch f && sleep 0.3 && pwd -P && ls");
+    assert!(out.ends_with("/w/x\nf\n"), "{out}");
+}
+
+#[test]
+fn odd_names_and_a_panicking_handler() {
+    require(&[]);
+    let m = Mounted::new(MountOptions { panic_on_lookup: Some(b"boom".to_vec()), ..MountOptions::uncached() });
+    let p = m.path();
+    use std::os::unix::ffi::OsStrExt;
+    let odd: &[&[u8]] = &[b"\xff\xfe", b"new\nline", b" ", b"-", &[b'x'; 255], b"\x01\x7f"];
+    for n in odd {
+        let f = p.join(std::ffi::OsStr::from_bytes(n));
+        std::fs::write(&f, n).unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), *n);
+    }
+    let long = p.join(std::ffi::OsStr::from_bytes(&[b'y'; 256]));
+    assert_eq!(std::fs::write(&long, b"").unwrap_err().raw_os_error(), Some(libc::ENAMETOOLONG));
+    let listed = std::fs::read_dir(p).unwrap().count();
+    assert_eq!(listed, odd.len());
+    // The handler panics: the caller gets EIO, the daemon keeps serving.
+    for _ in 0..3 {
+        let e = std::fs::metadata(p.join("boom")).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    }
+    std::fs::write(p.join("after"), b"ok").unwrap();
+    assert_eq!(std::fs::read(p.join("after")).unwrap(), b"ok");
+}
+
+#[test]
+fn lookup_counts_return_to_zero() {
+    require(&[]);
+    let mut m = Mounted::new(MountOptions::uncached());
+    sh(
+        m.path(),
+        "mkdir -p a/b && for i in 1 2 3 4 5; do echo $i > a/b/f$i; ln a/b/f$i a/h$i; done && ls -lR >/dev/null",
+    );
+    assert!(m.handle.as_ref().unwrap().nodes() > 1);
+    // Dropping the kernel's caches makes it forget every node.
+    std::fs::write("/proc/sys/vm/drop_caches", "2").unwrap();
+    let h = m.handle.as_ref().unwrap();
+    eventually("forgets reach the server", || h.nodes() == 1);
+    m.handle.take().unwrap().unmount().unwrap();
+}

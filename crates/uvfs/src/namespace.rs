@@ -1,0 +1,410 @@
+//! The mount calls: `mount` (a new filesystem, a bind mount), `remount`, `umount2`,
+//! `mountinfo`. Mirrors Linux's `fs/namespace.c` (`do_new_mount`, `do_loopback`,
+//! `copy_tree`, `do_reconfigure_mnt`, `do_umount`, `umount_tree`, `show_mountinfo`).
+//!
+//! Every change of the tree happens under the rename lock (first in the lock order), which
+//! also holds the list of mounts ([`MountTree`]), and inside the rename sequence, so a
+//! lockless walk that overlapped it retries. The mount table that walks probe is
+//! `VfsInner::mounts`; a mountpoint's `DENTRY_MOUNTED` flag says whether to
+//! probe it. Entries are removed through the collector (the table retires its nodes), and a
+//! detached mount's parent link is retired the same way, so a walk still standing on a
+//! mount that is being unmounted reads valid memory and then retries.
+//!
+//! What counts as a user of a mount (for EBUSY) and how a umount and a concurrent open
+//! agree is in [`crate::mount`].
+
+use std::sync::Arc;
+
+use crate::cred::Capabilities;
+use crate::dentry::{DENTRY_MOUNTED, Dentry};
+use crate::errno::{Errno, Result};
+use crate::flags::DirFd;
+use crate::memfs::MemFs;
+use crate::mount::{Mount, MountFlags, MountInfo, MountSource, UmountFlags};
+use crate::namei::LookupFlags;
+use crate::rcu::LocalGuard;
+use crate::superblock::{FileSystem, SuperBlock};
+use crate::task::{PathRef, Task};
+use crate::vfs::VfsInner;
+
+/// The list of attached mounts, protected by the rename lock (whose value it is).
+pub(crate) struct MountTree {
+    /// Attached mounts in mount order, so every parent comes before its children; the
+    /// root of the tree first.
+    mounts: Vec<Arc<Mount>>,
+    /// The next mount id.
+    next_id: u64,
+}
+
+impl MountTree {
+    pub(crate) fn new(root: Arc<Mount>) -> MountTree {
+        let next_id = root.id() + 1;
+        MountTree { mounts: vec![root], next_id }
+    }
+
+    fn alloc_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Whether `m` has attached children.
+    fn has_children(&self, m: &Mount, guard: &LocalGuard<'_>) -> bool {
+        self.mounts.iter().any(|c| c.parent(guard).is_some_and(|(p, _)| std::ptr::eq(p, m)))
+    }
+}
+
+/// Whether `a` is `b` or an ancestor of `b` in their filesystem (`is_subdir`). Caller
+/// holds the rename lock, so the shape cannot change meanwhile.
+fn is_subdir(b: &Dentry, a: &Dentry, guard: &LocalGuard<'_>) -> bool {
+    let mut d = b;
+    loop {
+        if std::ptr::eq(a, d) {
+            return true;
+        }
+        if d.is_root() {
+            return false;
+        }
+        d = d.parent(guard);
+    }
+}
+
+impl VfsInner {
+    /// Attaches `m` at `mp` in `parent` (`attach_mnt`). Caller holds the rename lock (as
+    /// `tree`), inside the rename sequence; `m`'s parent link is already set.
+    fn attach(&self, tree: &mut MountTree, parent: &Mount, mp: &Dentry, m: Arc<Mount>) {
+        mp.cold.mounts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        mp.set_flag(DENTRY_MOUNTED);
+        let old = self.mounts.insert((parent.id(), mp as *const Dentry as usize), m.clone(), &self.rcu);
+        debug_assert!(old.is_none(), "two mounts on one mountpoint of one mount");
+        m.set_attached(true);
+        tree.mounts.push(m);
+    }
+
+    /// Detaches `top` and every mount below it (`umount_tree`): out of the table, parent
+    /// links cleared. Caller holds the rename lock (as `tree`), inside the rename sequence.
+    fn detach_tree(&self, tree: &mut MountTree, top: &Arc<Mount>, guard: &LocalGuard<'_>) {
+        let mut victims: Vec<Arc<Mount>> = vec![top.clone()];
+        // Parents come before children in the list, so one pass finds the whole subtree.
+        for m in tree.mounts.iter() {
+            if let Some((p, _)) = m.parent(guard)
+                && victims.iter().any(|v| std::ptr::eq(&**v, p))
+                && !victims.iter().any(|v| Arc::ptr_eq(v, m))
+            {
+                victims.push(m.clone());
+            }
+        }
+        for v in &victims {
+            if let Some((p, mp)) = v.parent(guard) {
+                self.mounts.remove(&(p.id(), mp as *const Dentry as usize), &self.rcu);
+                if mp.cold.mounts.fetch_sub(1, std::sync::atomic::Ordering::Relaxed) == 1 {
+                    mp.clear_mounted();
+                }
+            }
+            // `mp` (read under `guard`) stays valid: the old link is retired, not freed.
+            v.set_parent(None, &self.rcu);
+            v.set_attached(false);
+        }
+        tree.mounts.retain(|m| !victims.iter().any(|v| Arc::ptr_eq(v, m)));
+    }
+
+    /// The topmost mount on (`mnt`, `dentry`) (`lock_mount` follows mounts that appeared
+    /// since the caller's walk). Caller holds the rename lock.
+    fn topmost<'g>(&self, mnt: &'g Mount, dentry: &'g Dentry, guard: &'g LocalGuard<'_>) -> (&'g Mount, &'g Dentry) {
+        let (mut m, mut d) = (mnt, dentry);
+        while d.flags() & DENTRY_MOUNTED != 0 {
+            match self.lookup_mount(m, d, guard) {
+                Some(c) => {
+                    m = c;
+                    d = &c.root;
+                }
+                None => break,
+            }
+        }
+        (m, d)
+    }
+}
+
+/// A mount of a bind and the one it copies (`copy_tree`).
+struct MountCopy {
+    /// The mount being copied (for the parent lookup of its children).
+    src: Arc<Mount>,
+    /// The copy.
+    new: Arc<Mount>,
+}
+
+impl Task {
+    fn require_sys_admin(&self) -> Result<()> {
+        if self.credentials().capable(Capabilities::SYS_ADMIN) { Ok(()) } else { Err(Errno::EPERM) }
+    }
+
+    /// `mount(2)`: attaches `source` at `target` (symlinks followed) with `flags`.
+    ///
+    /// A new filesystem needs a directory to mount on (ENOTDIR otherwise); a bind mount
+    /// needs source and target of the same kind, directory or not (ENOTDIR). Mounting on
+    /// a mount stacks on top of it. EPERM without `CAP_SYS_ADMIN` (after the target is
+    /// found, as Linux), ENOENT for a removed directory, EINVAL where the target or the
+    /// source is not in the tree (on a lazily unmounted mount).
+    ///
+    /// Unlike `mount(2)` with `MS_BIND`, which ignores the other flags, a bind mount takes
+    /// `flags` (as `open_tree` plus `mount_setattr` would): they add to the source mount's
+    /// own (a bind of a read-only mount stays read-only; `remount` changes them).
+    pub fn mount(&self, source: MountSource<'_>, target: &[u8], flags: MountFlags) -> Result<()> {
+        let tp = self.resolve(DirFd::Cwd, target, LookupFlags::FOLLOW)?;
+        self.require_sys_admin()?;
+        let vfs = &*self.vfs;
+        match source {
+            MountSource::MemFs(limits) => self.mount_new(&tp, Box::new(MemFs::with_limits(limits)), flags),
+            MountSource::Fs(fs) => self.mount_new(&tp, fs, flags),
+            MountSource::Bind { path, recursive } => {
+                let sp = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW)?;
+                let mut tree = vfs.rename_lock.lock();
+                let guard = vfs.rcu.pin();
+                let (pm, mp, dir_lock) = self.lock_target(&tp, &guard)?;
+                if !sp.mnt.is_attached() {
+                    return Err(Errno::EINVAL);
+                }
+                let src_dir = sp.dentry.inode().is_some_and(|i| i.is_dir());
+                if mp.inode().is_some_and(|i| i.is_dir()) != src_dir {
+                    return Err(Errno::ENOTDIR);
+                }
+                // `copy_tree`: every copy is made before any is attached, so a bind of a
+                // tree into itself copies what was there before.
+                let top = Mount::new(
+                    tree.alloc_id(),
+                    sp.mnt.sb.clone(),
+                    sp.dentry.clone(),
+                    Some((pm.clone(), mp.clone())),
+                    sp.mnt.flags() | flags,
+                );
+                let mut clones = vec![MountCopy { src: sp.mnt.clone(), new: top.clone() }];
+                if recursive {
+                    for m in tree.mounts.clone().iter() {
+                        let Some((p, pmp)) = m.parent(&guard) else { continue };
+                        let Some(pc) = clones.iter().position(|c| std::ptr::eq(&*c.src, p)) else { continue };
+                        // Children of the source mount only if below the bound directory.
+                        if pc == 0 && !is_subdir(pmp, &sp.dentry, &guard) {
+                            continue;
+                        }
+                        // SAFETY: `pmp` is alive under `guard` and dentries live in Arcs.
+                        let pmp = unsafe { crate::rcu::arc_from_ref(pmp) };
+                        let new = Mount::new(
+                            tree.alloc_id(),
+                            m.sb.clone(),
+                            m.root.clone(),
+                            Some((clones[pc].new.clone(), pmp)),
+                            m.flags(),
+                        );
+                        clones.push(MountCopy { src: m.clone(), new });
+                    }
+                }
+                vfs.rename_seq.write(|| {
+                    for c in &clones {
+                        let (p, d) = c.new.parent(&guard).expect("a copy has a parent");
+                        vfs.attach(&mut tree, p, d, c.new.clone());
+                    }
+                });
+                drop(dir_lock);
+                Ok(())
+            }
+        }
+    }
+
+    /// `do_new_mount`: a new instance of `fs` at `tp`.
+    fn mount_new(&self, tp: &PathRef, fs: Box<dyn FileSystem>, flags: MountFlags) -> Result<()> {
+        let vfs = &*self.vfs;
+        let sb = SuperBlock::new(fs, &vfs.rcu);
+        let root = Dentry::new_root(sb.fs().root_inode(&sb)?, &vfs.rcu);
+        let mut tree = vfs.rename_lock.lock();
+        let guard = vfs.rcu.pin();
+        let (pm, mp, dir_lock) = self.lock_target(tp, &guard)?;
+        if !mp.inode().is_some_and(|i| i.is_dir()) {
+            return Err(Errno::ENOTDIR);
+        }
+        let m = Mount::new(tree.alloc_id(), sb, root, Some((pm.clone(), mp.clone())), flags);
+        vfs.rename_seq.write(|| vfs.attach(&mut tree, &pm, &mp, m));
+        drop(dir_lock);
+        Ok(())
+    }
+
+    /// `lock_mount`: the topmost mount on the target, which must not be removed (ENOENT)
+    /// and must be in the tree (EINVAL). Caller holds the rename lock. The returned lock of
+    /// the target's parent directory, held until the mount is attached, orders the mount
+    /// with a concurrent rmdir or unlink (which check `cold.mounts` and mark the dentry
+    /// dead under that lock).
+    fn lock_target<'g>(
+        &self,
+        tp: &PathRef,
+        guard: &'g LocalGuard<'_>,
+    ) -> Result<(Arc<Mount>, Arc<Dentry>, Option<DirReadGuard<'g>>)> {
+        // SAFETY: `tp`'s mount and dentry outlive the guard's pin (the caller holds them);
+        // what `topmost` returns is alive under `guard`.
+        let (m, d): (&'g Mount, &'g Dentry) = unsafe { (&*Arc::as_ptr(&tp.mnt), &*Arc::as_ptr(&tp.dentry)) };
+        let (m, d) = self.vfs.topmost(m, d, guard);
+        let l = if d.is_root() { None } else { d.parent(guard).dir().map(|dir| dir.lock.read()) };
+        if d.is_dead() {
+            return Err(Errno::ENOENT);
+        }
+        if !m.is_attached() {
+            return Err(Errno::EINVAL);
+        }
+        // SAFETY: both are alive under `guard` and live in Arcs.
+        let (m, d) = unsafe { (crate::rcu::arc_from_ref(m), crate::rcu::arc_from_ref(d)) };
+        Ok((m, d, l))
+    }
+
+    /// `mount(MS_REMOUNT | MS_BIND)`: sets the per-mount flags of the mount whose root
+    /// `target` names (EINVAL if it names no mount root). Making a mount read-only while
+    /// files are open for writing through it is EBUSY, as Linux's `mnt_make_readonly`;
+    /// afterwards every write-type call through it is EROFS, including through files
+    /// opened before (`fchmod`, `fchown`, `futimens`: Linux's `mnt_want_write_file`).
+    pub fn remount(&self, target: &[u8], flags: MountFlags) -> Result<()> {
+        let tp = self.resolve(DirFd::Cwd, target, LookupFlags::FOLLOW)?;
+        self.require_sys_admin()?;
+        let _tree = self.vfs.rename_lock.lock();
+        if !tp.mnt.is_attached() || !Arc::ptr_eq(&tp.dentry, &tp.mnt.root) {
+            return Err(Errno::EINVAL);
+        }
+        tp.mnt.set_flags(flags)
+    }
+
+    /// `umount2(2)`. EINVAL for unknown flags, `EXPIRE` with `FORCE` or `DETACH`, a path
+    /// that is not a mount's root, a mount not in the tree, and the root of the tree
+    /// (Linux would remount the task's root read-only; uvfs refuses); EPERM without
+    /// `CAP_SYS_ADMIN`; EBUSY if the mount has users (open files, a task's root or cwd)
+    /// or mounts below it, unless `DETACH`, which unhooks the whole subtree now and lets
+    /// the users keep it until they go.
+    pub fn umount2(&self, target: &[u8], flags: UmountFlags) -> Result<()> {
+        if UmountFlags::from_bits(flags.bits()).is_none() {
+            return Err(Errno::EINVAL);
+        }
+        let lf = if flags.contains(UmountFlags::NOFOLLOW) { LookupFlags::empty() } else { LookupFlags::FOLLOW };
+        let tp = self.resolve(DirFd::Cwd, target, lf)?;
+        self.require_sys_admin()?;
+        let vfs = &*self.vfs;
+        let mut tree = vfs.rename_lock.lock();
+        let guard = vfs.rcu.pin();
+        let m = &tp.mnt;
+        if !Arc::ptr_eq(&tp.dentry, &m.root) || !m.is_attached() || m.parent(&guard).is_none() {
+            return Err(Errno::EINVAL);
+        }
+        if flags.contains(UmountFlags::EXPIRE) {
+            if flags.intersects(UmountFlags::FORCE | UmountFlags::DETACH) {
+                return Err(Errno::EINVAL);
+            }
+            if m.users() > 0 || tree.has_children(m, &guard) {
+                return Err(Errno::EBUSY);
+            }
+            if !m.mark_expired() {
+                return Err(Errno::EAGAIN);
+            }
+        }
+        if !flags.contains(UmountFlags::DETACH) && (tree.has_children(m, &guard) || !m.try_doom()) {
+            return Err(Errno::EBUSY);
+        }
+        vfs.rename_seq.write(|| vfs.detach_tree(&mut tree, m, &guard));
+        Ok(())
+    }
+
+    /// `umount(2)`: `umount2` without flags.
+    pub fn umount(&self, target: &[u8]) -> Result<()> {
+        self.umount2(target, UmountFlags::empty())
+    }
+
+    /// The mount table as this task sees it (`/proc/self/mountinfo`): mounts whose
+    /// mountpoint is reachable from the task's root, in mount order, mount points
+    /// relative to that root.
+    pub fn mountinfo(&self) -> Vec<MountInfo> {
+        let vfs = &*self.vfs;
+        let tree = vfs.rename_lock.lock();
+        let guard = vfs.rcu.pin();
+        let fsx = self.fs.load(&guard);
+        let mut out = Vec::new();
+        for m in &tree.mounts {
+            let mut parts: Vec<&[u8]> = Vec::new();
+            if !crate::d_path::climb(m, &m.root, &fsx.root.mnt, &fsx.root.dentry, &guard, |n| parts.push(n)) {
+                continue;
+            }
+            let mount_point = join(&parts);
+            // The mount's root within its filesystem.
+            let mut root_parts: Vec<&[u8]> = Vec::new();
+            let mut d: &Dentry = &m.root;
+            while !d.is_root() {
+                root_parts.push(d.name(&guard));
+                d = d.parent(&guard);
+            }
+            out.push(MountInfo {
+                id: m.id(),
+                parent_id: m.parent(&guard).map_or(m.id(), |(p, _)| p.id()),
+                dev: m.sb.dev(),
+                root: join(&root_parts),
+                mount_point,
+                flags: m.flags(),
+                fs_type: m.sb.fs().fs_type(),
+            });
+        }
+        out
+    }
+
+    /// [`mountinfo`](Self::mountinfo) in the text format of `/proc/self/mountinfo`:
+    /// `id parent major:minor root mount-point options - type source super-options`, with
+    /// space, tab, newline and backslash in paths escaped as octal, as Linux's `mangle`.
+    pub fn mountinfo_text(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for mi in self.mountinfo() {
+            let (major, minor) = major_minor(mi.dev);
+            out.extend_from_slice(format!("{} {} {}:{} ", mi.id, mi.parent_id, major, minor).as_bytes());
+            mangle(&mut out, &mi.root);
+            out.push(b' ');
+            mangle(&mut out, &mi.mount_point);
+            out.extend_from_slice(if mi.flags.contains(MountFlags::RDONLY) { b" ro" } else { b" rw" });
+            for (f, name) in [
+                (MountFlags::NOSUID, ",nosuid"),
+                (MountFlags::NODEV, ",nodev"),
+                (MountFlags::NOEXEC, ",noexec"),
+                (MountFlags::NOATIME, ",noatime"),
+            ] {
+                if mi.flags.contains(f) {
+                    out.extend_from_slice(name.as_bytes());
+                }
+            }
+            if !mi.flags.contains(MountFlags::NOATIME) {
+                out.extend_from_slice(b",relatime");
+            }
+            out.extend_from_slice(format!(" - {} {} rw\n", mi.fs_type, mi.fs_type).as_bytes());
+        }
+        out
+    }
+}
+
+/// A directory's lock held shared.
+type DirReadGuard<'g> = crate::sync::RwLockReadGuard<'g, crate::dentry::DirLocked>;
+
+/// glibc's `major`/`minor`, the inverse of [`crate::stat::makedev`].
+fn major_minor(dev: u64) -> (u64, u64) {
+    (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff), ((dev >> 12) & 0xffff_ff00) | (dev & 0xff))
+}
+
+/// `/a/b` from `[b"b", b"a"]` (innermost first); `/` for none.
+fn join(parts: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in parts.iter().rev() {
+        out.push(b'/');
+        out.extend_from_slice(p);
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    out
+}
+
+/// Linux's `mangle`: ` `, `\t`, `\n` and `\\` as three-digit octal escapes.
+fn mangle(out: &mut Vec<u8>, s: &[u8]) {
+    for &c in s {
+        if matches!(c, b' ' | b'\t' | b'\n' | b'\\') {
+            out.extend_from_slice(format!("\\{c:03o}").as_bytes());
+        } else {
+            out.push(c);
+        }
+    }
+}

@@ -1,0 +1,1264 @@
+//! Mounts and scoped resolution (issue 5): the mount calls and their errnos, bind and
+//! read-only mounts, stacking, unmount with users (EBUSY) and detached, per-mount flags,
+//! mountinfo, EXDEV/EBUSY in the namespace calls, `openat2`'s `RESOLVE_*` flags, a race of
+//! scoped walks against renames, symlink swaps and mount changes, and differential runs
+//! against the host kernel in a private mount namespace.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use uvfs::{
+    AccessMode, AtFlags, Credentials, DirFd, Errno, FastPaths, Fd, Gid, MountFlags, MountSource, OpenFlags, OpenHow,
+    RenameFlags, ResolveFlags, Task, TimeSpec, Uid, UmountFlags, Vfs, VfsConfig, XattrFlags,
+};
+
+fn memfs() -> MountSource<'static> {
+    MountSource::MemFs(Default::default())
+}
+
+fn bind(path: &[u8], recursive: bool) -> MountSource<'_> {
+    MountSource::Bind { path, recursive }
+}
+
+fn new_vfs(fast: FastPaths) -> (Vfs, Task) {
+    let vfs = Vfs::new(VfsConfig { fast_paths: fast, ..Default::default() });
+    let t = vfs.root_task();
+    (vfs, t)
+}
+
+fn creat(t: &Task, path: &str, content: &[u8]) -> u64 {
+    let fd = t.open(path.as_bytes(), OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::EXCL, 0o644).unwrap();
+    t.write(fd, content).unwrap();
+    let ino = t.fstat(fd).unwrap().ino;
+    t.close(fd).unwrap();
+    ino
+}
+
+fn read_all(t: &Task, path: &str) -> Vec<u8> {
+    let fd = t.open(path.as_bytes(), OpenFlags::RDONLY, 0).unwrap();
+    let mut buf = vec![0u8; 256];
+    let n = t.read(fd, &mut buf).unwrap();
+    t.close(fd).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn user(vfs: &Vfs) -> Task {
+    vfs.task(Credentials::new(Uid(1000), Gid(1000), &[]))
+}
+
+// ------------------------------------------------------------------ the mount calls
+
+#[test]
+fn memfs_mount_is_crossed_both_ways_and_unmounted() {
+    for fast in [FastPaths::all(), FastPaths::empty()] {
+        let (_vfs, t) = new_vfs(fast);
+        t.mkdir(b"/mnt", 0o755).unwrap();
+        creat(&t, "/mnt/under", b"covered");
+        let root_dev = t.stat(b"/").unwrap().dev;
+        t.mount(memfs(), b"/mnt", MountFlags::empty()).unwrap();
+        let st = t.stat(b"/mnt").unwrap();
+        assert_ne!(st.dev, root_dev, "the mount's root is another filesystem");
+        assert_eq!(st.mode & 0o7777, 0o1777);
+        assert_eq!(t.stat(b"/mnt/under"), Err(Errno::ENOENT), "the mount covers what was there");
+        creat(&t, "/mnt/new", b"on top");
+        assert_eq!(read_all(&t, "/mnt/new"), b"on top");
+        // `..` climbs from the mount's root to the mountpoint's parent.
+        assert_eq!(t.stat(b"/mnt/..").unwrap().ino, t.stat(b"/").unwrap().ino);
+        assert_eq!(t.stat(b"/mnt/../mnt/new").unwrap().dev, st.dev);
+        t.chdir(b"/mnt").unwrap();
+        assert_eq!(t.getcwd().unwrap(), b"/mnt");
+        assert_eq!(t.stat(b"..").unwrap().dev, root_dev);
+        t.chdir(b"/").unwrap();
+        t.umount(b"/mnt").unwrap();
+        assert_eq!(read_all(&t, "/mnt/under"), b"covered");
+        assert_eq!(t.stat(b"/mnt/new"), Err(Errno::ENOENT));
+        assert_eq!(t.umount(b"/mnt"), Err(Errno::EINVAL), "nothing mounted any more");
+    }
+}
+
+#[test]
+fn bad_input_gets_linux_errnos() {
+    let (vfs, t) = new_vfs(FastPaths::all());
+    t.mkdir(b"/d", 0o755).unwrap();
+    t.mkdir(b"/d2", 0o755).unwrap();
+    creat(&t, "/f", b"");
+    creat(&t, "/f2", b"");
+    t.symlink(b"d", b"/ld").unwrap();
+    assert_eq!(t.mount(memfs(), b"/missing", MountFlags::empty()), Err(Errno::ENOENT));
+    assert_eq!(t.mount(memfs(), b"/missing/x", MountFlags::empty()), Err(Errno::ENOENT));
+    assert_eq!(t.mount(memfs(), b"/f", MountFlags::empty()), Err(Errno::ENOTDIR), "a new fs needs a directory");
+    assert_eq!(t.mount(memfs(), b"/f/x", MountFlags::empty()), Err(Errno::ENOTDIR));
+    assert_eq!(t.mount(bind(b"/d", false), b"/f", MountFlags::empty()), Err(Errno::ENOTDIR));
+    assert_eq!(t.mount(bind(b"/f", false), b"/d", MountFlags::empty()), Err(Errno::ENOTDIR));
+    assert_eq!(t.mount(bind(b"/missing", false), b"/d", MountFlags::empty()), Err(Errno::ENOENT));
+    assert_eq!(t.umount(b"/missing"), Err(Errno::ENOENT));
+    assert_eq!(t.umount(b"/d"), Err(Errno::EINVAL), "not mounted");
+    assert_eq!(t.umount(b"/f"), Err(Errno::EINVAL));
+    assert_eq!(t.umount(b"/"), Err(Errno::EINVAL), "the root of the tree");
+    assert_eq!(t.remount(b"/d", MountFlags::RDONLY), Err(Errno::EINVAL), "not a mount");
+    assert_eq!(t.remount(b"/missing", MountFlags::RDONLY), Err(Errno::ENOENT));
+    assert_eq!(t.umount2(b"/d", UmountFlags::from_bits_retain(0x100)), Err(Errno::EINVAL), "unknown flag");
+    t.mount(memfs(), b"/d", MountFlags::empty()).unwrap();
+    assert_eq!(t.umount2(b"/d", UmountFlags::EXPIRE | UmountFlags::DETACH), Err(Errno::EINVAL));
+    assert_eq!(t.umount2(b"/d", UmountFlags::EXPIRE | UmountFlags::FORCE), Err(Errno::EINVAL));
+    assert_eq!(t.umount(b"/d/."), Ok(()), "the path names the mount's root");
+    // The symlink is followed, except with UMOUNT_NOFOLLOW.
+    t.mount(memfs(), b"/d", MountFlags::empty()).unwrap();
+    assert_eq!(t.umount2(b"/ld", UmountFlags::NOFOLLOW), Err(Errno::EINVAL));
+    assert_eq!(t.umount(b"/ld"), Ok(()));
+    // Unprivileged: EPERM, after the path is found (ENOENT first, as Linux).
+    let u = user(&vfs);
+    assert_eq!(u.mount(memfs(), b"/missing", MountFlags::empty()), Err(Errno::ENOENT));
+    assert_eq!(u.mount(memfs(), b"/d", MountFlags::empty()), Err(Errno::EPERM));
+    assert_eq!(u.mount(bind(b"/d", false), b"/d2", MountFlags::empty()), Err(Errno::EPERM));
+    t.mount(memfs(), b"/d", MountFlags::empty()).unwrap();
+    assert_eq!(u.umount(b"/d"), Err(Errno::EPERM));
+    assert_eq!(u.umount(b"/d2"), Err(Errno::EPERM), "EPERM before EINVAL");
+    assert_eq!(u.remount(b"/d", MountFlags::RDONLY), Err(Errno::EPERM));
+    // A removed directory cannot be mounted on.
+    t.mkdir(b"/gone", 0o755).unwrap();
+    t.chdir(b"/gone").unwrap();
+    t.rmdir(b"/gone").unwrap();
+    assert_eq!(t.mount(memfs(), b".", MountFlags::empty()), Err(Errno::ENOENT));
+    t.chdir(b"/").unwrap();
+    // Bad input never leaves a mount behind.
+    assert_eq!(t.mountinfo().len(), 2);
+}
+
+#[test]
+fn bind_mounts_of_directories_and_files() {
+    let (_vfs, t) = new_vfs(FastPaths::all());
+    for d in ["/src", "/src/sub", "/dst", "/rec", "/flat"] {
+        t.mkdir(d.as_bytes(), 0o755).unwrap();
+    }
+    let ino = creat(&t, "/src/sub/file", b"hello");
+    t.mount(bind(b"/src/sub", false), b"/dst", MountFlags::empty()).unwrap();
+    assert_eq!(t.stat(b"/dst/file").unwrap().ino, ino, "the same inode through the bind");
+    creat(&t, "/dst/new", b"x");
+    assert!(t.stat(b"/src/sub/new").is_ok(), "one filesystem, two views");
+    // `..` at the bind's root goes to the mountpoint's parent, not to /src.
+    assert_eq!(t.stat(b"/dst/..").unwrap().ino, t.stat(b"/").unwrap().ino);
+    // Same filesystem, different mounts: rename and link are EXDEV.
+    assert_eq!(t.rename(b"/dst/new", b"/src/sub/new2"), Err(Errno::EXDEV));
+    assert_eq!(t.link(b"/dst/new", b"/src/sub/new2"), Err(Errno::EXDEV));
+    assert_eq!(t.rename(b"/dst/new", b"/dst/new2"), Ok(()));
+
+    // A file on a file.
+    let other = creat(&t, "/other", b"other content");
+    creat(&t, "/target", b"target content");
+    t.mount(bind(b"/other", false), b"/target", MountFlags::empty()).unwrap();
+    assert_eq!(t.stat(b"/target").unwrap().ino, other);
+    assert_eq!(read_all(&t, "/target"), b"other content");
+    assert_eq!(t.unlink(b"/target"), Err(Errno::EBUSY), "a mountpoint");
+    assert_eq!(t.rename(b"/target", b"/t2"), Err(Errno::EBUSY));
+    assert_eq!(t.rename(b"/other", b"/target"), Err(Errno::EBUSY), "replacing a mountpoint");
+    t.umount(b"/target").unwrap();
+    assert_eq!(read_all(&t, "/target"), b"target content");
+
+    // Recursive or not: the submount is copied only by a recursive bind.
+    t.mount(memfs(), b"/src/sub", MountFlags::empty()).unwrap();
+    creat(&t, "/src/sub/in_submount", b"");
+    t.mount(bind(b"/src", true), b"/rec", MountFlags::empty()).unwrap();
+    t.mount(bind(b"/src", false), b"/flat", MountFlags::empty()).unwrap();
+    assert!(t.stat(b"/rec/sub/in_submount").is_ok());
+    assert_eq!(t.stat(b"/flat/sub/in_submount"), Err(Errno::ENOENT));
+    assert_eq!(t.stat(b"/flat/sub/file").unwrap().ino, ino, "the directory under the submount");
+    // The copy is a mount of its own: unmounting the original leaves it.
+    assert_eq!(t.umount(b"/src/sub"), Ok(()));
+    assert!(t.stat(b"/rec/sub/in_submount").is_ok());
+    // A recursive bind of a tree into itself copies what was there before.
+    t.mkdir(b"/loop", 0o755).unwrap();
+    t.mkdir(b"/loop/inner", 0o755).unwrap();
+    t.mount(bind(b"/loop", true), b"/loop/inner", MountFlags::empty()).unwrap();
+    t.mount(bind(b"/loop", true), b"/loop/inner", MountFlags::empty()).unwrap();
+    assert!(t.stat(b"/loop/inner/inner/inner").is_ok());
+    assert_eq!(t.stat(b"/loop/inner/inner/inner/inner"), Err(Errno::ENOENT));
+}
+
+#[test]
+fn mounts_stack_on_mounts() {
+    let (_vfs, t) = new_vfs(FastPaths::all());
+    t.mkdir(b"/m", 0o755).unwrap();
+    t.mount(memfs(), b"/m", MountFlags::empty()).unwrap();
+    creat(&t, "/m/lower", b"");
+    t.mount(memfs(), b"/m", MountFlags::empty()).unwrap();
+    assert_eq!(t.stat(b"/m/lower"), Err(Errno::ENOENT), "the top mount is what /m names");
+    creat(&t, "/m/upper", b"");
+    assert_eq!(t.stat(b"/m/..").unwrap().ino, t.stat(b"/").unwrap().ino, "`..` climbs the whole stack");
+    let info = t.mountinfo();
+    assert_eq!(info.len(), 3);
+    assert_eq!(info[2].parent_id, info[1].id, "stacked on the first mount's root");
+    assert_eq!(info[2].mount_point, b"/m");
+    t.umount(b"/m").unwrap();
+    assert!(t.stat(b"/m/lower").is_ok());
+    assert_eq!(t.stat(b"/m/upper"), Err(Errno::ENOENT));
+    t.umount(b"/m").unwrap();
+    assert_eq!(t.stat(b"/m/lower"), Err(Errno::ENOENT));
+}
+
+#[test]
+fn read_only_mounts_refuse_every_write() {
+    let (vfs, t) = new_vfs(FastPaths::all());
+    for d in ["/rw", "/rw/dir", "/ro"] {
+        t.mkdir(d.as_bytes(), 0o777).unwrap();
+    }
+    creat(&t, "/rw/f", b"data");
+    t.mount(bind(b"/rw", false), b"/ro", MountFlags::RDONLY).unwrap();
+    // A descriptor opened before... (read-only; a writable one would make this EBUSY).
+    let before = t.open(b"/ro/f", OpenFlags::RDONLY, 0).unwrap();
+    let e = Some(Errno::EROFS);
+    assert_eq!(t.open(b"/ro/f", OpenFlags::WRONLY, 0).err(), e);
+    assert_eq!(t.open(b"/ro/f", OpenFlags::RDWR, 0).err(), e);
+    assert_eq!(t.open(b"/ro/f", OpenFlags::RDONLY | OpenFlags::TRUNC, 0).err(), e);
+    assert_eq!(t.open(b"/ro/new", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).err(), e);
+    assert_eq!(t.open(b"/ro", OpenFlags::TMPFILE | OpenFlags::DIRECTORY | OpenFlags::RDWR, 0o644).err(), e);
+    assert_eq!(t.mkdir(b"/ro/d", 0o755).err(), e);
+    assert_eq!(t.mknodat(DirFd::Cwd, b"/ro/fifo", 0o10644, 0).err(), e);
+    assert_eq!(t.symlink(b"x", b"/ro/l").err(), e);
+    assert_eq!(t.unlink(b"/ro/f").err(), e);
+    assert_eq!(t.rmdir(b"/ro/dir").err(), e);
+    assert_eq!(t.rename(b"/ro/f", b"/ro/g").err(), e);
+    assert_eq!(t.renameat2(DirFd::Cwd, b"/ro/f", DirFd::Cwd, b"/ro/dir", RenameFlags::EXCHANGE).err(), e);
+    assert_eq!(t.link(b"/ro/f", b"/ro/g").err(), e);
+    assert_eq!(t.fchmodat(DirFd::Cwd, b"/ro/f", 0o600, AtFlags::empty()).err(), e);
+    assert_eq!(t.fchownat(DirFd::Cwd, b"/ro/f", Some(Uid(1)), None, AtFlags::empty()).err(), e);
+    assert_eq!(t.utimensat(DirFd::Cwd, b"/ro/f", None, AtFlags::empty()).err(), e);
+    assert_eq!(t.truncate(b"/ro/f", 0).err(), e);
+    assert_eq!(t.faccessat(DirFd::Cwd, b"/ro/f", AccessMode::W_OK, AtFlags::empty()).err(), e);
+    // ... refuses the write-type calls Linux checks with `mnt_want_write_file`.
+    assert_eq!(t.fchmod(before, 0o600).err(), e);
+    assert_eq!(t.fchown(before, Some(Uid(1)), None).err(), e);
+    assert_eq!(t.futimens(before, Some([TimeSpec::Now, TimeSpec::Now])).err(), e);
+    assert_eq!(t.fsetxattr(before, b"user.k", b"v", XattrFlags::empty()).err(), e);
+    assert_eq!(t.fremovexattr(before, b"user.k").err(), e);
+    assert_eq!(t.setxattr(b"/ro/f", b"user.k", b"v", XattrFlags::empty()).err(), e);
+    assert_eq!(t.removexattr(b"/ro/f", b"user.k").err(), e);
+    // Reads work; the same file through the writable mount is writable.
+    assert_eq!(read_all(&t, "/ro/f"), b"data");
+    assert!(t.faccessat(DirFd::Cwd, b"/ro/f", AccessMode::R_OK, AtFlags::empty()).is_ok());
+    let w = t.open(b"/rw/f", OpenFlags::WRONLY | OpenFlags::APPEND, 0).unwrap();
+    t.write(w, b"+").unwrap();
+    assert_eq!(read_all(&t, "/ro/f"), b"data+");
+    // Remounting the writable mount read-only while a file is open for writing there:
+    // EBUSY (`mnt_make_readonly`); a read-only descriptor does not count.
+    t.mount(memfs(), b"/rw/dir", MountFlags::empty()).unwrap();
+    let wd = t.open(b"/rw/dir/x", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    let rd = t.open(b"/rw/dir/x", OpenFlags::RDONLY, 0).unwrap();
+    assert_eq!(t.remount(b"/rw/dir", MountFlags::RDONLY), Err(Errno::EBUSY));
+    t.write(wd, b"still writable").unwrap();
+    t.close(wd).unwrap();
+    t.remount(b"/rw/dir", MountFlags::RDONLY).unwrap();
+    assert_eq!(t.fchmod(rd, 0o600).err(), e, "opened before the remount");
+    assert_eq!(t.open(b"/rw/dir/x", OpenFlags::WRONLY, 0).err(), e);
+    // And back.
+    t.remount(b"/rw/dir", MountFlags::empty()).unwrap();
+    assert!(t.fchmod(rd, 0o600).is_ok());
+    let wd = t.open(b"/rw/dir/x", OpenFlags::WRONLY, 0).unwrap();
+    t.close(wd).unwrap();
+    for fd in [rd, w, before] {
+        t.close(fd).unwrap();
+    }
+    // A bind of a read-only mount is read-only; remount makes it writable.
+    t.mkdir(b"/rw/again", 0o755).unwrap();
+    t.mount(bind(b"/ro", false), b"/rw/again", MountFlags::empty()).unwrap();
+    assert_eq!(t.mkdir(b"/rw/again/x", 0o755).err(), e);
+    t.remount(b"/rw/again", MountFlags::empty()).unwrap();
+    assert_eq!(t.mkdir(b"/rw/again/x", 0o755), Ok(()));
+    let _ = vfs;
+}
+
+#[test]
+fn per_mount_flags_nodev_noexec_and_the_rest_shown() {
+    let (_vfs, t) = new_vfs(FastPaths::all());
+    t.mkdir(b"/m", 0o755).unwrap();
+    t.mount(memfs(), b"/m", MountFlags::NODEV | MountFlags::NOEXEC | MountFlags::NOSUID | MountFlags::NOATIME).unwrap();
+    // mknod of a device node works on nodev (as Linux); opening it is EACCES.
+    t.mknodat(DirFd::Cwd, b"/m/null", 0o20666, 0x103).unwrap();
+    assert_eq!(t.open(b"/m/null", OpenFlags::RDONLY, 0), Err(Errno::EACCES));
+    creat(&t, "/m/prog", b"#!");
+    t.fchmodat(DirFd::Cwd, b"/m/prog", 0o755, AtFlags::empty()).unwrap();
+    assert_eq!(t.access(b"/m/prog", AccessMode::X_OK), Err(Errno::EACCES));
+    assert!(t.access(b"/m", AccessMode::X_OK).is_ok(), "directories are still searchable");
+    let text = String::from_utf8(t.mountinfo_text()).unwrap();
+    let line = text.lines().nth(1).unwrap();
+    assert!(line.contains(" / /m rw,nosuid,nodev,noexec,noatime - tmpfs "), "{line}");
+    t.remount(b"/m", MountFlags::RDONLY).unwrap();
+    let text = String::from_utf8(t.mountinfo_text()).unwrap();
+    assert!(text.lines().nth(1).unwrap().contains(" / /m ro,relatime - tmpfs "), "{text}");
+    assert!(t.access(b"/m/prog", AccessMode::X_OK).is_ok(), "remount replaced the flags");
+}
+
+#[test]
+fn mountinfo_lists_the_tree_as_the_task_sees_it() {
+    let (_vfs, t) = new_vfs(FastPaths::all());
+    for d in ["/a", "/a/b c", "/a/sub", "/x"] {
+        t.mkdir(d.as_bytes(), 0o755).unwrap();
+    }
+    t.mount(memfs(), b"/a/b c", MountFlags::empty()).unwrap();
+    t.mount(bind(b"/a/sub", false), b"/x", MountFlags::RDONLY).unwrap();
+    let info = t.mountinfo();
+    assert_eq!(info.len(), 3);
+    assert_eq!((info[0].id, info[0].parent_id, &info[0].mount_point[..]), (1, 1, &b"/"[..]));
+    assert_eq!(info[1].mount_point, b"/a/b c");
+    assert_eq!(info[2].root, b"/a/sub", "a bind shows its root within the filesystem");
+    assert_eq!(info[2].dev, info[0].dev);
+    assert!(info[2].flags.contains(MountFlags::RDONLY));
+    let text = String::from_utf8(t.mountinfo_text()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3);
+    assert!(lines[0].starts_with("1 1 0:"), "{}", lines[0]);
+    assert!(lines[1].contains(" / /a/b\\040c rw,relatime - tmpfs tmpfs rw"), "{}", lines[1]);
+    assert!(lines[2].contains(" /a/sub /x ro,relatime - "), "{}", lines[2]);
+    // After chroot, only what is below the new root, relative to it.
+    t.chroot(b"/a").unwrap();
+    let info = t.mountinfo();
+    assert_eq!(info.len(), 1);
+    assert_eq!(info[0].mount_point, b"/b c");
+}
+
+// ------------------------------------------------------------------ unmount and its users
+
+#[test]
+fn umount_is_busy_while_used_and_detach_leaves_users_working() {
+    let (vfs, t) = new_vfs(FastPaths::all());
+    t.mkdir(b"/m", 0o755).unwrap();
+    t.mkdir(b"/m2", 0o755).unwrap();
+    t.mount(memfs(), b"/m", MountFlags::empty()).unwrap();
+    // An open file.
+    let fd = t.open(b"/m/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    assert_eq!(t.umount(b"/m"), Err(Errno::EBUSY));
+    let dup = t.dup(fd).unwrap();
+    t.close(fd).unwrap();
+    assert_eq!(t.umount(b"/m"), Err(Errno::EBUSY), "a dup keeps the file open");
+    t.close(dup).unwrap();
+    // An O_PATH descriptor counts too.
+    let pfd = t.open(b"/m", OpenFlags::PATH, 0).unwrap();
+    assert_eq!(t.umount(b"/m"), Err(Errno::EBUSY));
+    t.close(pfd).unwrap();
+    // The working directory, of this task or another one (forked).
+    t.chdir(b"/m").unwrap();
+    assert_eq!(t.umount(b"/m"), Err(Errno::EBUSY));
+    let child = t.fork();
+    t.chdir(b"/").unwrap();
+    assert_eq!(t.umount(b"/m"), Err(Errno::EBUSY), "the child's cwd");
+    drop(child);
+    // A root.
+    let jail = vfs.root_task();
+    jail.chroot(b"/m").unwrap();
+    assert_eq!(t.umount(b"/m"), Err(Errno::EBUSY));
+    drop(jail);
+    // A submount.
+    t.mkdir(b"/m/sub", 0o755).unwrap();
+    t.mount(memfs(), b"/m/sub", MountFlags::empty()).unwrap();
+    assert_eq!(t.umount(b"/m"), Err(Errno::EBUSY));
+    t.umount(b"/m/sub").unwrap();
+    // MNT_EXPIRE: a first call marks, a second unmounts, a use in between clears the mark.
+    assert_eq!(t.umount2(b"/m", UmountFlags::EXPIRE), Err(Errno::EAGAIN));
+    let fd = t.open(b"/m/f", OpenFlags::RDONLY, 0).unwrap();
+    assert_eq!(t.umount2(b"/m", UmountFlags::EXPIRE), Err(Errno::EBUSY));
+    t.close(fd).unwrap();
+    assert_eq!(t.umount2(b"/m", UmountFlags::EXPIRE), Err(Errno::EAGAIN));
+    assert_eq!(t.umount2(b"/m", UmountFlags::EXPIRE), Ok(()));
+    assert_eq!(t.stat(b"/m/f"), Err(Errno::ENOENT));
+
+    // Detach: the mount leaves the tree at once, with its submounts; users keep working.
+    t.mount(memfs(), b"/m", MountFlags::empty()).unwrap();
+    t.mkdir(b"/m/sub", 0o755).unwrap();
+    t.mount(memfs(), b"/m/sub", MountFlags::empty()).unwrap();
+    creat(&t, "/m/sub/deep", b"deep");
+    let fd = t.open(b"/m/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    let dirfd = t.open(b"/m", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    let worker = vfs.root_task();
+    worker.chdir(b"/m").unwrap();
+    t.umount2(b"/m", UmountFlags::DETACH).unwrap();
+    assert_eq!(t.stat(b"/m/f"), Err(Errno::ENOENT));
+    assert_eq!(t.mountinfo().len(), 1, "the whole subtree left the table");
+    assert_eq!(t.write(fd, b"still here"), Ok(10));
+    assert_eq!(t.fstat(fd).unwrap().size, 10);
+    // Descriptor-relative calls still work inside the detached tree; the submount was
+    // detached from it, so its mountpoint is a plain directory again.
+    assert!(t.fstatat(DirFd::Fd(dirfd), b"f", AtFlags::empty()).is_ok());
+    assert_eq!(t.fstatat(DirFd::Fd(dirfd), b"sub/deep", AtFlags::empty()), Err(Errno::ENOENT));
+    // `..` at the root of a detached mount stays there.
+    assert_eq!(t.fstatat(DirFd::Fd(dirfd), b"../../f", AtFlags::empty()).unwrap().ino, t.fstat(fd).unwrap().ino);
+    assert!(worker.stat(b"f").is_ok());
+    assert_eq!(worker.getcwd().unwrap(), b"(unreachable)/");
+    // Cannot mount on, bind from, or remount what is not in the tree.
+    assert_eq!(worker.mount(memfs(), b".", MountFlags::empty()), Err(Errno::EINVAL));
+    assert_eq!(t.mount(bind(b".", false), b"/m2", MountFlags::empty()).ok(), Some(()), "cwd of t is /");
+    t.umount(b"/m2").unwrap();
+    assert_eq!(worker.mount(bind(b".", false), b"/m2", MountFlags::empty()), Err(Errno::EINVAL));
+    assert_eq!(worker.remount(b".", MountFlags::RDONLY), Err(Errno::EINVAL));
+    assert_eq!(worker.umount(b"."), Err(Errno::EINVAL));
+    // The mount goes with its last user (nothing to observe but that nothing breaks).
+    t.close(fd).unwrap();
+    t.close(dirfd).unwrap();
+    drop(worker);
+    t.mkdir(b"/m/again", 0o755).unwrap();
+}
+
+#[test]
+fn namespace_calls_across_mounts_are_exdev_and_on_mountpoints_ebusy() {
+    let (_vfs, t) = new_vfs(FastPaths::all());
+    for d in ["/m", "/other", "/m2"] {
+        t.mkdir(d.as_bytes(), 0o755).unwrap();
+    }
+    creat(&t, "/rootfile", b"");
+    t.mount(memfs(), b"/m", MountFlags::empty()).unwrap();
+    t.mount(memfs(), b"/m2", MountFlags::empty()).unwrap();
+    creat(&t, "/m/f", b"");
+    t.mkdir(b"/m/d", 0o755).unwrap();
+    assert_eq!(t.rename(b"/m/f", b"/f"), Err(Errno::EXDEV));
+    assert_eq!(t.rename(b"/rootfile", b"/m/rootfile"), Err(Errno::EXDEV));
+    assert_eq!(t.rename(b"/m/d", b"/m2/d"), Err(Errno::EXDEV));
+    assert_eq!(t.renameat2(DirFd::Cwd, b"/m/f", DirFd::Cwd, b"/rootfile", RenameFlags::EXCHANGE), Err(Errno::EXDEV));
+    assert_eq!(t.link(b"/m/f", b"/f"), Err(Errno::EXDEV));
+    assert_eq!(t.link(b"/rootfile", b"/m/rootfile"), Err(Errno::EXDEV));
+    assert_eq!(t.rmdir(b"/m"), Err(Errno::EBUSY));
+    assert_eq!(t.rename(b"/m", b"/moved"), Err(Errno::EBUSY));
+    assert_eq!(t.rename(b"/other", b"/m"), Err(Errno::EBUSY), "replacing a mountpoint");
+    assert_eq!(t.renameat2(DirFd::Cwd, b"/other", DirFd::Cwd, b"/m", RenameFlags::EXCHANGE), Err(Errno::EBUSY));
+    // The mount's root itself: rmdir of "/m/." is EINVAL, of "/m/" EBUSY as Linux.
+    assert_eq!(t.rmdir(b"/m/."), Err(Errno::EINVAL));
+    assert_eq!(t.rmdir(b"/m/"), Err(Errno::EBUSY));
+    assert_eq!(t.rename(b"/m/", b"/x"), Err(Errno::EBUSY));
+    // Within one mount everything works.
+    assert_eq!(t.rename(b"/m/f", b"/m/d/f"), Ok(()));
+    assert_eq!(t.link(b"/m/d/f", b"/m/g"), Ok(()));
+    t.umount(b"/m").unwrap();
+    assert_eq!(t.rmdir(b"/m"), Ok(()));
+}
+
+// ------------------------------------------------------------------ openat2
+
+fn how(flags: OpenFlags, resolve: ResolveFlags) -> OpenHow {
+    OpenHow { flags, mode: 0, resolve }
+}
+
+/// The inode number of what `openat2(O_PATH)` opens, or its errno.
+fn o2(t: &Task, dirfd: DirFd, path: &str, resolve: ResolveFlags) -> Result<u64, Errno> {
+    let fd = t.openat2(dirfd, path.as_bytes(), &how(OpenFlags::PATH, resolve))?;
+    let ino = t.fstat(fd).unwrap().ino;
+    t.close(fd).unwrap();
+    Ok(ino)
+}
+
+/// /scope (the scope), /scope/in/t, /scope/dir, /secret, symlinks in /scope.
+fn scope_tree(t: &Task) -> (Fd, u64, u64, u64) {
+    for d in ["/scope", "/scope/in", "/scope/dir", "/scope/mnt"] {
+        t.mkdir(d.as_bytes(), 0o755).unwrap();
+    }
+    let inner = creat(t, "/scope/in/t", b"");
+    let secret = creat(t, "/secret", b"");
+    let decoy = creat(t, "/scope/secret", b"");
+    for (body, name) in [
+        ("in/t", "rel"),
+        ("../secret", "up"),
+        ("/secret", "abs"),
+        ("/in/t", "absin"),
+        ("dir/../in/t", "dotdot_in"),
+        ("mnt", "tomnt"),
+    ] {
+        t.symlink(body.as_bytes(), format!("/scope/{name}").as_bytes()).unwrap();
+    }
+    let dirfd = t.open(b"/scope", OpenFlags::PATH | OpenFlags::DIRECTORY, 0).unwrap();
+    (dirfd, inner, secret, decoy)
+}
+
+#[test]
+fn openat2_resolve_flags() {
+    for fast in [FastPaths::all(), FastPaths::all() - FastPaths::LOCKLESS_WALK] {
+        let (_vfs, t) = new_vfs(fast);
+        let (s, inner, secret, decoy) = scope_tree(&t);
+        let s = DirFd::Fd(s);
+        let none = ResolveFlags::empty();
+        let b = ResolveFlags::BENEATH;
+        let r = ResolveFlags::IN_ROOT;
+        // Plain openat2 is openat.
+        assert_eq!(o2(&t, s, "up", none), Ok(secret));
+        assert_eq!(o2(&t, s, "../secret", none), Ok(secret));
+        // BENEATH: leaving is EXDEV, staying below is fine even through `..`.
+        assert_eq!(o2(&t, s, "in/t", b), Ok(inner));
+        assert_eq!(o2(&t, s, "in/../in/./t", b), Ok(inner));
+        assert_eq!(o2(&t, s, "rel", b), Ok(inner));
+        assert_eq!(o2(&t, s, "dotdot_in", b), Ok(inner));
+        assert_eq!(o2(&t, s, "..", b), Err(Errno::EXDEV));
+        assert_eq!(o2(&t, s, "../secret", b), Err(Errno::EXDEV));
+        assert_eq!(o2(&t, s, "in/../../secret", b), Err(Errno::EXDEV));
+        assert_eq!(o2(&t, s, "up", b), Err(Errno::EXDEV));
+        assert_eq!(o2(&t, s, "abs", b), Err(Errno::EXDEV));
+        assert_eq!(o2(&t, s, "absin", b), Err(Errno::EXDEV), "any absolute symlink");
+        assert_eq!(o2(&t, s, "/scope/in/t", b), Err(Errno::EXDEV), "an absolute path");
+        assert_eq!(o2(&t, DirFd::Cwd, "scope/in/t", b), Ok(inner), "the cwd as the start");
+        assert_eq!(o2(&t, DirFd::Cwd, "scope/../secret", b), Ok(secret), "still below the cwd");
+        // IN_ROOT: the start directory is the root.
+        assert_eq!(o2(&t, s, "..", r), Ok(t.stat(b"/scope").unwrap().ino));
+        assert_eq!(o2(&t, s, "../../secret", r), Ok(decoy));
+        assert_eq!(o2(&t, s, "up", r), Ok(decoy));
+        assert_eq!(o2(&t, s, "abs", r), Ok(decoy));
+        assert_eq!(o2(&t, s, "absin", r), Ok(inner));
+        assert_eq!(o2(&t, s, "/in/t", r), Ok(inner), "an absolute path starts at the scope");
+        // NO_SYMLINKS: any symlink to follow is ELOOP; one not followed is fine.
+        let ns = ResolveFlags::NO_SYMLINKS;
+        assert_eq!(o2(&t, s, "rel", ns), Err(Errno::ELOOP));
+        assert_eq!(o2(&t, s, "tomnt/", ns), Err(Errno::ELOOP));
+        let fd = t.openat2(s, b"rel", &how(OpenFlags::PATH | OpenFlags::NOFOLLOW, ns)).unwrap();
+        assert_eq!(t.fstat(fd).unwrap().mode & 0o170000, 0o120000);
+        t.close(fd).unwrap();
+        assert_eq!(o2(&t, s, "in/t", ns), Ok(inner));
+        // NO_XDEV: crossing a mount point down, up, or by an absolute symlink.
+        t.mount(memfs(), b"/scope/mnt", MountFlags::empty()).unwrap();
+        creat(&t, "/scope/mnt/m", b"");
+        let nx = ResolveFlags::NO_XDEV;
+        assert_eq!(o2(&t, s, "mnt/m", nx), Err(Errno::EXDEV));
+        assert_eq!(o2(&t, s, "tomnt", nx), Err(Errno::EXDEV));
+        assert_eq!(o2(&t, s, "in/t", nx), Ok(inner));
+        assert_eq!(o2(&t, s, "mnt", nx), Err(Errno::EXDEV), "the mount root is across");
+        let m = t.open(b"/scope/mnt", OpenFlags::PATH | OpenFlags::DIRECTORY, 0).unwrap();
+        assert!(o2(&t, DirFd::Fd(m), "m", nx).is_ok());
+        assert_eq!(o2(&t, DirFd::Fd(m), "..", nx), Err(Errno::EXDEV));
+        assert_eq!(o2(&t, DirFd::Fd(m), "../in/t", b), Err(Errno::EXDEV), "`..` at the scope root");
+        assert_eq!(o2(&t, s, "mnt/../in/t", b), Ok(inner), "up through a mount root, inside");
+        assert_eq!(o2(&t, s, "abs", nx), Ok(secret), "an absolute symlink on the same mount");
+        t.mkdir(b"/scope/mnt/sub", 0o755).unwrap();
+        t.symlink(b"/secret", b"/scope/mnt/sub/abs").unwrap();
+        assert_eq!(o2(&t, DirFd::Fd(m), "sub/abs", nx), Err(Errno::EXDEV));
+        t.close(m).unwrap();
+        // CACHED: answered from the cache or EAGAIN, never by creating or truncating.
+        let c = ResolveFlags::CACHED;
+        if fast.contains(FastPaths::LOCKLESS_WALK) {
+            assert_eq!(o2(&t, s, "in/t", c), Ok(inner));
+            assert_eq!(o2(&t, s, "in/missing", c), Err(Errno::ENOENT), "a cached miss");
+        } else {
+            assert_eq!(o2(&t, s, "in/t", c), Err(Errno::EAGAIN), "no lockless walk: nothing is cached-only");
+        }
+        let fl = [OpenFlags::CREAT | OpenFlags::WRONLY, OpenFlags::TRUNC | OpenFlags::WRONLY];
+        for f in fl {
+            let h = OpenHow { flags: f, mode: if f.contains(OpenFlags::CREAT) { 0o644 } else { 0 }, resolve: c };
+            assert_eq!(t.openat2(s, b"in/t", &h), Err(Errno::EAGAIN));
+        }
+        // Creating under a scope.
+        let h = OpenHow { flags: OpenFlags::CREAT | OpenFlags::WRONLY, mode: 0o600, resolve: b };
+        let fd = t.openat2(s, b"in/created", &h).unwrap();
+        t.close(fd).unwrap();
+        assert!(t.stat(b"/scope/in/created").is_ok());
+        assert_eq!(t.openat2(s, b"../created", &h), Err(Errno::EXDEV));
+        let tmp =
+            OpenHow { flags: OpenFlags::TMPFILE | OpenFlags::DIRECTORY | OpenFlags::RDWR, mode: 0o600, resolve: b };
+        assert_eq!(t.openat2(s, b"..", &tmp), Err(Errno::EXDEV));
+        let fd = t.openat2(s, b"in", &tmp).unwrap();
+        t.close(fd).unwrap();
+        // Bad combinations and unknown bits.
+        let e = Some(Errno::EINVAL);
+        assert_eq!(t.openat2(s, b"in/t", &how(OpenFlags::RDONLY, b | r)).err(), e);
+        assert_eq!(t.openat2(s, b"in/t", &how(OpenFlags::RDONLY, ResolveFlags::from_bits_retain(0x40))).err(), e);
+        assert_eq!(t.openat2(s, b"in/t", &how(OpenFlags::from_bits_retain(0o40000000), none)).err(), e);
+        assert_eq!(t.openat2(s, b"in/t", &OpenHow { flags: OpenFlags::RDONLY, mode: 0o644, resolve: none }).err(), e);
+        let h = OpenHow { flags: OpenFlags::CREAT | OpenFlags::WRONLY, mode: 0o170644, resolve: none };
+        assert_eq!(t.openat2(s, b"in/x", &h).err(), e);
+        assert_eq!(t.openat2(s, b"in/t", &how(OpenFlags::PATH | OpenFlags::RDWR, none)).err(), e);
+        assert_eq!(t.openat2(s, b"in", &how(OpenFlags::DIRECTORY | OpenFlags::CREAT, none)).err(), e);
+        assert_eq!(t.openat2(s, b"in", &how(OpenFlags::TMPFILE | OpenFlags::RDONLY, none)).err(), e);
+        // NO_MAGICLINKS refuses nothing: uvfs has no magic links.
+        assert_eq!(o2(&t, s, "rel", ResolveFlags::NO_MAGICLINKS), Ok(inner));
+    }
+}
+
+// ------------------------------------------------------------------ the race
+
+fn iters(default: usize) -> usize {
+    std::env::var("UVFS_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// A reader's observation: writer generation before and after, path index, scope, answer.
+type Observation = (u64, u64, usize, ResolveFlags, Result<u64, Errno>);
+
+/// Depth of the chain of directories in the moving directory: the longer a walk spends
+/// inside it, the likelier a rename lands in the middle of the walk.
+const CHAIN: usize = 24;
+
+/// One thread moves a directory in and out of the scope, swaps a symlink among bodies that
+/// point inside and outside, and mounts and unmounts on a directory inside, while another
+/// resolves paths designed to escape with `RESOLVE_BENEATH` and `RESOLVE_IN_ROOT`: down
+/// into the moving directory, then up with exactly as many `..` as lead to `/` once it
+/// has moved out, then down to `/secret`. The reader never gets a file outside the scope:
+/// never `/secret`, never the moving directory's file during a window in which that
+/// directory was outside throughout. The reader runs a fixed number of rounds, the writer
+/// until the reader is done; nothing is asserted about timing or how often anything
+/// happened. (Checked against mutations: without the rename-sequence validation and the
+/// final below-the-root check, this finds an escape within a few thousand rounds.)
+fn scope_race(fast: FastPaths) {
+    let (_vfs, t) = new_vfs(fast);
+    for d in ["/scope", "/scope/in", "/outside", "/scope/d", "/scope/mp", "/scope/outside"] {
+        t.mkdir(d.as_bytes(), 0o755).unwrap();
+    }
+    let mut chain = String::from("/scope/d");
+    for _ in 0..CHAIN {
+        chain.push_str("/x");
+        t.mkdir(chain.as_bytes(), 0o755).unwrap();
+    }
+    let secret = creat(&t, "/secret", b"");
+    let osecret = creat(&t, "/outside/secret", b"");
+    let decoy = creat(&t, "/scope/secret", b"");
+    let odecoy = creat(&t, "/scope/outside/secret", b"");
+    let inner = creat(&t, "/scope/in/t", b"");
+    let mover = creat(&t, "/scope/d/t2", b"");
+    let down = "x/".repeat(CHAIN);
+    // From the bottom of the chain, CHAIN + 1 `..` reach d's parent, CHAIN + 2 its
+    // grandparent: `/` once d is in /outside.
+    let up = "../".repeat(CHAIN + 2);
+    let escape = format!("d/{down}{up}secret");
+    let escape_out = format!("d/{down}{up}outside/secret");
+    let mover_path = format!("d/{down}{}t2", "../".repeat(CHAIN));
+    let inner_path = format!("d/{down}{}in/t", "../".repeat(CHAIN + 1));
+    let bodies: Vec<String> =
+        vec!["d/t2".into(), "../secret".into(), "/secret".into(), escape.clone(), escape_out.clone()];
+    t.symlink(bodies[0].as_bytes(), b"/scope/link").unwrap();
+    let dirfd = t.open(b"/scope", OpenFlags::PATH | OpenFlags::DIRECTORY, 0).unwrap();
+    let paths: Vec<String> = vec![
+        escape.clone(),
+        escape_out,
+        format!("mp/../{escape}"),
+        "d/../../secret".into(),
+        mover_path,
+        inner_path,
+        "link".into(),
+    ];
+    let forbidden: HashSet<u64> =
+        [secret, osecret, t.stat(b"/").unwrap().ino, t.stat(b"/outside").unwrap().ino].into_iter().collect();
+    let mut allowed_always: HashSet<u64> = [decoy, odecoy, inner, t.stat(b"/scope").unwrap().ino].into_iter().collect();
+    allowed_always.extend([t.stat(b"/scope/d").unwrap().ino]);
+
+    let rounds = iters(20000);
+    // gen: odd while step (g-1)/2 runs; inside[k]: /scope/d is in the scope after k steps.
+    let generation = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let started = AtomicBool::new(false);
+    let mut inside = vec![true];
+    let mut obs: Vec<Observation> = Vec::new();
+    std::thread::scope(|sc| {
+        let writer = sc.spawn(|| {
+            let t = t.fork();
+            let mut inside = vec![true];
+            let mut now_inside = true;
+            while !started.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let mut i = 0usize;
+            while !done.load(Ordering::SeqCst) {
+                generation.store(2 * i as u64 + 1, Ordering::SeqCst);
+                match i % 8 {
+                    3 => {
+                        let body = &bodies[(i / 8) % bodies.len()];
+                        t.symlink(body.as_bytes(), b"/scope/link.new").unwrap();
+                        t.rename(b"/scope/link.new", b"/scope/link").unwrap();
+                    }
+                    7 => {
+                        if (i / 8).is_multiple_of(2) {
+                            t.mount(memfs(), b"/scope/mp", MountFlags::empty()).unwrap();
+                        } else {
+                            t.umount2(b"/scope/mp", UmountFlags::DETACH).unwrap();
+                        }
+                    }
+                    _ => {
+                        let (from, to) =
+                            if now_inside { ("/scope/d", "/outside/d") } else { ("/outside/d", "/scope/d") };
+                        t.rename(from.as_bytes(), to.as_bytes()).unwrap();
+                        now_inside = !now_inside;
+                    }
+                }
+                inside.push(now_inside);
+                generation.store(2 * i as u64 + 2, Ordering::SeqCst);
+                i += 1;
+            }
+            inside
+        });
+        let reader = sc.spawn(|| {
+            let mut obs = Vec::new();
+            started.store(true, Ordering::SeqCst);
+            for k in 0..rounds {
+                for (pi, p) in paths.iter().enumerate() {
+                    let resolve = if (k + pi) % 2 == 0 { ResolveFlags::BENEATH } else { ResolveFlags::IN_ROOT };
+                    let g1 = generation.load(Ordering::SeqCst);
+                    let got = o2(&t, DirFd::Fd(dirfd), p, resolve);
+                    let g2 = generation.load(Ordering::SeqCst);
+                    obs.push((g1, g2, pi, resolve, got));
+                }
+            }
+            done.store(true, Ordering::SeqCst);
+            obs
+        });
+        obs = reader.join().unwrap();
+        inside = writer.join().unwrap();
+    });
+    for (g1, g2, pi, resolve, got) in obs {
+        let (lo, hi) = ((g1 / 2) as usize, (g2.div_ceil(2) as usize).min(inside.len() - 1));
+        let what = format!("{resolve:?} path {pi} during writer steps {lo}..={hi}");
+        match got {
+            Ok(ino) => {
+                assert!(!forbidden.contains(&ino), "{what}: escaped the scope (inode {ino})");
+                if ino == mover {
+                    assert!(
+                        inside[lo..=hi].iter().any(|&i| i),
+                        "{what}: the moving directory's file while it was outside throughout"
+                    );
+                } else {
+                    assert!(allowed_always.contains(&ino), "{what}: unexpected inode {ino}");
+                }
+            }
+            Err(e) => assert!(matches!(e, Errno::ENOENT | Errno::EXDEV), "{what}: {e:?}"),
+        }
+    }
+}
+
+#[test]
+fn scoped_resolution_never_escapes_under_renames_lockless_walk() {
+    scope_race(FastPaths::all());
+}
+
+#[test]
+fn scoped_resolution_never_escapes_under_renames_locked_walk() {
+    scope_race(FastPaths::all() - FastPaths::LOCKLESS_WALK);
+}
+
+/// Mounts and unmounts racing opens and chdirs: a non-lazy umount either fails with EBUSY
+/// or leaves no user behind (every open that succeeded is of a mount still attached when
+/// it was counted, so the umount that follows its close succeeds).
+#[test]
+fn umount_races_opens_without_losing_users() {
+    let (_vfs, t) = new_vfs(FastPaths::all());
+    t.mkdir(b"/m", 0o755).unwrap();
+    let steps = iters(3000) as u64;
+    let done = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let opener = sc.spawn(|| {
+            let t = t.fork();
+            while !done.load(Ordering::SeqCst) {
+                if let Ok(fd) = t.open(b"/m/f", OpenFlags::RDONLY, 0) {
+                    // Whatever it opened, its mount is still in use until the close.
+                    t.close(fd).unwrap();
+                }
+                if t.chdir(b"/m").is_ok() {
+                    t.chdir(b"/").unwrap();
+                }
+            }
+        });
+        for _ in 0..steps {
+            t.mount(memfs(), b"/m", MountFlags::empty()).unwrap();
+            let fd = t.open(b"/m/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+            t.close(fd).unwrap();
+            loop {
+                match t.umount(b"/m") {
+                    Ok(()) => break,
+                    Err(Errno::EBUSY) => std::thread::yield_now(),
+                    Err(e) => panic!("umount: {e:?}"),
+                }
+            }
+        }
+        done.store(true, Ordering::SeqCst);
+        opener.join().unwrap();
+    });
+    assert_eq!(t.mountinfo().len(), 1);
+    assert_eq!(t.stat(b"/m/f"), Err(Errno::ENOENT));
+}
+
+// ------------------------------------------------------------------ host differential
+
+mod host {
+    use std::ffi::CString;
+
+    use super::common::{Op, Out, P, Who, host_become, host_op, p, uvfs_creds, uvfs_op};
+    use uvfs::{MountFlags, MountSource, Task, UmountFlags, Vfs, VfsConfig};
+
+    /// A step: a filesystem call of the common harness, or a mount call.
+    #[derive(Clone, Debug)]
+    pub enum M {
+        Fs(Op),
+        /// `mount("none", path, "tmpfs", 0, NULL)`.
+        Tmpfs(P),
+        /// `mount(src, dst, NULL, MS_BIND [| MS_REC], NULL)`.
+        Bind(P, P, bool),
+        /// `mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | flags, NULL)`.
+        Remount(P, u32),
+        /// `umount2(path, flags)`.
+        Umount(P, i32),
+    }
+
+    pub fn fs(op: Op) -> M {
+        M::Fs(op)
+    }
+    pub fn tmpfs(s: &str) -> M {
+        M::Tmpfs(p(s))
+    }
+    pub fn bind(a: &str, b: &str, rec: bool) -> M {
+        M::Bind(p(a), p(b), rec)
+    }
+    pub fn remount(s: &str, flags: u32) -> M {
+        M::Remount(p(s), flags)
+    }
+    pub fn umount(s: &str, flags: i32) -> M {
+        M::Umount(p(s), flags)
+    }
+
+    /// Setup and call results.
+    type Outs = (Vec<Out>, Vec<Out>);
+
+    fn cs(p: &P) -> CString {
+        CString::new(p.0.clone()).unwrap()
+    }
+
+    fn unit(rc: i32) -> Out {
+        if rc < 0 { Out::Err(std::io::Error::last_os_error().raw_os_error().unwrap()) } else { Out::Unit }
+    }
+
+    fn host_m(m: &M) -> Out {
+        // SAFETY (whole function): plain syscalls with NUL-terminated strings that outlive
+        // them, in this thread's private mount namespace.
+        unsafe {
+            match m {
+                M::Fs(op) => host_op(op),
+                M::Tmpfs(path) => {
+                    unit(libc::mount(c"none".as_ptr(), cs(path).as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()))
+                }
+                M::Bind(a, b, rec) => {
+                    let f = libc::MS_BIND | if *rec { libc::MS_REC } else { 0 };
+                    unit(libc::mount(cs(a).as_ptr(), cs(b).as_ptr(), std::ptr::null(), f, std::ptr::null()))
+                }
+                M::Remount(path, flags) => unit(libc::mount(
+                    std::ptr::null(),
+                    cs(path).as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REMOUNT | libc::MS_BIND | *flags as libc::c_ulong,
+                    std::ptr::null(),
+                )),
+                M::Umount(path, flags) => unit(libc::umount2(cs(path).as_ptr(), *flags)),
+            }
+        }
+    }
+
+    fn uvfs_m(t: &Task, m: &M) -> Out {
+        let unit = |r: uvfs::Result<()>| match r {
+            Ok(()) => Out::Unit,
+            Err(e) => Out::Err(e.raw()),
+        };
+        match m {
+            M::Fs(op) => uvfs_op(t, op),
+            M::Tmpfs(path) => unit(t.mount(MountSource::MemFs(Default::default()), &path.0, MountFlags::empty())),
+            M::Bind(a, b, rec) => {
+                unit(t.mount(MountSource::Bind { path: &a.0, recursive: *rec }, &b.0, MountFlags::empty()))
+            }
+            M::Remount(path, flags) => unit(t.remount(&path.0, MountFlags::from_bits_retain(*flags))),
+            M::Umount(path, flags) => unit(t.umount2(&path.0, UmountFlags::from_bits_retain(*flags as u32))),
+        }
+    }
+
+    /// Runs `setup` as root and `ops` as `who` in a thread with a private mount namespace
+    /// (`unshare(CLONE_NEWNS)`, all mounts made private so nothing propagates to the
+    /// host), chrooted into a fresh directory on tmpfs. `None` if the host refuses a
+    /// private mount namespace (no `CAP_SYS_ADMIN`).
+    fn host_run(who: Who, setup: &[M], ops: &[M]) -> Option<Outs> {
+        let tmpl = CString::new("/dev/shm/uvfs-mnt-XXXXXX").unwrap();
+        let mut raw = tmpl.into_bytes_with_nul();
+        // SAFETY: a writable NUL-terminated template.
+        let dir = unsafe { libc::mkdtemp(raw.as_mut_ptr().cast()) };
+        assert!(!dir.is_null(), "mkdtemp: {}", std::io::Error::last_os_error());
+        raw.pop();
+        let root = String::from_utf8(raw).unwrap();
+        std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+        let (setup, ops, r) = (setup.to_vec(), ops.to_vec(), root.clone());
+        let res = std::thread::spawn(move || -> Result<Option<Outs>, String> {
+            // SAFETY: these affect only this thread once it has its own fs context, file
+            // table and mount namespace.
+            unsafe {
+                if libc::unshare(libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_NEWNS) != 0 {
+                    return Ok(None);
+                }
+                if libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) != 0
+                {
+                    return Err(format!("making mounts private: {}", std::io::Error::last_os_error()));
+                }
+                let c = CString::new(r).unwrap();
+                if libc::chroot(c.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
+                    return Err(format!("chroot: {}", std::io::Error::last_os_error()));
+                }
+                if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+                    return Err(format!("close_range: {}", std::io::Error::last_os_error()));
+                }
+                libc::umask(0o022);
+            }
+            let s: Vec<Out> = setup.iter().map(host_m).collect();
+            host_become(who)?;
+            let o: Vec<Out> = ops.iter().map(host_m).collect();
+            Ok(Some((s, o)))
+        })
+        .join()
+        .expect("host thread panicked")
+        .unwrap_or_else(|e| panic!("host setup failed: {e}"));
+        // The thread's namespace, and with it every mount made in it, is gone with the
+        // thread.
+        std::fs::remove_dir_all(&root).unwrap_or_else(|e| panic!("removing {root}: {e}"));
+        res
+    }
+
+    fn uvfs_run(who: Who, setup: &[M], ops: &[M]) -> (Vec<Out>, Vec<Out>) {
+        let vfs = Vfs::new(VfsConfig::default());
+        let t = vfs.root_task();
+        t.umask(0o022);
+        let s = setup.iter().map(|m| uvfs_m(&t, m)).collect();
+        t.set_credentials(uvfs_creds(who));
+        let o = ops.iter().map(|m| uvfs_m(&t, m)).collect();
+        (s, o)
+    }
+
+    /// Runs the sequence on both sides; panics with a report at the first difference.
+    /// Returns false if the host cannot run it (reported on stderr).
+    pub fn same(who: Who, setup: &[M], ops: &[M]) -> bool {
+        let Some((hs, ho)) = host_run(who, setup, ops) else {
+            eprintln!("host refuses a private mount namespace: differential mount test not run");
+            return false;
+        };
+        for (i, (m, h)) in setup.iter().zip(&hs).enumerate() {
+            assert!(!matches!(h, Out::Err(_)), "setup step {i} {m:?} failed on the host: {h:?}");
+        }
+        let (us, uo) = uvfs_run(who, setup, ops);
+        assert_eq!(hs, us, "setup");
+        if let Some(bad) = ho.iter().zip(&uo).position(|(h, u)| h != u) {
+            let mut msg = format!("{who:?}: call {bad} differs\n");
+            for (i, m) in ops.iter().enumerate() {
+                let mark = if i == bad { ">>" } else { "  " };
+                msg += &format!("{mark}{i:3} {m:?}\n      host {:?}\n      uvfs {:?}\n", ho[i], uo[i]);
+            }
+            panic!("{msg}");
+        }
+        true
+    }
+}
+
+mod diff {
+    use super::common::{D, Op, Times, Who, p};
+    use super::host::{M, bind, fs, remount, same, tmpfs, umount};
+
+    const RDONLY: u32 = 1;
+    const NODEV: u32 = 4;
+    const NOEXEC: u32 = 8;
+    const MNT_DETACH: i32 = 2;
+    const MNT_EXPIRE: i32 = 4;
+    const MNT_FORCE: i32 = 1;
+    const UMOUNT_NOFOLLOW: i32 = 8;
+    const O_RDONLY: i32 = 0;
+    const O_WRONLY: i32 = 1;
+    const O_RDWR: i32 = 2;
+    const O_CREAT: i32 = 0o100;
+    const O_PATH: i32 = 0o10000000;
+    const O_DIRECTORY: i32 = 0o200000;
+    const O_TRUNC: i32 = 0o1000;
+    const AT_REMOVEDIR: i32 = 0x200;
+    const RENAME_EXCHANGE: u32 = 2;
+
+    fn mkdir(s: &str) -> M {
+        fs(Op::Mkdirat(D::Cwd, p(s), 0o755))
+    }
+    fn open(s: &str, flags: i32) -> M {
+        fs(Op::Open(D::Cwd, p(s), flags, 0o644))
+    }
+    fn close(fd: i32) -> M {
+        fs(Op::Close(fd))
+    }
+    fn stat(s: &str) -> M {
+        fs(Op::Fstatat(D::Cwd, p(s), 0))
+    }
+    fn rename(a: &str, b: &str, flags: u32) -> M {
+        fs(Op::Renameat2(D::Cwd, p(a), D::Cwd, p(b), flags))
+    }
+    fn link(a: &str, b: &str) -> M {
+        fs(Op::Linkat(D::Cwd, p(a), D::Cwd, p(b), 0))
+    }
+    fn unlink(s: &str, flags: i32) -> M {
+        fs(Op::Unlinkat(D::Cwd, p(s), flags))
+    }
+
+    /// /a (with /a/f, /a/sub), /b, /m, /c: what every sequence starts from.
+    fn base() -> Vec<M> {
+        vec![
+            mkdir("/a"),
+            mkdir("/a/sub"),
+            mkdir("/b"),
+            mkdir("/c"),
+            mkdir("/m"),
+            open("/a/f", O_CREAT | O_WRONLY),
+            fs(Op::Write(0, 5)),
+            close(0),
+        ]
+    }
+
+    #[test]
+    fn tmpfs_mount_exdev_ebusy_and_umount() {
+        same(
+            Who::Root,
+            &base(),
+            &[
+                tmpfs("/m"),
+                stat("/m"),
+                open("/m/x", O_CREAT | O_RDWR),
+                rename("/m/x", "/x", 0),
+                rename("/a/f", "/m/f", 0),
+                rename("/m/x", "/a/f", RENAME_EXCHANGE),
+                link("/m/x", "/x"),
+                link("/a/f", "/m/f"),
+                unlink("/m", AT_REMOVEDIR),
+                unlink("/m/", AT_REMOVEDIR),
+                unlink("/m/.", AT_REMOVEDIR),
+                rename("/m", "/n", 0),
+                rename("/c", "/m", 0),
+                rename("/m", "/c", RENAME_EXCHANGE),
+                umount("/m", 0),
+                close(0),
+                fs(Op::Chdir(p("/m"))),
+                umount("/m", 0),
+                fs(Op::Chdir(p("/"))),
+                open("/m", O_PATH),
+                umount("/m", 0),
+                close(0),
+                umount("/m/.", 0),
+                stat("/m/x"),
+                umount("/m", 0),
+                umount("/", 0),
+                umount("/missing", 0),
+                umount("/a/f", 0),
+                umount("/m", 0x100),
+            ],
+        );
+    }
+
+    #[test]
+    fn bind_and_read_only_remount() {
+        same(
+            Who::Root,
+            &base(),
+            &[
+                bind("/a", "/b", false),
+                stat("/b/f"),
+                remount("/b", RDONLY),
+                open("/b/f", O_WRONLY),
+                open("/b/f", O_RDONLY | O_TRUNC),
+                open("/b/new", O_CREAT | O_WRONLY),
+                open("/a/f", O_WRONLY),
+                fs(Op::Write(0, 3)),
+                close(0),
+                mkdir("/b/d"),
+                unlink("/b/f", 0),
+                unlink("/b/sub", AT_REMOVEDIR),
+                rename("/b/f", "/b/g", 0),
+                rename("/a/f", "/b/g", 0),
+                link("/b/f", "/b/g"),
+                fs(Op::Symlinkat(p("x"), D::Cwd, p("/b/l"))),
+                fs(Op::Mknodat(D::Cwd, p("/b/fifo"), 0o10644, 0)),
+                fs(Op::Fchmodat(D::Cwd, p("/b/f"), 0o600, 0)),
+                fs(Op::Fchownat(D::Cwd, p("/b/f"), Some(1), None, 0)),
+                fs(Op::Utimensat(D::Cwd, p("/b/f"), Times::Null, 0)),
+                fs(Op::Truncate(p("/b/f"), 0)),
+                fs(Op::Faccessat(D::Cwd, p("/b/f"), 2, 0)),
+                fs(Op::Faccessat(D::Cwd, p("/b/f"), 4, 0)),
+                open("/b/f", O_RDONLY),
+                fs(Op::Read(0, 10)),
+                fs(Op::Fchmod(0, 0o600)),
+                fs(Op::Utimensat(D::Fd(0), p(""), Times::Null, 0x1000)),
+                remount("/b", 0),
+                fs(Op::Fchmod(0, 0o640)),
+                close(0),
+                open("/b/f", O_RDWR),
+                remount("/b", RDONLY),
+                fs(Op::Write(0, 2)),
+                close(0),
+                remount("/b", RDONLY),
+                remount("/b/sub", RDONLY),
+                umount("/b", 0),
+                stat("/b/f"),
+            ],
+        );
+    }
+
+    #[test]
+    fn file_binds_stacks_and_recursive_binds() {
+        same(
+            Who::Root,
+            &base(),
+            &[
+                open("/c/g", O_CREAT | O_WRONLY),
+                close(0),
+                bind("/a/f", "/c/g", false),
+                stat("/c/g"),
+                open("/c/g", O_RDONLY),
+                fs(Op::Read(0, 10)),
+                close(0),
+                unlink("/c/g", 0),
+                rename("/c/g", "/c/h", 0),
+                bind("/a/f", "/c", false),
+                bind("/a", "/c/g", false),
+                umount("/c/g", 0),
+                stat("/c/g"),
+                // Stacked tmpfs mounts.
+                tmpfs("/m"),
+                open("/m/lower", O_CREAT | O_WRONLY),
+                close(0),
+                tmpfs("/m"),
+                stat("/m/lower"),
+                stat("/m/.."),
+                umount("/m", 0),
+                stat("/m/lower"),
+                umount("/m", 0),
+                // Recursive or not.
+                tmpfs("/a/sub"),
+                open("/a/sub/x", O_CREAT | O_WRONLY),
+                close(0),
+                bind("/a", "/b", true),
+                bind("/a", "/c", false),
+                stat("/b/sub/x"),
+                stat("/c/sub/x"),
+                umount("/a", 0),
+                umount("/b", 0),
+                umount("/b/sub", 0),
+                umount("/b", 0),
+                umount("/c", 0),
+            ],
+        );
+    }
+
+    #[test]
+    fn detach_expire_and_bad_input() {
+        same(
+            Who::Root,
+            &base(),
+            &[
+                tmpfs("/missing"),
+                tmpfs("/a/f"),
+                tmpfs("/a/f/x"),
+                bind("/a", "/a/f", false),
+                bind("/a/f", "/b", false),
+                bind("/nope", "/b", false),
+                remount("/a", RDONLY),
+                remount("/nope", RDONLY),
+                fs(Op::Symlinkat(p("m"), D::Cwd, p("/lm"))),
+                tmpfs("/lm"),
+                umount("/lm", UMOUNT_NOFOLLOW),
+                umount("/lm", MNT_EXPIRE | MNT_DETACH),
+                umount("/lm", MNT_EXPIRE | MNT_FORCE),
+                umount("/lm", MNT_EXPIRE),
+                umount("/lm", MNT_EXPIRE),
+                stat("/m/."),
+                tmpfs("/m"),
+                open("/m/x", O_CREAT | O_RDWR),
+                open("/m", O_RDONLY | O_DIRECTORY),
+                umount("/m", MNT_DETACH),
+                fs(Op::Write(0, 4)),
+                fs(Op::Fstat(0)),
+                fs(Op::Fstatat(D::Fd(1), p("x"), 0)),
+                fs(Op::Fstatat(D::Fd(1), p("../x"), 0)),
+                stat("/m/x"),
+                umount("/m", 0),
+                tmpfs("/m"),
+                umount("/m", MNT_FORCE),
+                remount("/m", RDONLY),
+                tmpfs("/m"),
+                remount("/m", NODEV | NOEXEC),
+                fs(Op::Mknodat(D::Cwd, p("/m/null"), 0o20666, 0x103)),
+                open("/m/null", O_RDONLY),
+                open("/m/prog", O_CREAT | O_WRONLY),
+                fs(Op::Fchmod(2, 0o755)),
+                close(2),
+                fs(Op::Faccessat(D::Cwd, p("/m/prog"), 1, 0)),
+            ],
+        );
+    }
+
+    #[test]
+    fn unprivileged_mount_calls_are_eperm() {
+        let mut setup = base();
+        setup.push(tmpfs("/m"));
+        same(
+            Who::User,
+            &setup,
+            &[
+                tmpfs("/c"),
+                tmpfs("/missing"),
+                bind("/a", "/c", false),
+                remount("/m", RDONLY),
+                umount("/m", 0),
+                umount("/c", 0),
+                umount("/missing", 0),
+                umount("/m", MNT_DETACH),
+            ],
+        );
+    }
+}
+
+// ------------------------------------------------------------------ misc
+
+#[test]
+fn getcwd_and_dotdot_through_mount_roots_and_binds() {
+    let (_vfs, t) = new_vfs(FastPaths::all());
+    for d in ["/a", "/a/b", "/x"] {
+        t.mkdir(d.as_bytes(), 0o755).unwrap();
+    }
+    t.mount(bind(b"/a/b", false), b"/x", MountFlags::empty()).unwrap();
+    t.mkdir(b"/x/deeper", 0o755).unwrap();
+    t.chdir(b"/x/deeper").unwrap();
+    assert_eq!(t.getcwd().unwrap(), b"/x/deeper");
+    t.chdir(b"../..").unwrap();
+    assert_eq!(t.getcwd().unwrap(), b"/");
+    // A directory renamed out of a bind's subtree is unreachable through it.
+    t.chdir(b"/x/deeper").unwrap();
+    t.rename(b"/a/b/deeper", b"/a/deeper").unwrap();
+    let cwd = t.getcwd().unwrap();
+    assert!(cwd.starts_with(b"(unreachable)"), "{}", String::from_utf8_lossy(&cwd));
+    t.chdir(b"/").unwrap();
+    t.umount(b"/x").unwrap();
+}
+
+#[test]
+fn users_are_counted_exactly() {
+    let (vfs, t) = new_vfs(FastPaths::all());
+    t.mkdir(b"/m", 0o755).unwrap();
+    t.mount(memfs(), b"/m", MountFlags::empty()).unwrap();
+    let m = || {
+        let fd = t.open(b"/m", OpenFlags::PATH, 0).unwrap();
+        let m = t.file(fd).unwrap().mount().clone();
+        t.close(fd).unwrap();
+        m
+    };
+    let mnt = m();
+    assert_eq!(mnt.users(), 0);
+    // A failed open (EMFILE is not reachable cheaply; EROFS after File::new is) leaves none.
+    t.remount(b"/m", MountFlags::RDONLY).unwrap();
+    assert_eq!(t.open(b"/m/x", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644), Err(Errno::EROFS));
+    t.remount(b"/m", MountFlags::empty()).unwrap();
+    let tasks: Vec<Task> = (0..3).map(|_| vfs.root_task()).collect();
+    for (i, task) in tasks.iter().enumerate() {
+        task.chdir(b"/m").unwrap();
+        assert_eq!(mnt.users(), i + 1);
+    }
+    let forked = tasks[0].fork();
+    assert_eq!(mnt.users(), 4);
+    drop(forked);
+    drop(tasks);
+    assert_eq!(mnt.users(), 0);
+    let fd = t.open(b"/m/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+    let d1 = t.dup(fd).unwrap();
+    let child = t.fork();
+    assert_eq!(mnt.users(), 1, "one open file description");
+    t.close(fd).unwrap();
+    t.close(d1).unwrap();
+    assert_eq!(mnt.users(), 1, "the child's table still has it");
+    drop(child);
+    assert_eq!(mnt.users(), 0);
+    t.umount(b"/m").unwrap();
+}

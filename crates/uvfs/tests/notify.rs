@@ -1,0 +1,403 @@
+//! Watches: the same calls on a host tmpfs directory with the kernel's inotify and on uvfs
+//! give the same event sequence (masks, names, cookie pairing, order, coalescing,
+//! IN_IGNORED); limits and the fast path's counts are checked on uvfs alone.
+
+use std::ffi::CString;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use uvfs::{
+    AtFlags, Credentials, DirFd, Errno, EventMask, FastPaths, Fd, InotifyEvent, InotifyFlags, OpenFlags, Vfs, VfsConfig,
+};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Create(&'static str),
+    Mkdir(&'static str),
+    Write(&'static str),
+    Read(&'static str),
+    Chmod(&'static str, u32),
+    Rename(&'static str, &'static str),
+    Unlink(&'static str),
+    Rmdir(&'static str),
+    Link(&'static str, &'static str),
+    Truncate(&'static str),
+}
+
+const NAMES: &[&str] = &["a", "b", "d/a", "d/b", "e/a", "f", "d", "e", "g"];
+const MASKS: &[u32] = &[
+    0xfff,                // IN_ALL_EVENTS
+    0x100 | 0x200 | 0xc0, // CREATE | DELETE | MOVE
+    0x2 | 0x4 | 0x8,      // MODIFY | ATTRIB | CLOSE_WRITE
+    0x20 | 0x1 | 0x10,    // OPEN | ACCESS | CLOSE_NOWRITE
+    0xfff | 0x8000_0000,  // ALL | ONESHOT
+    0xfff | 0x0400_0000,  // ALL | EXCL_UNLINK
+    0x400 | 0x800 | 0x4,  // DELETE_SELF | MOVE_SELF | ATTRIB
+];
+
+fn op() -> impl Strategy<Value = Op> {
+    let n = || prop::sample::select(NAMES);
+    prop_oneof![
+        n().prop_map(Op::Create),
+        n().prop_map(Op::Mkdir),
+        n().prop_map(Op::Write),
+        n().prop_map(Op::Read),
+        (n(), prop::sample::select(&[0o600u32, 0o644, 0o755][..])).prop_map(|(a, m)| Op::Chmod(a, m)),
+        (n(), n()).prop_map(|(a, b)| Op::Rename(a, b)),
+        n().prop_map(Op::Unlink),
+        n().prop_map(Op::Rmdir),
+        (n(), n()).prop_map(|(a, b)| Op::Link(a, b)),
+        n().prop_map(Op::Truncate),
+    ]
+}
+
+/// An event with its cookie replaced by the order in which cookies first appear.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Ev {
+    wd: i32,
+    mask: u32,
+    cookie: u32,
+    name: Vec<u8>,
+}
+
+fn normalize(raw: Vec<(i32, u32, u32, Vec<u8>)>) -> Vec<Ev> {
+    let mut seen = Vec::new();
+    raw.into_iter()
+        .map(|(wd, mask, cookie, name)| {
+            let c = if cookie == 0 {
+                0
+            } else {
+                match seen.iter().position(|&x| x == cookie) {
+                    Some(i) => i as u32 + 1,
+                    None => {
+                        seen.push(cookie);
+                        seen.len() as u32
+                    }
+                }
+            };
+            Ev { wd, mask, cookie: c, name }
+        })
+        .collect()
+}
+
+// ---------------- host side ----------------
+
+struct Host {
+    dir: String,
+    ifd: i32,
+}
+
+fn c(p: &str) -> CString {
+    CString::new(p).unwrap()
+}
+
+impl Host {
+    fn new() -> Host {
+        let mut tmpl = *b"/dev/shm/uvfs-notify-XXXXXX\0";
+        // SAFETY: a writable NUL-terminated template.
+        let p = unsafe { libc::mkdtemp(tmpl.as_mut_ptr().cast()) };
+        assert!(!p.is_null(), "mkdtemp failed");
+        let dir = String::from_utf8(tmpl[..tmpl.len() - 1].to_vec()).unwrap();
+        // SAFETY: plain syscall.
+        let ifd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(ifd >= 0);
+        Host { dir, ifd }
+    }
+    fn p(&self, name: &str) -> CString {
+        c(&format!("{}/{}", self.dir, name))
+    }
+    fn errno<T: PartialOrd + Default>(r: T) -> Result<(), i32> {
+        if r < T::default() { Err(std::io::Error::last_os_error().raw_os_error().unwrap()) } else { Ok(()) }
+    }
+    fn run(&self, op: &Op) -> Result<(), i32> {
+        // SAFETY: plain syscalls on NUL-terminated paths and local buffers.
+        unsafe {
+            match *op {
+                Op::Create(a) => {
+                    let fd = libc::open(self.p(a).as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_EXCL, 0o644);
+                    Self::errno(fd)?;
+                    Self::errno(libc::close(fd))
+                }
+                Op::Mkdir(a) => Self::errno(libc::mkdir(self.p(a).as_ptr(), 0o755)),
+                Op::Write(a) => {
+                    let fd = libc::open(self.p(a).as_ptr(), libc::O_WRONLY);
+                    Self::errno(fd)?;
+                    libc::write(fd, b"x".as_ptr().cast(), 1);
+                    Self::errno(libc::close(fd))
+                }
+                Op::Read(a) => {
+                    let fd = libc::open(self.p(a).as_ptr(), libc::O_RDONLY);
+                    Self::errno(fd)?;
+                    let mut b = [0u8; 8];
+                    libc::read(fd, b.as_mut_ptr().cast(), 8);
+                    Self::errno(libc::close(fd))
+                }
+                Op::Chmod(a, m) => Self::errno(libc::chmod(self.p(a).as_ptr(), m)),
+                Op::Rename(a, b) => Self::errno(libc::rename(self.p(a).as_ptr(), self.p(b).as_ptr())),
+                Op::Unlink(a) => Self::errno(libc::unlink(self.p(a).as_ptr())),
+                Op::Rmdir(a) => Self::errno(libc::rmdir(self.p(a).as_ptr())),
+                Op::Link(a, b) => Self::errno(libc::link(self.p(a).as_ptr(), self.p(b).as_ptr())),
+                Op::Truncate(a) => Self::errno(libc::truncate(self.p(a).as_ptr(), 3)),
+            }
+        }
+    }
+    fn watch(&self, name: &str, mask: u32) -> Result<i32, i32> {
+        // SAFETY: plain syscall.
+        let wd = unsafe { libc::inotify_add_watch(self.ifd, self.p(name).as_ptr(), mask) };
+        if wd < 0 { Err(std::io::Error::last_os_error().raw_os_error().unwrap()) } else { Ok(wd) }
+    }
+    fn events(&self) -> Vec<(i32, u32, u32, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            // SAFETY: reading into a local buffer.
+            let n = unsafe { libc::read(self.ifd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            let mut off = 0;
+            while off < n as usize {
+                let wd = i32::from_ne_bytes(buf[off..off + 4].try_into().unwrap());
+                let mask = u32::from_ne_bytes(buf[off + 4..off + 8].try_into().unwrap());
+                let cookie = u32::from_ne_bytes(buf[off + 8..off + 12].try_into().unwrap());
+                let len = u32::from_ne_bytes(buf[off + 12..off + 16].try_into().unwrap()) as usize;
+                let name = &buf[off + 16..off + 16 + len];
+                let name = name[..name.iter().position(|&b| b == 0).unwrap_or(len)].to_vec();
+                out.push((wd, mask, cookie, name));
+                off += 16 + len;
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        // SAFETY: closing our descriptor.
+        unsafe { libc::close(self.ifd) };
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+// ---------------- uvfs side ----------------
+
+fn uvfs_run(t: &uvfs::Task, op: &Op) -> Result<(), i32> {
+    let p = |a: &str| format!("/{a}").into_bytes();
+    let r = match *op {
+        Op::Create(a) => {
+            t.open(&p(a), OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::EXCL, 0o644).and_then(|fd| t.close(fd))
+        }
+        Op::Mkdir(a) => t.mkdir(&p(a), 0o755),
+        Op::Write(a) => t.open(&p(a), OpenFlags::WRONLY, 0).and_then(|fd| {
+            let _ = t.write(fd, b"x");
+            t.close(fd)
+        }),
+        Op::Read(a) => t.open(&p(a), OpenFlags::RDONLY, 0).and_then(|fd| {
+            let _ = t.read(fd, &mut [0u8; 8]);
+            t.close(fd)
+        }),
+        Op::Chmod(a, m) => t.fchmodat(DirFd::Cwd, &p(a), m, AtFlags::empty()),
+        Op::Rename(a, b) => t.rename(&p(a), &p(b)),
+        Op::Unlink(a) => t.unlink(&p(a)),
+        Op::Rmdir(a) => t.rmdir(&p(a)),
+        Op::Link(a, b) => t.link(&p(a), &p(b)),
+        Op::Truncate(a) => t.truncate(&p(a), 3),
+    };
+    r.map_err(|e| e.raw())
+}
+
+fn uvfs_events(ino: &uvfs::Inotify) -> Vec<(i32, u32, u32, Vec<u8>)> {
+    match ino.read_events(usize::MAX, None) {
+        Ok(v) => {
+            v.into_iter().map(|e: InotifyEvent| (e.wd, e.mask.bits(), e.cookie, e.name.unwrap_or_default())).collect()
+        }
+        Err(Errno::EAGAIN) => Vec::new(),
+        Err(e) => panic!("read_events: {e:?}"),
+    }
+}
+
+fn compare(fast: FastPaths, masks: [u32; 3], ops: &[Op]) -> Result<(), TestCaseError> {
+    let host = Host::new();
+    let vfs = Vfs::new(VfsConfig { fast_paths: fast, ..Default::default() });
+    let t = vfs.root_task();
+    t.umask(0o022);
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    // The same starting tree: dirs d, e and file f.
+    for op in [Op::Mkdir("d"), Op::Mkdir("e"), Op::Create("f")] {
+        host.run(&op).unwrap();
+        uvfs_run(&t, &op).unwrap();
+    }
+    let targets = ["", "d", "f"];
+    for (name, &m) in targets.iter().zip(masks.iter()) {
+        let h = host.watch(name, m);
+        let u = t
+            .inotify_add_watch(&ino, format!("/{name}").as_bytes(), EventMask::from_bits_retain(m))
+            .map_err(|e| e.raw());
+        prop_assert_eq!(h, u, "add_watch {:?} {:#x}", name, m);
+    }
+    for op in ops {
+        let h = host.run(op);
+        let u = uvfs_run(&t, op);
+        prop_assert_eq!(h, u, "result of {:?}", op);
+    }
+    let (he, ue) = (normalize(host.events()), normalize(uvfs_events(&ino)));
+    prop_assert_eq!(he, ue, "events after {:?} with masks {:x?}", ops, masks);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn event_sequences_match_the_kernel(
+        masks in [prop::sample::select(MASKS), prop::sample::select(MASKS), prop::sample::select(MASKS)],
+        ops in prop::collection::vec(op(), 1..16),
+    ) {
+        compare(FastPaths::all(), masks, &ops)?;
+        compare(FastPaths::all() - FastPaths::NOTIFY, masks, &ops)?;
+    }
+}
+
+#[test]
+fn watch_errors_match_linux() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o755).unwrap();
+    t.open(b"/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o600).and_then(|fd| t.close(fd)).unwrap();
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    assert_eq!(t.inotify_add_watch(&ino, b"/nope", EventMask::ALL_EVENTS), Err(Errno::ENOENT));
+    assert_eq!(t.inotify_add_watch(&ino, b"/d", EventMask::empty()), Err(Errno::EINVAL));
+    assert_eq!(
+        t.inotify_add_watch(&ino, b"/d", EventMask::CREATE | EventMask::MASK_ADD | EventMask::MASK_CREATE),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(t.inotify_add_watch(&ino, b"/f", EventMask::CREATE | EventMask::ONLYDIR), Err(Errno::ENOTDIR));
+    let wd = t.inotify_add_watch(&ino, b"/d", EventMask::CREATE).unwrap();
+    assert_eq!(t.inotify_add_watch(&ino, b"/d", EventMask::DELETE | EventMask::MASK_CREATE), Err(Errno::EEXIST));
+    assert_eq!(t.inotify_add_watch(&ino, b"/d", EventMask::DELETE | EventMask::MASK_ADD), Ok(wd));
+    // Permission: an unprivileged user cannot watch what it cannot read.
+    let user = vfs.task(Credentials::new(uvfs::Uid(1000), uvfs::Gid(1000), &[]));
+    assert_eq!(user.inotify_add_watch(&ino, b"/f", EventMask::ALL_EVENTS), Err(Errno::EACCES));
+    assert_eq!(t.inotify_rm_watch(&ino, 999), Err(Errno::EINVAL));
+    t.inotify_rm_watch(&ino, wd).unwrap();
+    let ev = ino.read_events(10, None).unwrap();
+    assert_eq!(ev.last().unwrap().mask, EventMask::IGNORED);
+    ino.close().unwrap();
+    assert_eq!(ino.read_events(1, None), Err(Errno::EBADF));
+    assert_eq!(t.inotify_add_watch(&ino, b"/d", EventMask::CREATE), Err(Errno::EBADF));
+    // Watch limit.
+    let vfs = Vfs::new(VfsConfig { max_user_watches: 1, ..Default::default() });
+    let t = vfs.root_task();
+    t.mkdir(b"/a", 0o755).unwrap();
+    t.mkdir(b"/b", 0o755).unwrap();
+    let ino = t.inotify_init1(InotifyFlags::empty()).unwrap();
+    t.inotify_add_watch(&ino, b"/a", EventMask::CREATE).unwrap();
+    assert_eq!(t.inotify_add_watch(&ino, b"/b", EventMask::CREATE), Err(Errno::ENOSPC));
+}
+
+#[test]
+fn queue_overflows_once_and_coalesces_identical_events() {
+    let vfs = Vfs::new(VfsConfig { max_queued_events: 4, ..Default::default() });
+    let t = vfs.root_task();
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o600).unwrap();
+    t.inotify_add_watch(&ino, b"/", EventMask::MODIFY | EventMask::CREATE).unwrap();
+    // Identical consecutive events coalesce.
+    for _ in 0..10 {
+        t.write(fd, b"x").unwrap();
+    }
+    assert_eq!(ino.pending(), 1);
+    for i in 0..10 {
+        t.mknodat(DirFd::Cwd, format!("/n{i}").as_bytes(), 0o600, 0).unwrap();
+    }
+    let ev = ino.read_events(100, None).unwrap();
+    assert_eq!(ev.len(), 5, "{ev:?}");
+    assert_eq!(ev[4].mask, EventMask::Q_OVERFLOW);
+    assert_eq!(ev[4].wd, -1);
+    assert_eq!(ino.read_events(1, None), Err(Errno::EAGAIN));
+    // Byte layout: names padded to 16.
+    t.mknodat(DirFd::Cwd, b"/xyz", 0o600, 0).unwrap();
+    let mut buf = [0u8; 64];
+    assert_eq!(ino.read(&mut buf[..20]), Err(Errno::EINVAL));
+    let n = ino.read(&mut buf).unwrap();
+    assert_eq!(n, 32);
+    assert_eq!(u32::from_ne_bytes(buf[4..8].try_into().unwrap()), EventMask::CREATE.bits());
+    assert_eq!(u32::from_ne_bytes(buf[12..16].try_into().unwrap()), 16);
+    assert_eq!(&buf[16..20], b"xyz\0");
+    t.close(fd).unwrap();
+}
+
+#[test]
+fn blocking_read_wakes_on_event_and_readiness_fd_signals() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    let ino = t.inotify_init1(InotifyFlags::empty()).unwrap();
+    t.inotify_add_watch(&ino, b"/", EventMask::CREATE).unwrap();
+    assert_eq!(ino.read_events(1, Some(Duration::from_millis(1))), Err(Errno::EAGAIN));
+    let rfd = ino.readiness_fd();
+    let mut pfd = [rustix::event::PollFd::new(&rfd, rustix::event::PollFlags::IN)];
+    assert_eq!(rustix::event::poll(&mut pfd, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })).unwrap(), 0);
+    std::thread::scope(|s| {
+        let t2 = vfs.root_task();
+        s.spawn(move || t2.mkdir(b"/x", 0o755).unwrap());
+        let ev = ino.read_events(1, None).unwrap();
+        assert_eq!(ev[0].name.as_deref(), Some(&b"x"[..]));
+        assert_eq!(ev[0].mask, EventMask::CREATE | EventMask::ISDIR);
+    });
+    t.mkdir(b"/y", 0o755).unwrap();
+    let mut pfd = [rustix::event::PollFd::new(&rfd, rustix::event::PollFlags::IN)];
+    assert_eq!(rustix::event::poll(&mut pfd, None).unwrap(), 1);
+    ino.read_events(10, None).unwrap();
+    let mut pfd = [rustix::event::PollFd::new(&rfd, rustix::event::PollFlags::IN)];
+    assert_eq!(rustix::event::poll(&mut pfd, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })).unwrap(), 0);
+}
+
+#[test]
+fn mount_and_filesystem_marks_report_paths() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/a", 0o755).unwrap();
+    t.mkdir(b"/a/b", 0o755).unwrap();
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    t.fanotify_mark(&ino, uvfs::MarkKind::Filesystem, b"/", EventMask::CREATE | EventMask::MODIFY).unwrap();
+    let fd = t.open(b"/a/b/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+    t.write(fd, b"1").unwrap();
+    t.close(fd).unwrap();
+    let ev = ino.read_events(10, None).unwrap();
+    let got: Vec<(EventMask, Vec<u8>)> = ev.into_iter().map(|e| (e.mask, e.path.unwrap())).collect();
+    assert_eq!(got, vec![(EventMask::CREATE, b"/a/b/f".to_vec()), (EventMask::MODIFY, b"/a/b/f".to_vec())]);
+}
+
+/// Seed 000: with nobody watching, and with a watch on an unrelated directory, write,
+/// open and close take no notify lock, and the notify check allocates nothing.
+#[test]
+fn unwatched_io_takes_no_notify_lock() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/watched", 0o755).unwrap();
+    t.mkdir(b"/work", 0o755).unwrap();
+    let fd = t.open(b"/work/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    t.pwrite(fd, b"x", 0).unwrap();
+    let run = || {
+        let before = uvfs::stats::counters().notify_locks;
+        for _ in 0..100 {
+            t.pwrite(fd, b"x", 0).unwrap();
+            let f2 = t.open(b"/work/f", OpenFlags::RDONLY, 0).unwrap();
+            t.close(f2).unwrap();
+        }
+        uvfs::stats::counters().notify_locks - before
+    };
+    assert_eq!(run(), 0, "no watcher anywhere");
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    t.inotify_add_watch(&ino, b"/watched", EventMask::ALL_EVENTS).unwrap();
+    assert_eq!(run(), 0, "one watcher on an unrelated directory");
+    assert_eq!(ino.read_events(10, None), Err(Errno::EAGAIN));
+    // The general path (switch off) does take them.
+    let vfs = Vfs::new(VfsConfig { fast_paths: FastPaths::all() - FastPaths::NOTIFY, ..Default::default() });
+    let t = vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    let before = uvfs::stats::counters().notify_locks;
+    t.pwrite(fd, b"x", 0).unwrap();
+    assert!(uvfs::stats::counters().notify_locks > before);
+    let _ = Fd(0);
+}
