@@ -183,6 +183,8 @@ pub(crate) struct SbNotify {
     pub(crate) watched: AtomicU32,
     /// Filesystem-wide marks.
     pub(crate) marks: Marks,
+    /// Every inode mark of this filesystem, for IN_UNMOUNT when it is unmounted.
+    pub(crate) inode_marks: NotifyMutex<Vec<Arc<Mark>>>,
 }
 
 /// One event as the hooks describe it.
@@ -361,6 +363,15 @@ pub(crate) fn d_instantiate_flags(parent: &Dentry, child: &Dentry) {
         child.set_flag(DENTRY_PARENT_WATCHED);
     } else if child.flags() & DENTRY_PARENT_WATCHED != 0 {
         child.clear_parent_watched();
+    }
+}
+
+/// `fsnotify_sb_delete`: the filesystem's last mount went away: every inode watch on it
+/// gets IN_UNMOUNT, then IN_IGNORED.
+pub(crate) fn sb_unmounted(sb: &crate::superblock::SuperBlock) {
+    let marks = std::mem::take(&mut *sb.notify.inode_marks.lock());
+    for m in marks {
+        m.group.unmounted(&m);
     }
 }
 

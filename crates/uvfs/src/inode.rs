@@ -2,7 +2,7 @@
 //!
 //! The attribute group (mode, ids, nlink, size, times) is a set of atomics under the
 //! inode's [`SeqCount`]: `stat` reads it locklessly and retries if a writer intervened;
-//! writers hold [`Inode::lock`] and bump the count. The fields a walk reads (type, mode,
+//! writers hold `Inode::lock` and bump the count. The fields a walk reads (type, mode,
 //! ids, ACL slot, symlink body) come first; the lock and the filesystem's private data
 //! come after, on other cache lines.
 

@@ -227,6 +227,16 @@ impl Group {
         true
     }
 
+    /// The filesystem of `m` was unmounted: `IN_UNMOUNT`, then `IN_IGNORED`.
+    pub(crate) fn unmounted(&self, m: &Arc<Mark>) {
+        let mut st = self.state.lock();
+        if st.watches.get(&m.wd).is_some_and(|w| Arc::ptr_eq(w, m)) {
+            let ev = InotifyEvent { wd: m.wd, mask: EventMask::UNMOUNT, cookie: 0, name: None, path: None };
+            self.push(&mut st, ev);
+            self.remove_watch_locked(&mut st, m.wd);
+        }
+    }
+
     /// The object of `m` is gone (deleted, unmounted): `IN_IGNORED`, mark removed.
     pub(crate) fn object_gone(&self, m: &Arc<Mark>) {
         let mut st = self.state.lock();
@@ -241,6 +251,7 @@ fn unhook(m: &Arc<Mark>) {
     let sb = match &m.target {
         MarkTarget::Inode(i) => {
             i.marks.remove(m);
+            i.sb().notify.inode_marks.lock().retain(|x| !Arc::ptr_eq(x, m));
             i.sb().clone()
         }
         MarkTarget::Mount(mnt) => {
@@ -438,6 +449,7 @@ impl Task {
         });
         st.watches.insert(wd, m.clone());
         inode.sb().notify.watched.fetch_add(1, Ordering::Relaxed);
+        inode.sb().notify.inode_marks.lock().push(m.clone());
         inode.marks.add(m);
         drop(st);
         set_children_watched(&p.dentry, &inode);

@@ -16,11 +16,13 @@
 //! | [`mount`] | [`Mount`]: flags, users (umount EBUSY), writers (remount-ro EBUSY) | `struct mount` |
 //! | `namespace` | `mount`, `remount`, `umount2`, `mountinfo` on [`Task`] | `fs/namespace.c` |
 //! | `openat2` | [`OpenHow`], [`ResolveFlags`]: scoped resolution | `fs/open.c` (`build_open_flags`) |
-//! | [`file`], [`fdtable`] | [`File`], [`FdTable`] | `struct file`, `files_struct` |
+//! | [`file`](mod@file), [`fdtable`] | [`File`], [`FdTable`] | `struct file`, `files_struct` |
 //! | [`namei`] | the path walk | `fs/namei.c` |
 //! | [`permission`] | mode bits, capabilities, sticky, setgid | `generic_permission` |
 //! | [`acl`] | POSIX ACLs: the slot, evaluation, xattr format, inheritance | `fs/posix_acl.c` |
 //! | [`xattr`] | extended attributes: names, namespaces, permission | `fs/xattr.c` |
+//! | [`fsnotify`] | marks on inodes, mounts, filesystems; the event hooks | `fs/notify/fsnotify.c` |
+//! | [`inotify`] | [`Inotify`] instances: watches, the bounded event queue | `fs/notify/inotify/` |
 //! | [`memfs`] | tmpfs semantics in memory | `mm/shmem.c` |
 //! | `open`, `stat`, `dir_ops`, `read_write`, `readdir`, `utimes`, `d_path` | the calls | `fs/open.c`, `fs/stat.c`, ... |
 //! | [`seqcount`], [`rcu`], [`rhashtable`], [`sync`] | primitives | `seqcount_t`, RCU, the dcache hash, locks |
@@ -29,8 +31,9 @@
 //! `rename_lock` (renames, mount changes; it holds the list of mounts) -> parent
 //! directory lock (ancestor first) ->
 //! child directory lock -> inode lock -> file position lock -> memfs leaf locks (pages,
-//! xattrs, ACLs).
-//! The fd table lock and a task's `fs_lock` are leaves taken alone. Every struct field
+//! xattrs, ACLs) -> notify locks (a mark list, then an inotify group).
+//! The fd table lock and a task's `fs_lock` are leaves taken alone (a closed file is
+//! released after the fd table lock is dropped). Every struct field
 //! says whether it is immutable, atomic, or protected by which lock.
 //!
 //! ## The reclamation rule
@@ -49,6 +52,9 @@
 //!   by `readlinkat`.
 //! - **Failed open without allocation** (seed 003): `Task::openat` walks before it
 //!   allocates.
+//! - **Nobody watches** (seed 000): [`fsnotify`]. A write, open or close checks the
+//!   filesystem's watched-object count, then the dentry's parent-watched flag, then the
+//!   mark masks, and stops at the first zero: no lock, no call, no allocation.
 //! - **No-ACL permission check** (seed 001): [`acl::AclSlot`], read by [`permission`]
 //!   without a lock; "known none" (or a check the mode decides: the owner, or no group
 //!   bits) touches no ACL data, a cached ACL is evaluated in place.

@@ -83,7 +83,8 @@ impl VfsInner {
 
     /// Detaches `top` and every mount below it (`umount_tree`): out of the table, parent
     /// links cleared. Caller holds the rename lock (as `tree`), inside the rename sequence.
-    fn detach_tree(&self, tree: &mut MountTree, top: &Arc<Mount>, guard: &LocalGuard<'_>) {
+    /// Returns the filesystems of the detached mounts.
+    fn detach_tree(&self, tree: &mut MountTree, top: &Arc<Mount>, guard: &LocalGuard<'_>) -> Vec<Arc<SuperBlock>> {
         let mut victims: Vec<Arc<Mount>> = vec![top.clone()];
         // Parents come before children in the list, so one pass finds the whole subtree.
         for m in tree.mounts.iter() {
@@ -106,6 +107,7 @@ impl VfsInner {
             v.set_attached(false);
         }
         tree.mounts.retain(|m| !victims.iter().any(|v| Arc::ptr_eq(v, m)));
+        victims.iter().map(|v| v.sb.clone()).collect()
     }
 
     /// The topmost mount on (`mnt`, `dentry`) (`lock_mount` follows mounts that appeared
@@ -302,7 +304,15 @@ impl Task {
         if !flags.contains(UmountFlags::DETACH) && (tree.has_children(m, &guard) || !m.try_doom()) {
             return Err(Errno::EBUSY);
         }
-        vfs.rename_seq.write(|| vfs.detach_tree(&mut tree, m, &guard));
+        let sbs: Vec<Arc<SuperBlock>> = vfs.rename_seq.write(|| vfs.detach_tree(&mut tree, m, &guard));
+        // A filesystem no longer mounted anywhere is shut down: its watches hear of it.
+        // (Linux waits for the last user of a lazily detached mount; uvfs tells at once.)
+        let orphaned: Vec<Arc<SuperBlock>> =
+            sbs.into_iter().filter(|sb| !tree.mounts.iter().any(|x| Arc::ptr_eq(&x.sb, sb))).collect();
+        drop(tree);
+        for sb in orphaned {
+            crate::fsnotify::sb_unmounted(&sb);
+        }
         Ok(())
     }
 

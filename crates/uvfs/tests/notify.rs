@@ -401,3 +401,23 @@ fn unwatched_io_takes_no_notify_lock() {
     assert!(uvfs::stats::counters().notify_locks > before);
     let _ = Fd(0);
 }
+
+/// `fsnotify_sb_delete`: unmounting a filesystem sends IN_UNMOUNT, then IN_IGNORED, to the
+/// watches on its inodes; watches elsewhere are untouched.
+#[test]
+fn unmount_sends_unmount_then_ignored() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/mnt", 0o755).unwrap();
+    t.mkdir(b"/other", 0o755).unwrap();
+    t.mount(uvfs::MountSource::MemFs(uvfs::memfs::MemFsLimits::default()), b"/mnt", uvfs::MountFlags::empty()).unwrap();
+    t.mkdir(b"/mnt/d", 0o755).unwrap();
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    let wd_in = t.inotify_add_watch(&ino, b"/mnt/d", EventMask::ALL_EVENTS).unwrap();
+    let wd_out = t.inotify_add_watch(&ino, b"/other", EventMask::ALL_EVENTS).unwrap();
+    t.umount(b"/mnt").unwrap();
+    let ev: Vec<(i32, EventMask)> = ino.read_events(10, None).unwrap().into_iter().map(|e| (e.wd, e.mask)).collect();
+    assert_eq!(ev, vec![(wd_in, EventMask::UNMOUNT), (wd_in, EventMask::IGNORED)]);
+    assert_eq!(t.inotify_rm_watch(&ino, wd_in), Err(Errno::EINVAL));
+    t.inotify_rm_watch(&ino, wd_out).unwrap();
+}
