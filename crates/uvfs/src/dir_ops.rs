@@ -93,17 +93,7 @@ impl Task {
         may_create_in(creds, dir_inode, vfs.fast, &guard)?;
         let inode = make(&p.parent, name, &guard)?;
         vfs.d_add(&p.parent.dentry, &mut locked, name, inode.clone(), &guard);
-        fsnotify::notify_name(
-            vfs.fast,
-            &p.parent.mnt,
-            &p.parent.dentry,
-            dir_inode,
-            name,
-            &inode,
-            EventMask::CREATE.bits(),
-            0,
-            &guard,
-        );
+        fsnotify::notify_name(vfs.fast, p.parent.pos(), name, &inode, EventMask::CREATE.bits(), 0, &guard);
         Ok(())
     }
 
@@ -320,20 +310,7 @@ impl Task {
         // Linux's order: ATTRIB (link count), DELETE_SELF (last link, unused), DELETE in
         // the directory, then the watches of the deleted inode go (IN_IGNORED).
         fsnotify::notify_self(vfs.fast, &inode, EventMask::ATTRIB.bits(), &guard);
-        if inode.evict_if_unused() {
-            fsnotify::inode_deleted(vfs.fast, &inode, &guard);
-        }
-        fsnotify::notify_name(
-            vfs.fast,
-            &p.parent.mnt,
-            &p.parent.dentry,
-            dir_inode,
-            name,
-            &inode,
-            EventMask::DELETE.bits(),
-            0,
-            &guard,
-        );
+        notify_removed(vfs.fast, p.parent.pos(), name, &inode, &guard);
         drop(locked);
         Ok(())
     }
@@ -380,20 +357,7 @@ impl Task {
         victim.set_flag(DENTRY_DEAD);
         drop(vlocked);
         vfs.d_remove(&p.parent.dentry, &mut locked, name, &guard);
-        if inode.evict_if_unused() {
-            fsnotify::inode_deleted(vfs.fast, &inode, &guard);
-        }
-        fsnotify::notify_name(
-            vfs.fast,
-            &p.parent.mnt,
-            &p.parent.dentry,
-            dir_inode,
-            name,
-            &inode,
-            EventMask::DELETE.bits(),
-            0,
-            &guard,
-        );
+        notify_removed(vfs.fast, p.parent.pos(), name, &inode, &guard);
         drop(locked);
         Ok(())
     }
@@ -557,18 +521,18 @@ impl Task {
         // fsnotify_move: MOVED_FROM/MOVED_TO sharing a cookie, ATTRIB on a replaced target,
         // MOVE_SELF; for an exchange, the same the other way round.
         let fast = vfs.fast;
-        let (om, nm) = (&op.parent.mnt, &np.parent.mnt);
+        let (old_dir, new_dir) = (op.parent.pos(), np.parent.pos());
         let cookie = fsnotify::next_cookie();
-        fsnotify::notify_name(fast, om, od, od_inode, oname, &src_inode, EventMask::MOVED_FROM.bits(), cookie, &guard);
-        fsnotify::notify_name(fast, nm, nd, nd_inode, nname, &src_inode, EventMask::MOVED_TO.bits(), cookie, &guard);
+        fsnotify::notify_name(fast, old_dir, oname, &src_inode, EventMask::MOVED_FROM.bits(), cookie, &guard);
+        fsnotify::notify_name(fast, new_dir, nname, &src_inode, EventMask::MOVED_TO.bits(), cookie, &guard);
         if let (Some(ti), false) = (&tgt_inode, exchange) {
             fsnotify::notify_self(fast, ti, EventMask::ATTRIB.bits(), &guard);
         }
         fsnotify::notify_self(fast, &src_inode, EventMask::MOVE_SELF.bits(), &guard);
         if let (Some(ti), true) = (&tgt_inode, exchange) {
             let cookie = fsnotify::next_cookie();
-            fsnotify::notify_name(fast, nm, nd, nd_inode, nname, ti, EventMask::MOVED_FROM.bits(), cookie, &guard);
-            fsnotify::notify_name(fast, om, od, od_inode, oname, ti, EventMask::MOVED_TO.bits(), cookie, &guard);
+            fsnotify::notify_name(fast, new_dir, nname, ti, EventMask::MOVED_FROM.bits(), cookie, &guard);
+            fsnotify::notify_name(fast, old_dir, oname, ti, EventMask::MOVED_TO.bits(), cookie, &guard);
             fsnotify::notify_self(fast, ti, EventMask::MOVE_SELF.bits(), &guard);
         }
         if let (Some(ti), false) = (&tgt_inode, exchange)
@@ -583,6 +547,21 @@ impl Task {
     pub fn rename(&self, old: &[u8], new: &[u8]) -> Result<()> {
         self.renameat2(DirFd::Cwd, old, DirFd::Cwd, new, RenameFlags::empty())
     }
+}
+
+/// `d_delete_notify`: `name` left `dir`; if that was the inode's last link and use, it
+/// is deleted first (DELETE_SELF, IN_IGNORED), then the directory reports the DELETE.
+fn notify_removed(
+    fast: crate::config::FastPaths,
+    dir: crate::namei::Pos<'_>,
+    name: &[u8],
+    inode: &crate::inode::Inode,
+    guard: &LocalGuard<'_>,
+) {
+    if inode.evict_if_unused() {
+        fsnotify::inode_deleted(fast, inode, guard);
+    }
+    fsnotify::notify_name(fast, dir, name, inode, EventMask::DELETE.bits(), 0, guard);
 }
 
 /// The locked state of the old (`new == false`) or new directory of a rename; the same

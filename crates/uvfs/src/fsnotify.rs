@@ -22,6 +22,7 @@ use crate::dentry::{DENTRY_PARENT_WATCHED, Dentry};
 use crate::inode::Inode;
 use crate::inotify::Group;
 use crate::mount::Mount;
+use crate::namei::Pos;
 use crate::rcu::LocalGuard;
 use crate::stats;
 
@@ -251,43 +252,39 @@ pub(crate) fn notify_file(
     );
 }
 
-/// The fast check for an event on a name in a directory (create, delete, moved from/to).
+/// The fast check for an event on a name in the directory `dir` (create, delete, moved
+/// from/to); `inode` is the named object.
 #[inline]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn notify_name(
     fast: FastPaths,
-    mnt: &Mount,
-    dir_dentry: &Dentry,
-    dir: &Inode,
+    dir: Pos<'_>,
     name: &[u8],
     inode: &Inode,
     mask: u32,
     cookie: u32,
     guard: &LocalGuard<'_>,
 ) {
+    let dir_inode = dir.inode();
     if fast.contains(FastPaths::NOTIFY) {
-        let sb = dir.sb();
+        let sb = dir_inode.sb();
         if sb.notify.watched.load(Ordering::Relaxed) == 0 {
             return;
         }
-        if (dir.marks.mask() | mnt.marks.mask() | sb.notify.marks.mask()) & mask == 0 {
+        if (dir_inode.marks.mask() | dir.mnt.marks.mask() | sb.notify.marks.mask()) & mask == 0 {
             return;
         }
     }
     let isdir = if inode.is_dir() { EventMask::ISDIR.bits() } else { 0 };
-    dispatch(
-        &Event {
-            mask: mask | isdir,
-            inode,
-            dir: Some((dir, name)),
-            dentry: None,
-            dir_dentry: Some(dir_dentry),
-            mnt: Some(mnt),
-            cookie,
-        },
-        fast,
-        guard,
-    );
+    let ev = Event {
+        mask: mask | isdir,
+        inode,
+        dir: Some((dir_inode, name)),
+        dentry: None,
+        dir_dentry: Some(dir.dentry),
+        mnt: Some(dir.mnt),
+        cookie,
+    };
+    dispatch(&ev, fast, guard);
 }
 
 /// The fast check for an event on the object itself only (delete_self, move_self).

@@ -225,17 +225,7 @@ impl Task {
         };
         let inode = parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &args)?;
         let d = vfs.d_add(&parent.dentry, &mut locked, name, inode.clone(), &guard);
-        fsnotify::notify_name(
-            vfs.fast,
-            &parent.mnt,
-            &parent.dentry,
-            dir_inode,
-            name,
-            &inode,
-            EventMask::CREATE.bits(),
-            0,
-            &guard,
-        );
+        fsnotify::notify_name(vfs.fast, parent.pos(), name, &inode, EventMask::CREATE.bits(), 0, &guard);
         drop(locked);
         Ok(Some(File::new(parent.mnt.clone(), d, inode, flags & !OpenFlags::TRUNC)?))
     }

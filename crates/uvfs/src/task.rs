@@ -27,6 +27,13 @@ pub struct PathRef {
     pub dentry: Arc<Dentry>,
 }
 
+impl PathRef {
+    /// The same position, borrowed (for calls that take a walk position).
+    pub(crate) fn pos(&self) -> crate::namei::Pos<'_> {
+        crate::namei::Pos { mnt: &self.mnt, dentry: &self.dentry }
+    }
+}
+
 /// Root and working directory.
 #[derive(Clone)]
 pub(crate) struct FsContext {
