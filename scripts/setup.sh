@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # Installs what uvfs's build, tests and benchmarks need on a fresh Debian machine.
-# Idempotent: checks first, installs only what is missing.
+# Idempotent: checks first, installs only what is missing. Runs as root (the FUSE and
+# differential tests need it anyway).
 set -euo pipefail
 
 need_apt=()
-command -v cc >/dev/null || need_apt+=(build-essential)
-command -v valgrind >/dev/null || need_apt+=(valgrind)
-command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+have() { command -v "$1" >/dev/null 2>&1; }
+have cc || need_apt+=(build-essential)
+have valgrind || need_apt+=(valgrind)
+have pkg-config || need_apt+=(pkg-config)
+have fusermount3 || need_apt+=(fuse3)
+have getfacl || need_apt+=(acl)
+[ -e /usr/include/sys/acl.h ] || need_apt+=(libacl1-dev) # pjdfstest builds against it
+have git || need_apt+=(git)
+have tar || need_apt+=(tar)
+have find || need_apt+=(findutils)
+have setpriv || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -14,7 +23,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-if ! command -v cargo >/dev/null; then
+if ! have cargo; then
   echo "setup: cargo not found; install Rust 1.95 with rustup first" >&2
   exit 1
 fi
@@ -22,3 +31,8 @@ fi
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
   rustup component add rustfmt clippy
 fi
+# pjdfstest (crates.io) for the FUSE conformance test.
+have pjdfstest || [ -x "$HOME/.cargo/bin/pjdfstest" ] || cargo install --locked pjdfstest
+# The unprivileged user and group pjdfstest switches to (nobody/nogroup come with Debian).
+getent group tests >/dev/null || groupadd tests
+id tests >/dev/null 2>&1 || useradd -g tests -M -N -s /usr/sbin/nologin -d / tests

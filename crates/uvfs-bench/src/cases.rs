@@ -9,7 +9,7 @@
 //! | `stat2` | 004 | N threads `stat` the same file, N = 1..=cores | `LOCKLESS_WALK` |
 //! | `write1` | 000 | each thread `pwrite`s 1 byte at offset 0 of its own file | (`NOTIFY` later) |
 //! | `messaging` | 000 | hackbench shape: 20 senders x 20 receivers per group, 100-byte messages through files; wall time | (`NOTIFY` later) |
-//! | `fstree` | 004 | T threads scan their own D x F tree, cold caches | needs hostfs |
+//! | `fstree` | 004 | T threads scan their own D x F tree, cold caches (own runner: [`crate::fstree`]) | `INODE_HASH` |
 //!
 //! For `stat` and `open1` the directories `a b c` are 0755 and `d e` 0750, the file 0640,
 //! all owned by uid 1000 / gid 1000. The owner runs as uid 1000; the non-owner as uid
@@ -24,7 +24,7 @@
 //! Hooks for later work: `Case::pending` lists switches whose general path is not wired
 //! yet (reported as skipped unless asked for with `--target`), the `write1` "1 unrelated
 //! watcher" variant is declared and skipped until uvfs has watches, and `fstree` is
-//! declared and skipped until hostfs exists.
+//! run by its own runner ([`crate::fstree`]) when asked for alone.
 
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
@@ -184,7 +184,7 @@ pub const CASES: &[Case] = &[
         unit: Unit::Seconds,
         switches: FastPaths::INODE_HASH,
         pending: &[],
-        unavailable: Some("needs hostfs (issue 8)"),
+        unavailable: Some("runs alone: uvfs bench --case fstree [--quick] [--threads T]"),
     },
 ];
 

@@ -63,6 +63,7 @@ pub mod backend;
 pub mod cases;
 pub mod chart;
 pub mod cli;
+pub mod fstree;
 pub mod harness;
 pub mod report;
 pub mod run;
@@ -75,6 +76,11 @@ pub use cli::BenchArgs;
 
 /// Runs `uvfs bench` with parsed arguments and returns the process exit status.
 pub fn run(args: BenchArgs) -> ExitCode {
+    // fstree has its own runner (a tree on the host, cold instances per run): asked for
+    // alone by name.
+    if args.cases.len() == 1 && args.cases[0].trim() == "fstree" {
+        return fstree::main(&args.tmpfs, args.threads.map(|n| n as usize), args.quick, args.json);
+    }
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let plan = match cli::plan(&args, cores, backend::check_tmpfs) {
         Ok(p) => p,

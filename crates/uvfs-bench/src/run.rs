@@ -298,13 +298,15 @@ mod tests {
     #[test]
     fn default_targets_follow_the_case_switches() {
         let p = test_plan(BenchArgs::default(), true);
+        // The fuse target runs these cases where it can mount (root, /dev/fuse).
+        let fuse = fuse_blocker(cases::case("openneg").unwrap()).is_none();
         let t = case_targets(cases::case("openneg").unwrap(), &p);
         assert_eq!(
             names(&t),
             [
                 ("kernel", true),
                 ("uvfs", true),
-                ("fuse", false),
+                ("fuse", fuse),
                 ("uvfs-no-lockless", true),
                 ("uvfs-no-failed-open", true)
             ]
@@ -312,10 +314,12 @@ mod tests {
         let t = case_targets(cases::case("stat").unwrap(), &p);
         assert_eq!(
             names(&t),
-            [("kernel", true), ("uvfs", true), ("fuse", false), ("uvfs-no-lockless", true), ("uvfs-no-acl", true)]
+            [("kernel", true), ("uvfs", true), ("fuse", fuse), ("uvfs-no-lockless", true), ("uvfs-no-acl", true)]
         );
         let t = case_targets(cases::case("readlink1").unwrap(), &p);
-        assert_eq!(names(&t), [("kernel", true), ("uvfs", true), ("fuse", false), ("uvfs-no-symlink-cache", true)]);
+        assert_eq!(names(&t), [("kernel", true), ("uvfs", true), ("fuse", fuse), ("uvfs-no-symlink-cache", true)]);
+        // fstree is not a FUSE case.
+        assert!(fuse_blocker(cases::case("fstree").unwrap()).is_some());
     }
 
     #[test]
@@ -338,14 +342,15 @@ mod tests {
     #[test]
     fn run_counts_cover_groups_and_targets() {
         let args = BenchArgs { cases: vec!["readlink1".into(), "fstree".into()], ..Default::default() };
-        // fstree is refused when named.
+        // fstree is refused when named with other cases (it runs alone).
         let e =
             plan(&BenchArgs { chart: std::env::temp_dir().join("uvfs-bench-tests").join("x.svg"), ..args }, 2, |_| {
                 Ok(())
             });
-        assert!(e.unwrap_err().0.contains("needs hostfs"));
+        assert!(e.unwrap_err().0.contains("runs alone"));
         let args = BenchArgs { cases: vec!["readlink1".into()], threads: Some(2), ..Default::default() };
-        // 2 groups (1 and 2 threads) x 3 targets.
-        assert_eq!(total_runs(&test_plan(args, true)), 6);
+        // 2 groups (1 and 2 threads) x 3 targets, plus fuse where it can mount.
+        let fuse = u64::from(fuse_blocker(cases::case("readlink1").unwrap()).is_none());
+        assert_eq!(total_runs(&test_plan(args, true)), 2 * (3 + fuse));
     }
 }

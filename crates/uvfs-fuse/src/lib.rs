@@ -153,6 +153,8 @@ pub struct MountHandle {
     server: Arc<server::Server>,
     stop: Arc<AtomicBool>,
     watcher: Option<JoinHandle<()>>,
+    /// The fusectl connection id registered with the exit guard.
+    live: u64,
 }
 
 impl MountHandle {
@@ -173,6 +175,12 @@ impl MountHandle {
 
     fn finish(&mut self) -> io::Result<()> {
         self.stop.store(true, Ordering::Relaxed);
+        if self.session.is_some() {
+            // Files still open on the mount (by this process or others) would keep the
+            // detached connection, and so the join below, alive forever: abort it first,
+            // as `umount -f` would. Nothing is lost: memfs lives in `Vfs`, not in the mount.
+            exit_guard::abort(self.live);
+        }
         let r = match self.session.take() {
             Some(s) => s.umount_and_join(),
             None => Ok(()),
@@ -181,6 +189,7 @@ impl MountHandle {
             let _ = w.join();
         }
         release(&self.server);
+        exit_guard::remove(self.live);
         r
     }
 }
@@ -200,13 +209,81 @@ fn release(s: &server::Server) {
 }
 
 /// Mounts `vfs` at `mountpoint` and serves it from background threads.
+///
+/// A process that serves its own mount must not exit with files open on it: the kernel
+/// closes them at exit, after the serving threads are gone, and would wait forever for
+/// the answers. So the mounts made here and not unmounted yet are aborted (through the
+/// fusectl filesystem) and detached by an `atexit` handler when the process exits
+/// normally.
 pub fn spawn(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<MountHandle> {
     let server = new_server(vfs, opts)?;
     let session = fuser::Session::new(server::UvfsFs { s: server.clone() }, mountpoint, &config(opts))?;
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
     let bg = session.spawn()?;
-    Ok(MountHandle { session: Some(bg), server, stop, watcher })
+    let live = exit_guard::add(mountpoint);
+    Ok(MountHandle { session: Some(bg), server, stop, watcher, live })
+}
+
+/// The `atexit` safety net of [`spawn`].
+mod exit_guard {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::Path;
+
+    use parking_lot::Mutex;
+
+    /// (fusectl connection id, mount point) of live background mounts.
+    static LIVE: Mutex<Vec<(u64, std::ffi::CString)>> = Mutex::new(Vec::new());
+    static ONCE: std::sync::Once = std::sync::Once::new();
+
+    /// Aborts connection `id` through fusectl (mounted first if it is not).
+    pub(crate) fn abort(id: u64) {
+        if id == 0 {
+            return;
+        }
+        let ctl = Path::new("/sys/fs/fuse/connections");
+        if std::fs::read_dir(ctl).is_ok_and(|mut d| d.next().is_none()) {
+            // SAFETY: valid C strings; mounting fusectl is harmless if it fails.
+            unsafe {
+                libc::mount(
+                    c"fusectl".as_ptr(),
+                    c"/sys/fs/fuse/connections".as_ptr(),
+                    c"fusectl".as_ptr(),
+                    0,
+                    std::ptr::null(),
+                );
+            }
+        }
+        let _ = std::fs::write(ctl.join(id.to_string()).join("abort"), "1");
+    }
+
+    extern "C" fn on_exit() {
+        let live = std::mem::take(&mut *LIVE.lock());
+        for (id, mp) in live {
+            abort(id);
+            // SAFETY: valid C string.
+            unsafe { libc::umount2(mp.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+
+    /// Registers a mount; returns its connection id (0 if unknown).
+    pub(crate) fn add(mountpoint: &Path) -> u64 {
+        let Ok(m) = std::fs::metadata(mountpoint) else { return 0 };
+        let id = u64::from(libc::minor(m.dev()));
+        let Ok(c) = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()) else { return 0 };
+        ONCE.call_once(|| {
+            // SAFETY: registering a plain extern "C" function.
+            unsafe { libc::atexit(on_exit) };
+        });
+        LIVE.lock().push((id, c));
+        id
+    }
+
+    /// Unregisters a mount that was unmounted.
+    pub(crate) fn remove(id: u64) {
+        LIVE.lock().retain(|(i, _)| *i != id);
+    }
 }
 
 /// Mounts `vfs` at `mountpoint` and serves it until it is unmounted. `on_mounted` runs once

@@ -46,6 +46,13 @@ pub struct VfsConfig {
     /// Watches one inotify instance may hold before ENOSPC (Linux's `max_user_watches`
     /// counts per user; uvfs per instance).
     pub max_user_watches: usize,
+    /// Cached positive dentries of filesystems that are not dcache-complete (hostfs)
+    /// beyond which unused ones are evicted, oldest first. (memfs dentries are the files
+    /// themselves and never evicted.) Inodes of such filesystems live only as long as
+    /// something uses them, so this bounds them too.
+    pub dentry_limit: usize,
+    /// As `dentry_limit`, for negative dentries (cached misses).
+    pub negative_dentry_limit: usize,
 }
 
 impl Default for VfsConfig {
@@ -56,6 +63,8 @@ impl Default for VfsConfig {
             root_inode_limit: None,
             max_queued_events: 16384,
             max_user_watches: 65536,
+            dentry_limit: 1 << 20,
+            negative_dentry_limit: 1 << 18,
         }
     }
 }

@@ -85,6 +85,34 @@ pub struct DentryCold {
     /// Number of mounts on this dentry (in any parent mount); changed under the rename lock
     /// and the parent directory's lock (so rmdir/unlink, which hold the latter, see it).
     pub(crate) mounts: AtomicU32,
+    /// Immutable: the instance's evictable-dentry counts this dentry is counted in (a
+    /// dentry a lookup cached for a filesystem that is not dcache-complete), `None`
+    /// otherwise. Decremented when the dentry is freed.
+    pub(crate) counted: Option<Arc<DcacheCounts>>,
+}
+
+/// Dentries the instance may evict (cached lookups of filesystems that are not
+/// dcache-complete), alive now: the bounded-cache counts.
+#[derive(Default, Debug)]
+pub struct DcacheCounts {
+    /// Atomic: positive ones.
+    pub positive: std::sync::atomic::AtomicUsize,
+    /// Atomic: negative ones.
+    pub negative: std::sync::atomic::AtomicUsize,
+}
+
+impl DcacheCounts {
+    fn slot(&self, positive: bool) -> &std::sync::atomic::AtomicUsize {
+        if positive { &self.positive } else { &self.negative }
+    }
+}
+
+impl Drop for Dentry {
+    fn drop(&mut self) {
+        if let Some(c) = &self.cold.counted {
+            c.slot(self.hot.inode.is_some()).fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The children of a directory.
@@ -109,7 +137,15 @@ pub struct DirLocked {
 }
 
 impl Dentry {
-    fn alloc(inode: Option<Arc<Inode>>, parent: Option<Arc<Dentry>>, name: &[u8], _rcu: &Rcu) -> Arc<Dentry> {
+    fn alloc(
+        inode: Option<Arc<Inode>>,
+        parent: Option<Arc<Dentry>>,
+        name: &[u8],
+        counted: Option<Arc<DcacheCounts>>,
+    ) -> Arc<Dentry> {
+        if let Some(c) = &counted {
+            c.slot(inode.is_some()).fetch_add(1, Ordering::Relaxed);
+        }
         let dir = match &inode {
             Some(i) if i.is_dir() => Some(Box::new(Dir {
                 children: ChildMap::new(),
@@ -125,18 +161,31 @@ impl Dentry {
                 parent: parent.map(RcuArc::new),
                 name: RcuBox::new(Name::new(name)),
             },
-            cold: DentryCold { pos: AtomicU64::new(0), mounts: AtomicU32::new(0) },
+            cold: DentryCold { pos: AtomicU64::new(0), mounts: AtomicU32::new(0), counted },
         })
     }
 
     /// The root dentry of a filesystem.
     pub fn new_root(inode: Arc<Inode>, rcu: &Rcu) -> Arc<Dentry> {
-        Dentry::alloc(Some(inode), None, b"/", rcu)
+        let _ = rcu;
+        Dentry::alloc(Some(inode), None, b"/", None)
     }
 
     /// A dentry for `name` in `parent`, not yet in the parent's map.
     pub(crate) fn new_child(parent: &Arc<Dentry>, name: &[u8], inode: Option<Arc<Inode>>, rcu: &Rcu) -> Arc<Dentry> {
-        Dentry::alloc(inode, Some(parent.clone()), name, rcu)
+        let _ = rcu;
+        Dentry::alloc(inode, Some(parent.clone()), name, None)
+    }
+
+    /// A dentry a lookup caches for a filesystem that is not dcache-complete: counted in
+    /// `counts`, and evictable when unused.
+    pub(crate) fn new_cached(
+        parent: &Arc<Dentry>,
+        name: &[u8],
+        inode: Option<Arc<Inode>>,
+        counts: &Arc<DcacheCounts>,
+    ) -> Arc<Dentry> {
+        Dentry::alloc(inode, Some(parent.clone()), name, Some(counts.clone()))
     }
 
     /// The inode (`None`: negative).

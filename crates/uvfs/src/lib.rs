@@ -24,6 +24,8 @@
 //! | [`fsnotify`] | marks on inodes, mounts, filesystems; the event hooks | `fs/notify/fsnotify.c` |
 //! | [`inotify`] | [`Inotify`] instances: watches, the bounded event queue | `fs/notify/inotify/` |
 //! | [`memfs`] | tmpfs semantics in memory | `mm/shmem.c` |
+//! | [`hostfs`] | passthrough to a host directory, by descriptors only | disk filesystems' `lookup` |
+//! | [`icache`] | the inode cache: lockless probe, locked insert | `fs/inode.c` (inode hash) |
 //! | `open`, `stat`, `dir_ops`, `read_write`, `readdir`, `utimes`, `d_path` | the calls | `fs/open.c`, `fs/stat.c`, ... |
 //! | [`seqcount`], [`rcu`], [`rhashtable`], [`sync`] | primitives | `seqcount_t`, RCU, the dcache hash, locks |
 //!
@@ -48,6 +50,9 @@
 //!   readlink or failed open of cached names takes no lock, allocates nothing and writes
 //!   no shared memory; the `Arc` count of a dentry lives on the cache line before it
 //!   (`align(64)`), away from the lookup fields ([`dentry`]).
+//! - **Lockless inode-cache probe** (seed 004, hash half): [`icache`]. Filesystems that
+//!   load inodes (hostfs) find them by (device, inode number) in a table probed without
+//!   its lock; only an insert locks (and probes again under the lock).
 //! - **Symlink body in the inode** (seed 002): [`Inode::cached_link`], used by the walk and
 //!   by `readlinkat`.
 //! - **Failed open without allocation** (seed 003): `Task::openat` walks before it
@@ -62,6 +67,13 @@
 //! Each falls back to a general path that exists anyway (the locked walk tier, asking the
 //! filesystem, the locked ACL load); the switch forces it. A lockless reader that sees an
 //! inconsistent state (the rename sequence moved) falls back; it never answers wrong.
+//!
+//! ## Bounded caches
+//! Dentries that lookups cache for a filesystem that is not dcache-complete (hostfs) are
+//! counted and evicted when unused, oldest first, past [`VfsConfig::dentry_limit`] and
+//! [`VfsConfig::negative_dentry_limit`] ([`Vfs::dcache_counts`]); such inodes live only
+//! while used, so the limit bounds them too. Dropping a [`Vfs`] tears its dentry trees
+//! down (a directory's map and a child's parent pointer form a cycle).
 //!
 //! ## Example
 //! ```
@@ -87,6 +99,8 @@ pub mod fdtable;
 pub mod file;
 pub mod flags;
 pub mod fsnotify;
+pub mod hostfs;
+pub mod icache;
 pub mod inode;
 pub mod inotify;
 pub mod memfs;

@@ -690,6 +690,10 @@ impl Task {
                 Err(Stop::Fallback) => Err(Errno::EIO),
             };
             if rename_locked.is_some() || !vfs.rename_seq.read_retry(seq) {
+                // The locked tier is where cached dentries are made: keep them bounded.
+                drop(rename_locked);
+                drop(guard);
+                vfs.shrink_dcache();
                 return r;
             }
             stats::bump(|c| c.walk_retries += 1);

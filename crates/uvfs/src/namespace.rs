@@ -42,6 +42,11 @@ impl MountTree {
         MountTree { mounts: vec![root], next_id }
     }
 
+    /// Takes the list of mounts (instance teardown).
+    pub(crate) fn take_mounts(&mut self) -> Vec<Arc<Mount>> {
+        std::mem::take(&mut self.mounts)
+    }
+
     fn alloc_id(&mut self) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
@@ -215,7 +220,7 @@ impl Task {
     /// `do_new_mount`: a new instance of `fs` at `tp`.
     fn mount_new(&self, tp: &PathRef, fs: Box<dyn FileSystem>, flags: MountFlags) -> Result<()> {
         let vfs = &*self.vfs;
-        let sb = SuperBlock::new(fs, &vfs.rcu);
+        let sb = SuperBlock::with_config(fs, &vfs.rcu, &vfs.config);
         let root = Dentry::new_root(sb.fs().root_inode(&sb)?, &vfs.rcu);
         let mut tree = vfs.rename_lock.lock();
         let guard = vfs.rcu.pin();

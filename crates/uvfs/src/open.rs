@@ -49,6 +49,13 @@ pub(crate) fn kill_privs(creds: &Credentials, inode: &Inode) {
             w.set_mode(mode & !kill);
             w.set_ctime(Timespec::now());
         });
+        // Persisted like any mode change (Linux's `file_remove_privs` -> `notify_change`):
+        // a passthrough filesystem would otherwise keep the bits (the host process may
+        // hold CAP_FSETID). Best effort, as the write or truncate goes on either way.
+        let _ = inode
+            .sb()
+            .fs()
+            .setattr(inode, &crate::superblock::SetAttr { mode: Some(mode & !kill), ..Default::default() });
     }
 }
 

@@ -157,6 +157,7 @@ where
 
     /// Inserts unless present; returns the value now in the table. The caller serializes
     /// writers.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn get_or_insert<'g>(&self, key: K, value: V, rcu: &Rcu, guard: &'g LocalGuard<'_>) -> &'g V {
         let _w = WriterCheck::enter(&self.writing);
         if let Some(v) = self.get(&key, guard) {
@@ -165,6 +166,29 @@ where
         let node = self.push(key, value, rcu);
         // SAFETY: the node is linked and freed only through the collector; see `get`.
         unsafe { &(*node).value }
+    }
+
+    /// Removes every entry and returns their values (instance teardown). The caller
+    /// serializes writers. The old array is retired whole, readers still on it finish.
+    pub(crate) fn drain(&self, rcu: &Rcu) -> Vec<V> {
+        let _w = WriterCheck::enter(&self.writing);
+        let old = self.buckets.swap(Box::into_raw(Box::new(Buckets::new(4))), Ordering::AcqRel);
+        let mut out = Vec::with_capacity(self.len.load(Ordering::Relaxed));
+        // SAFETY: `old` was the current array, which only the (serialized) writer frees;
+        // its nodes are alive until it is reclaimed.
+        unsafe {
+            for h in (*old).heads.iter() {
+                let mut p = h.load(Ordering::Acquire);
+                while !p.is_null() {
+                    out.push((*p).value.clone());
+                    p = (*p).next.load(Ordering::Acquire);
+                }
+            }
+        }
+        self.len.store(0, Ordering::Relaxed);
+        // SAFETY: `old` came from `Box::into_raw` and is no longer published.
+        unsafe { rcu.retire_box(old) };
+        out
     }
 
     /// Removes; returns the value removed. The caller serializes writers.

@@ -192,18 +192,33 @@ pub struct SuperBlock {
     rcu: Rcu,
     /// Notification state: the watched-object count and filesystem-wide marks.
     pub(crate) notify: crate::fsnotify::SbNotify,
+    /// The inode cache of a filesystem that loads inodes (hostfs); internally locked.
+    icache: crate::icache::InodeCache,
 }
 
 impl SuperBlock {
-    /// A new instance of `fs`.
+    /// A new instance of `fs` with the default configuration.
     pub fn new(fs: Box<dyn FileSystem>, rcu: &Rcu) -> Arc<SuperBlock> {
+        SuperBlock::with_config(fs, rcu, &crate::config::VfsConfig::default())
+    }
+
+    /// A new instance of `fs`; `config` gives the inode cache its probe mode
+    /// ([`FastPaths::INODE_HASH`](crate::FastPaths::INODE_HASH)).
+    pub fn with_config(fs: Box<dyn FileSystem>, rcu: &Rcu, config: &crate::config::VfsConfig) -> Arc<SuperBlock> {
         let minor = NEXT_DEV.fetch_add(1, Ordering::Relaxed);
         Arc::new(SuperBlock {
             dev: crate::stat::makedev(0, 0x40 + minor as u32),
             fs,
             rcu: rcu.clone(),
             notify: Default::default(),
+            icache: crate::icache::InodeCache::new(config.fast_paths.contains(crate::config::FastPaths::INODE_HASH)),
         })
+    }
+
+    /// The inode cache (used by filesystems that load inodes, such as hostfs).
+    #[inline]
+    pub fn icache(&self) -> &crate::icache::InodeCache {
+        &self.icache
     }
 
     /// `st_dev`.

@@ -21,6 +21,14 @@ impl<T> Mutex<T> {
         stats::bump(|c| c.locks += 1);
         self.0.lock()
     }
+
+    /// Locks if free, counting a success.
+    #[inline]
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        let g = self.0.try_lock()?;
+        stats::bump(|c| c.locks += 1);
+        Some(g)
+    }
 }
 
 /// A reader-writer lock that counts acquisitions.
@@ -45,5 +53,13 @@ impl<T> RwLock<T> {
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
         stats::bump(|c| c.locks += 1);
         self.0.write()
+    }
+
+    /// Locks exclusive if free, counting a success.
+    #[inline]
+    pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
+        let g = self.0.try_write()?;
+        stats::bump(|c| c.locks += 1);
+        Some(g)
     }
 }

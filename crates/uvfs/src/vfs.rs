@@ -45,22 +45,33 @@ pub(crate) struct VfsInner {
     pub(crate) mounts: crate::rhashtable::RHashTable<MountKey, Arc<Mount>>,
     /// Immutable: the root mount.
     pub(crate) root: Arc<Mount>,
+    /// The evictable dentries alive (atomic counts, shared with the dentries).
+    pub(crate) dcache_counts: Arc<crate::dentry::DcacheCounts>,
+    /// Evictable dentries, oldest first (FIFO: a hit takes no lock and moves nothing).
+    /// Leaf lock. Entries of dentries already freed or removed are skipped when reached.
+    pub(crate) dcache_lru: parking_lot::Mutex<std::collections::VecDeque<std::sync::Weak<Dentry>>>,
 }
 
 impl Vfs {
     /// A new instance whose root is an empty memfs.
     pub fn new(config: VfsConfig) -> Vfs {
-        let rcu = Rcu::new();
         let fs =
             MemFs::with_limits(MemFsLimits { max_bytes: config.root_size_limit, max_inodes: config.root_inode_limit });
-        let sb = SuperBlock::new(Box::new(fs), &rcu);
-        let root_inode = sb.fs().root_inode(&sb).expect("memfs root");
+        Vfs::with_root(config, Box::new(fs)).expect("memfs root")
+    }
+
+    /// A new instance whose root is `fs` (for example a [`HostFs`](crate::hostfs::HostFs));
+    /// the error of its root inode if it has none.
+    pub fn with_root(config: VfsConfig, fs: Box<dyn crate::superblock::FileSystem>) -> Result<Vfs> {
+        let rcu = Rcu::new();
+        let sb = SuperBlock::with_config(fs, &rcu, &config);
+        let root_inode = sb.fs().root_inode(&sb)?;
         let root_dentry = Dentry::new_root(root_inode, &rcu);
         let root = Mount::new(1, sb, root_dentry, None, MountFlags::empty());
         root.set_attached(true);
         let mounts = crate::rhashtable::RHashTable::new();
         let tree = MountTree::new(root.clone());
-        Vfs {
+        Ok(Vfs {
             inner: Arc::new(VfsInner {
                 fast: config.fast_paths,
                 config,
@@ -69,8 +80,10 @@ impl Vfs {
                 rename_lock: Mutex::new(tree),
                 mounts,
                 root,
+                dcache_counts: Arc::default(),
+                dcache_lru: Default::default(),
             }),
-        }
+        })
     }
 
     /// A task (process) with these credentials, cwd and root at the root of the tree,
@@ -93,11 +106,40 @@ impl Vfs {
     pub fn config(&self) -> &VfsConfig {
         &self.inner.config
     }
+
+    /// Cached dentries of filesystems that are not dcache-complete, alive now:
+    /// (positive, negative). Bounded by [`VfsConfig::dentry_limit`] and
+    /// [`VfsConfig::negative_dentry_limit`] (give or take what is in use).
+    pub fn dcache_counts(&self) -> (usize, usize) {
+        let c = &self.inner.dcache_counts;
+        (c.positive.load(Ordering::Relaxed), c.negative.load(Ordering::Relaxed))
+    }
 }
 
 impl Default for Vfs {
     fn default() -> Self {
         Vfs::new(VfsConfig::default())
+    }
+}
+
+impl Drop for VfsInner {
+    /// Tears the dentry trees down. A directory's children map and a child's parent
+    /// pointer make a cycle, so without this the whole tree (and, for hostfs, every host
+    /// descriptor it holds) would outlive the instance. Children maps are emptied from the
+    /// roots down, and then everything the instance retired (which holds references into
+    /// the tree, and the collector itself through the superblocks) is freed at once.
+    fn drop(&mut self) {
+        let mut stack: Vec<Arc<Dentry>> = vec![self.root.root().clone()];
+        stack.extend(self.rename_lock.lock().take_mounts().iter().map(|m| m.root().clone()));
+        while let Some(d) = stack.pop() {
+            if let Some(dir) = d.dir() {
+                dir.lock.write().order.clear();
+                stack.extend(dir.children.drain(&self.rcu));
+            }
+        }
+        // SAFETY: no reader of this instance is pinned: every task, file and walk holds an
+        // `Arc<VfsInner>` (or runs inside a call on one), and this is its last one.
+        unsafe { self.rcu.collector().reclaim_all() };
     }
 }
 
@@ -143,10 +185,120 @@ impl VfsInner {
         let found = cur.mnt.sb.fs().lookup(&cur.mnt.sb, dir_inode, name)?;
         // SAFETY: `cur.dentry` is alive under `guard` and every dentry lives in an Arc.
         let parent = unsafe { arc_from_ref(cur.dentry) };
-        let d = Dentry::new_child(&parent, name, found, &self.rcu);
-        let d = dir.children.get_or_insert(Name::new(name), d, &self.rcu, guard);
+        let d = Dentry::new_cached(&parent, name, found, &self.dcache_counts);
+        let mut l = l;
+        // Absent (checked under this write lock): insert with the readdir bookkeeping, so
+        // that a later unlink or eviction finds the counts it expects.
+        self.d_insert(&parent, &mut l, name, d.clone(), guard);
         drop(l);
+        self.dcache_lru.lock().push_back(Arc::downgrade(&d));
+        let d = dir.children.get(name, guard).expect("just inserted under the lock");
         Ok(d.inode().map(|_| &**d))
+    }
+
+    /// Whether the evictable dentries are over their limits.
+    #[inline]
+    pub(crate) fn dcache_over(&self) -> bool {
+        let c = &self.dcache_counts;
+        c.positive.load(Ordering::Relaxed) > self.config.dentry_limit
+            || c.negative.load(Ordering::Relaxed) > self.config.negative_dentry_limit
+    }
+
+    /// The counts an eviction pass brings the caches down to: 1/16 below the limits, so
+    /// that a scan over the limit pays for a pass (the rename lock, a rename-sequence bump
+    /// that makes overlapping walks retry) once per many new dentries, not once per each.
+    fn dcache_targets(&self) -> (usize, usize) {
+        let below = |l: usize| l - l / 16;
+        (below(self.config.dentry_limit), below(self.config.negative_dentry_limit))
+    }
+
+    /// Evicts unused cached dentries, oldest first, until the counts are within their
+    /// limits (Linux's `prune_dcache_sb` under memory pressure). Called at the end of a
+    /// locked-tier walk, which is where they are created. Unused: nothing but the
+    /// parent's map (and readdir order) holds it, so no file, cwd, mount or child (a child
+    /// holds its parent).
+    ///
+    /// Evicting a file or a negative dentry is invisible to walks: one that already read
+    /// it answers what the host holds (unchanged, by hostfs's contract), one that misses
+    /// it asks the host. Evicting a directory is not (a walk may stand in it, and its
+    /// lookups there would find it dead), so that is done like a rename: under the rename
+    /// lock, inside the rename sequence, and an overlapping walk is redone. Every lock is
+    /// only tried (the caller may hold any of them): a busy one skips the candidate.
+    pub(crate) fn shrink_dcache(&self) {
+        if !self.dcache_over() {
+            return;
+        }
+        let guard = self.rcu.pin();
+        let mut budget = self.dcache_lru.lock().len();
+        let (pos_target, neg_target) = self.dcache_targets();
+        let c = &self.dcache_counts;
+        // Counts drop when the collector frees what was evicted; count evictions here.
+        let (mut pos, mut neg) = (c.positive.load(Ordering::Relaxed), c.negative.load(Ordering::Relaxed));
+        while budget > 0 && (pos > pos_target || neg > neg_target) {
+            budget -= 1;
+            let Some(w) = self.dcache_lru.lock().pop_front() else { break };
+            let Some(d) = w.upgrade() else { continue };
+            if d.is_dead() {
+                continue;
+            }
+            let positive = d.inode().is_some();
+            let wanted = if positive { pos > pos_target } else { neg > neg_target };
+            // The map's count, the readdir order's (positive), ours.
+            let unused = if positive { 3 } else { 2 };
+            let keep = |d: &Arc<Dentry>| self.dcache_lru.lock().push_back(Arc::downgrade(d));
+            if !wanted || Arc::strong_count(&d) != unused || d.flags() & crate::dentry::DENTRY_MOUNTED != 0 {
+                keep(&d);
+                continue;
+            }
+            // Rename lock first, as the lock order says (directories only).
+            let tree = match d.dir() {
+                Some(_) => match self.rename_lock.try_lock() {
+                    Some(g) => Some(g),
+                    None => {
+                        keep(&d);
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            let Some(parent) = d.parent_arc(&guard) else { continue };
+            let Some(pdir) = parent.dir() else { continue };
+            let Some(mut pl) = pdir.lock.try_write() else {
+                keep(&d);
+                continue;
+            };
+            // Parent before child.
+            let cl = match d.dir() {
+                Some(dd) => match dd.lock.try_write() {
+                    Some(g) => Some(g),
+                    None => {
+                        keep(&d);
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            let name = d.name(&guard);
+            let still = pdir.children.get(name, &guard).is_some_and(|x| Arc::ptr_eq(x, &d));
+            let childless = d.dir().is_none_or(|dd| dd.children.is_empty());
+            if !still || !childless || Arc::strong_count(&d) != unused {
+                drop(cl);
+                keep(&d);
+                continue;
+            }
+            if tree.is_some() {
+                self.rename_seq.write(|| self.d_remove(&parent, &mut pl, name, &guard));
+            } else {
+                self.d_remove(&parent, &mut pl, name, &guard);
+            }
+            drop(cl);
+            drop(tree);
+            if positive {
+                pos -= 1;
+            } else {
+                neg -= 1;
+            }
+        }
     }
 
     /// `d_add` for a new positive child: inserts it in the map and the readdir order.

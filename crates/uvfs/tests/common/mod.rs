@@ -750,6 +750,57 @@ pub fn uvfs_creds(who: Who) -> Credentials {
 /// Runs `setup` as root then `ops` as `who` on a fresh uvfs instance.
 pub fn uvfs_run(fast: FastPaths, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
     let vfs = Vfs::new(VfsConfig { fast_paths: fast, ..VfsConfig::default() });
+    uvfs_run_on(&vfs, who, setup, ops)
+}
+
+/// The filesystem at uvfs's root in a differential run.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Backend {
+    /// memfs (tmpfs semantics in memory).
+    Mem,
+    /// hostfs over a fresh directory on /dev/shm (not the host side's directory), so uvfs
+    /// passes every call through to the kernel's tmpfs.
+    Host,
+}
+
+/// A fresh /dev/shm directory that plays the root (01777 root:root), removed on drop.
+pub struct HostDir(pub String);
+
+impl HostDir {
+    pub fn new() -> HostDir {
+        let tmpl = CString::new("/dev/shm/uvfs-hostfs-XXXXXX").unwrap();
+        let mut raw = tmpl.into_bytes_with_nul();
+        // SAFETY: a writable NUL-terminated template.
+        let dir = unsafe { libc::mkdtemp(raw.as_mut_ptr().cast()) };
+        assert!(!dir.is_null(), "mkdtemp: {}", std::io::Error::last_os_error());
+        raw.pop();
+        let root = String::from_utf8(raw).unwrap();
+        std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+        HostDir(root)
+    }
+}
+
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `uvfs_run` on either backend.
+pub fn uvfs_run_backend(backend: Backend, fast: FastPaths, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
+    match backend {
+        Backend::Mem => uvfs_run(fast, who, setup, ops),
+        Backend::Host => {
+            let dir = HostDir::new();
+            let fs = uvfs::hostfs::HostFs::new(&dir.0).expect("hostfs");
+            let vfs = Vfs::with_root(VfsConfig { fast_paths: fast, ..VfsConfig::default() }, Box::new(fs)).unwrap();
+            uvfs_run_on(&vfs, who, setup, ops)
+        }
+    }
+}
+
+/// Runs `setup` as root then `ops` as `who` on `vfs`.
+pub fn uvfs_run_on(vfs: &Vfs, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
     let t = vfs.root_task();
     t.umask(0o022);
     let s = setup.iter().map(|o| uvfs_op(&t, o)).collect();
@@ -770,13 +821,19 @@ pub fn check(who: Who, setup: &[Op], ops: &[Op]) -> Result<(), String> {
             return Err(format!("setup step {i} {op:?} failed on the host: {h:?}"));
         }
     }
-    for fast in [FastPaths::all(), FastPaths::empty()] {
-        let (us, uo) = uvfs_run(fast, who, setup, ops);
+    let runs = [
+        (Backend::Mem, FastPaths::all()),
+        (Backend::Mem, FastPaths::empty()),
+        (Backend::Host, FastPaths::all()),
+        (Backend::Host, FastPaths::empty()),
+    ];
+    for (backend, fast) in runs {
+        let (us, uo) = uvfs_run_backend(backend, fast, who, setup, ops);
         if let Some(i) = hs.iter().zip(&us).position(|(h, u)| h != u) {
-            return Err(format!("setup step {i} {:?}: host {:?}, uvfs {:?}", setup[i], hs[i], us[i]));
+            return Err(format!("{backend:?} setup step {i} {:?}: host {:?}, uvfs {:?}", setup[i], hs[i], us[i]));
         }
         let Some(bad) = ho.iter().zip(&uo).position(|(h, u)| h != u) else { continue };
-        let mut msg = format!("{who:?}, fast paths {fast:?}: call {bad} differs\n");
+        let mut msg = format!("{who:?}, {backend:?}, fast paths {fast:?}: call {bad} differs\n");
         for (i, op) in ops.iter().enumerate() {
             let mark = if i == bad { ">>" } else { "  " };
             msg += &format!("{mark}{i:3} {op:?}\n      host {:?}\n      uvfs {:?}\n", ho[i], uo[i]);
