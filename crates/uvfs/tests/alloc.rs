@@ -233,3 +233,43 @@ fn walks_across_mounts_allocate_nothing_and_take_no_lock() {
     let c = uvfs::stats::counters();
     assert!(c.walk_lockless > 0 && c.walk_locked == 0, "{c:?}");
 }
+
+/// Seed 000: with nobody watching, and with a watch on an unrelated directory, a write
+/// allocates nothing at all, and the notify checks of open and close add no allocation
+/// to what open itself needs (its file); no notify lock is taken.
+#[test]
+fn unwatched_write_open_close_allocate_nothing_for_notify() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/watched", 0o755).unwrap();
+    t.mkdir(b"/work", 0o755).unwrap();
+    let fd = t.open(b"/work/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    let open_close = || {
+        let f = t.open(b"/work/f", OpenFlags::RDONLY, 0).unwrap();
+        t.close(f).unwrap();
+    };
+    let notify_locks = || uvfs::stats::counters().notify_locks;
+    // Counts (allocations, notify locks) of pwrite and of open+close, 101 calls each.
+    let run = || {
+        let n0 = notify_locks();
+        let (w, _) = measure(|| {
+            t.pwrite(fd, b"x", 0).unwrap();
+        });
+        let (o, _) = measure(open_close);
+        (w, o, notify_locks() - n0)
+    };
+    let (write_none, open_none, locks_none) = run();
+    let ino = t.inotify_init1(uvfs::InotifyFlags::NONBLOCK).unwrap();
+    t.inotify_add_watch(&ino, b"/watched", uvfs::EventMask::ALL_EVENTS).unwrap();
+    let (write_one, open_one, locks_one) = run();
+    assert_eq!((write_none, write_one), (0, 0), "pwrite allocated (no watcher, unrelated watcher)");
+    assert_eq!((locks_none, locks_one), (0, 0), "notify locks (no watcher, unrelated watcher)");
+    // open+close allocates its file and the box that retires it; the collector also
+    // allocates a batch every 64 retirements, whose boundary falls differently in the two
+    // runs. A notify allocation per call would add at least 101 here.
+    assert!(
+        open_one.abs_diff(open_none) <= 4,
+        "an unrelated watcher made open+close allocate: {open_one} vs {open_none} for 101 calls"
+    );
+    assert_eq!(ino.read_events(10, None), Err(uvfs::Errno::EAGAIN), "the unrelated watch saw events");
+}
