@@ -141,7 +141,16 @@ fn options(a: &MountArgs) -> Result<MountOptions, Fail> {
 fn make_vfs(fs: &str) -> Result<uvfs::Vfs, Fail> {
     match fs {
         "memfs" => Ok(uvfs::Vfs::new(uvfs::VfsConfig::default())),
-        s if s.starts_with("host:") => Err(usage("hostfs is not available yet (issue 8)")),
+        s if s.starts_with("host:") => {
+            // A host directory through hostfs: it assumes the host does not change the
+            // directory behind uvfs's back while mounted (hostfs has no revalidation yet).
+            let dir = &s["host:".len()..];
+            if dir.is_empty() {
+                return Err(usage("--fs host:DIR needs a directory"));
+            }
+            let fs = uvfs::hostfs::HostFs::new(dir).map_err(|e| usage(format!("--fs {s}: {e}")))?;
+            uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).map_err(|e| usage(format!("--fs {s}: {e}")))
+        }
         s => Err(usage(format!("unknown --fs {s:?}: use memfs or host:DIR"))),
     }
 }
