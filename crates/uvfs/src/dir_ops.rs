@@ -103,22 +103,9 @@ impl Task {
         self.create_node(dirfd, path, true, &|_, _| Ok(()), |parent, name, guard| {
             let creds = self.creds.load(guard);
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
-            let m = (mode & (0o777 | S_ISVTX)) | FileType::Directory.mode_bits();
-            let (gid, m) = init_owner(creds, dir_inode, m, true);
-            let a = posix_acl_create(dir_inode, m, umask)?;
-            parent.mnt.sb.fs().create(
-                &parent.mnt.sb,
-                dir_inode,
-                name,
-                &CreateArgs {
-                    mode: a.mode,
-                    uid: creds.uid.0,
-                    gid,
-                    acl: a.acl,
-                    default_acl: a.default_acl,
-                    ..Default::default()
-                },
-            )
+            let args =
+                new_node_args(creds, dir_inode, (mode & (0o777 | S_ISVTX)) | FileType::Directory.mode_bits(), umask)?;
+            parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &args)
         })
     }
 
@@ -144,24 +131,9 @@ impl Task {
                 return Err(Errno::EPERM);
             }
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
-            let m = (mode & S_IALLUGO) | ftype.mode_bits();
-            let (gid, m) = init_owner(creds, dir_inode, m, false);
-            let a = posix_acl_create(dir_inode, m, umask)?;
-            let rdev = if matches!(ftype, FileType::CharDevice | FileType::BlockDevice) { dev } else { 0 };
-            parent.mnt.sb.fs().create(
-                &parent.mnt.sb,
-                dir_inode,
-                name,
-                &CreateArgs {
-                    mode: a.mode,
-                    uid: creds.uid.0,
-                    gid,
-                    rdev,
-                    acl: a.acl,
-                    default_acl: a.default_acl,
-                    ..Default::default()
-                },
-            )
+            let mut args = new_node_args(creds, dir_inode, (mode & S_IALLUGO) | ftype.mode_bits(), umask)?;
+            args.rdev = if matches!(ftype, FileType::CharDevice | FileType::BlockDevice) { dev } else { 0 };
+            parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &args)
         })
     }
 
@@ -562,6 +534,21 @@ fn notify_removed(
         fsnotify::inode_deleted(fast, inode, guard);
     }
     fsnotify::notify_name(fast, dir, name, inode, EventMask::DELETE.bits(), 0, guard);
+}
+
+/// Owner, group, mode and inherited ACLs of a node `creds` creates in `dir` with the
+/// requested `mode` (type bits included): `inode_init_owner` (setgid rules, decided on the
+/// requested mode), then `posix_acl_create` (the directory's default ACL, or the umask).
+pub(crate) fn new_node_args(
+    creds: &crate::cred::Credentials,
+    dir: &crate::inode::Inode,
+    mode: u32,
+    umask: u32,
+) -> Result<CreateArgs<'static>> {
+    let is_dir = mode & S_IFMT == FileType::Directory.mode_bits();
+    let (gid, m) = init_owner(creds, dir, mode, is_dir);
+    let a = posix_acl_create(dir, m, umask)?;
+    Ok(CreateArgs { mode: a.mode, uid: creds.uid.0, gid, acl: a.acl, default_acl: a.default_acl, ..Default::default() })
 }
 
 /// The locked state of the old (`new == false`) or new directory of a rename; the same

@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
-use crate::acl::posix_acl_create;
 use crate::config::FastPaths;
 use crate::cred::{Capabilities, Credentials, Gid, Uid};
+use crate::dir_ops::new_node_args;
 use crate::errno::{Errno, Result};
 use crate::file::File;
 use crate::flags::{AccessMode, AtFlags, DirFd, Fd, OpenFlags, Timespec};
@@ -18,12 +18,10 @@ use crate::fsnotify::{self, EventMask};
 use crate::inode::Inode;
 use crate::mount::MountFlags;
 use crate::namei::{LookupFlags, Outcome};
-use crate::permission::{
-    MAY_EXEC, MAY_READ, MAY_WRITE, generic_permission, init_owner, may_create_in, owner_or_capable,
-};
+use crate::permission::{MAY_EXEC, MAY_READ, MAY_WRITE, generic_permission, may_create_in, owner_or_capable};
 use crate::rcu::arc_from_ref;
 use crate::stat::{FileType, S_IALLUGO, S_ISGID, S_ISUID};
-use crate::superblock::{CreateArgs, SetAttr};
+use crate::superblock::SetAttr;
 use crate::task::{PathRef, Task};
 
 /// What an open resolved to, with references taken.
@@ -218,18 +216,8 @@ impl Task {
             return Err(Errno::ENOENT);
         }
         may_create_in(creds, dir_inode, vfs.fast, &guard)?;
-        let m = (mode & S_IALLUGO) | FileType::Regular.mode_bits();
-        let (gid, m) = init_owner(creds, dir_inode, m, false);
-        // The umask, or the directory's default ACL (after the setgid rule, as Linux).
-        let a = posix_acl_create(dir_inode, m, self.current_umask())?;
-        let args = CreateArgs {
-            mode: a.mode,
-            uid: creds.uid.0,
-            gid,
-            acl: a.acl,
-            default_acl: a.default_acl,
-            ..Default::default()
-        };
+        let args =
+            new_node_args(creds, dir_inode, (mode & S_IALLUGO) | FileType::Regular.mode_bits(), self.current_umask())?;
         let inode = parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &args)?;
         let d = vfs.d_add(&parent.dentry, &mut locked, name, inode.clone(), &guard);
         fsnotify::notify_name(vfs.fast, parent.pos(), name, &inode, EventMask::CREATE.bits(), 0, &guard);
@@ -252,18 +240,8 @@ impl Task {
         let dir_inode = dir.dentry.inode().ok_or(Errno::ENOENT)?;
         dir.mnt.want_write()?;
         may_create_in(creds, dir_inode, self.vfs.fast, &guard)?;
-        let m = (mode & S_IALLUGO) | FileType::Regular.mode_bits();
-        let (gid, m) = init_owner(creds, dir_inode, m, false);
-        // The umask, or the directory's default ACL (after the setgid rule, as Linux).
-        let a = posix_acl_create(dir_inode, m, self.current_umask())?;
-        let args = CreateArgs {
-            mode: a.mode,
-            uid: creds.uid.0,
-            gid,
-            acl: a.acl,
-            default_acl: a.default_acl,
-            ..Default::default()
-        };
+        let args =
+            new_node_args(creds, dir_inode, (mode & S_IALLUGO) | FileType::Regular.mode_bits(), self.current_umask())?;
         let inode = dir.mnt.sb.fs().tmpfile(&dir.mnt.sb, dir_inode, &args)?;
         let d = crate::dentry::Dentry::new_child(&dir.dentry, b"#tmpfile", Some(inode.clone()), &self.vfs.rcu);
         d.set_flag(crate::dentry::DENTRY_DEAD | crate::dentry::DENTRY_LINKABLE);
