@@ -21,18 +21,12 @@ impl Task {
                 return Err(Errno::ENOENT);
             }
             let mut parts: Vec<&[u8]> = Vec::new();
-            let unreachable = !climb(m, d, root_m, root_d, &guard, |n| parts.push(n));
+            let unreachable = !climb(m, d, Some((root_m, root_d)), &guard, |n| parts.push(n));
             let mut out = Vec::new();
             if unreachable {
                 out.extend_from_slice(b"(unreachable)");
             }
-            for p in parts.iter().rev() {
-                out.push(b'/');
-                out.extend_from_slice(p);
-            }
-            if out.is_empty() || unreachable && parts.is_empty() {
-                out.push(b'/');
-            }
+            out.extend_from_slice(&join(&parts));
             if !self.vfs.rename_seq.read_retry(seq) {
                 return Ok(out);
             }
@@ -40,34 +34,16 @@ impl Task {
     }
 }
 
-/// The path of `dentry` as seen through `mnt`, from the root of the whole tree (for
-/// events of mount and filesystem marks). Without a mount, from the filesystem's root.
-pub(crate) fn dentry_path(
-    mnt: Option<&crate::mount::Mount>,
-    dentry: &crate::dentry::Dentry,
-    guard: &crate::rcu::LocalGuard<'_>,
-) -> Vec<u8> {
+/// The path of `dentry` as seen through `mnt`, from the top of the mount tree (for the
+/// events of mount and filesystem marks).
+pub(crate) fn dentry_path(mnt: &Mount, dentry: &Dentry, guard: &LocalGuard<'_>) -> Vec<u8> {
     let mut parts: Vec<&[u8]> = Vec::new();
-    let (mut m, mut d) = (mnt, dentry);
-    loop {
-        if let Some(mm) = m
-            && std::ptr::eq(d, &**mm.root())
-        {
-            match mm.parent(guard) {
-                Some((pm, mp)) => {
-                    m = Some(pm);
-                    d = mp;
-                    continue;
-                }
-                None => break,
-            }
-        }
-        if d.is_root() {
-            break;
-        }
-        parts.push(d.name(guard));
-        d = d.parent(guard);
-    }
+    climb(mnt, dentry, None, guard, |n| parts.push(n));
+    join(&parts)
+}
+
+/// `/a/b` from `[b"b", b"a"]` (innermost first); `/` for none.
+pub(crate) fn join(parts: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::new();
     for p in parts.iter().rev() {
         out.push(b'/');
@@ -79,23 +55,25 @@ pub(crate) fn dentry_path(
     out
 }
 
-/// Climbs from `d` as seen through `m` up to `root_d` through `root_m` (Linux's
-/// `prepend_path`), crossing mount roots to their mountpoints, handing `name` each name
-/// passed, innermost first: whether the root was reached (false: the position is outside
-/// it, or on a detached mount). No allocation of its own. The caller validates against the
+/// Climbs from `d` as seen through `m` up to `root` (Linux's `prepend_path`; `None`: the
+/// top of the mount tree), crossing mount roots to their mountpoints, handing `name` each
+/// name passed, innermost first: whether the root was reached (false: the position is
+/// outside it, or on a detached mount). No allocation of its own. The caller validates against the
 /// rename sequence or holds the rename lock; the climb is bounded so that a torn view
 /// cannot make it loop.
 pub(crate) fn climb<'g>(
     m: &'g Mount,
     d: &'g Dentry,
-    root_m: &Mount,
-    root_d: &Dentry,
+    root: Option<(&Mount, &Dentry)>,
     guard: &'g LocalGuard<'_>,
     mut name: impl FnMut(&'g [u8]),
 ) -> bool {
     let (mut m, mut d) = (m, d);
     for _ in 0..CLIMB_LIMIT {
-        if std::ptr::eq(m, root_m) && std::ptr::eq(d, root_d) {
+        if let Some((root_m, root_d)) = root
+            && std::ptr::eq(m, root_m)
+            && std::ptr::eq(d, root_d)
+        {
             return true;
         }
         if std::ptr::eq(d, &**m.root()) {
@@ -105,7 +83,8 @@ pub(crate) fn climb<'g>(
                     d = mp;
                     continue;
                 }
-                None => return false,
+                // The top of the tree: the root when no other was asked for.
+                None => return root.is_none(),
             }
         }
         if d.is_root() {

@@ -247,6 +247,21 @@ impl Dentry {
         self.hot.parent.as_ref().map(|p| p.get(guard))
     }
 
+    /// Whether `self` is `ancestor` or below it in their filesystem (Linux's `is_subdir`).
+    /// The caller holds the rename lock, so the shape cannot change meanwhile.
+    pub(crate) fn is_subdir(&self, ancestor: &Dentry, guard: &LocalGuard<'_>) -> bool {
+        let mut d = self;
+        loop {
+            if std::ptr::eq(ancestor, d) {
+                return true;
+            }
+            if d.is_root() {
+                return false;
+            }
+            d = d.parent(guard);
+        }
+    }
+
     /// The name, read under a guard.
     pub fn name<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g [u8] {
         self.hot.name.load(guard).as_bytes()

@@ -381,7 +381,7 @@ impl Task {
             ol = odir.lock.write();
             ol_ref = &mut ol;
             nl_ref = None;
-        } else if is_ancestor(nd, od, &guard) {
+        } else if od.is_subdir(nd, &guard) {
             nl = ndir.lock.write();
             ol = odir.lock.write();
             ol_ref = &mut ol;
@@ -412,11 +412,11 @@ impl Task {
         }
         // The source may not become its own descendant; the target may not be an ancestor
         // of the source.
-        if is_ancestor(&src, nd, &guard) {
+        if nd.is_subdir(&src, &guard) {
             return Err(Errno::EINVAL);
         }
         if let Some(t) = &tgt
-            && is_ancestor(t, od, &guard)
+            && od.is_subdir(t, &guard)
         {
             return Err(if exchange { Errno::EINVAL } else { Errno::ENOTEMPTY });
         }
@@ -561,20 +561,5 @@ fn side<'x>(
     match (new, nl) {
         (true, Some(n)) => n,
         _ => ol,
-    }
-}
-
-/// Whether `a` is `b` or an ancestor of `b` (in the same filesystem). Caller holds the
-/// rename lock, so the tree's shape cannot change meanwhile.
-fn is_ancestor(a: &Dentry, b: &Dentry, guard: &LocalGuard<'_>) -> bool {
-    let mut d = b;
-    loop {
-        if std::ptr::eq(a, d) {
-            return true;
-        }
-        if d.is_root() {
-            return false;
-        }
-        d = d.parent(guard);
     }
 }

@@ -194,10 +194,11 @@ impl Group {
         if m.mask.load(Ordering::Relaxed) & bits == 0 {
             return;
         }
+        let Some(mnt) = ev.mnt else { return };
         let path = match (ev.dentry, ev.dir_dentry, ev.dir) {
-            (Some(d), _, _) => crate::d_path::dentry_path(ev.mnt, d, guard),
+            (Some(d), _, _) => crate::d_path::dentry_path(mnt, d, guard),
             (None, Some(dd), Some((_, name))) => {
-                let mut p = crate::d_path::dentry_path(ev.mnt, dd, guard);
+                let mut p = crate::d_path::dentry_path(mnt, dd, guard);
                 if p.last() != Some(&b'/') {
                     p.push(b'/');
                 }

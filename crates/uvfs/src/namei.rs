@@ -467,7 +467,7 @@ impl<'a, 't> Nameidata<'a, 't> {
     /// roots. A final check of every scoped answer, as Linux's `complete_walk` does: the
     /// walk itself already cannot leave the scope (see `dotdot`).
     fn is_under_root(&self, p: Pos<'a>) -> bool {
-        crate::d_path::climb(p.mnt, p.dentry, self.root.mnt, self.root.dentry, self.guard, |_| {})
+        crate::d_path::climb(p.mnt, p.dentry, Some((self.root.mnt, self.root.dentry)), self.guard, |_| {})
     }
 
     /// Jumps to the root for an absolute symlink (`nd_jump_root`).

@@ -59,21 +59,6 @@ impl MountTree {
     }
 }
 
-/// Whether `a` is `b` or an ancestor of `b` in their filesystem (`is_subdir`). Caller
-/// holds the rename lock, so the shape cannot change meanwhile.
-fn is_subdir(b: &Dentry, a: &Dentry, guard: &LocalGuard<'_>) -> bool {
-    let mut d = b;
-    loop {
-        if std::ptr::eq(a, d) {
-            return true;
-        }
-        if d.is_root() {
-            return false;
-        }
-        d = d.parent(guard);
-    }
-}
-
 impl VfsInner {
     /// Attaches `m` at `mp` in `parent` (`attach_mnt`). Caller holds the rename lock (as
     /// `tree`), inside the rename sequence; `m`'s parent link is already set.
@@ -190,7 +175,7 @@ impl Task {
                         let Some((p, pmp)) = m.parent(&guard) else { continue };
                         let Some(pc) = clones.iter().position(|c| std::ptr::eq(&*c.src, p)) else { continue };
                         // Children of the source mount only if below the bound directory.
-                        if pc == 0 && !is_subdir(pmp, &sp.dentry, &guard) {
+                        if pc == 0 && !pmp.is_subdir(&sp.dentry, &guard) {
                             continue;
                         }
                         // SAFETY: `pmp` is alive under `guard` and dentries live in Arcs.
@@ -337,10 +322,10 @@ impl Task {
         let mut out = Vec::new();
         for m in &tree.mounts {
             let mut parts: Vec<&[u8]> = Vec::new();
-            if !crate::d_path::climb(m, &m.root, &fsx.root.mnt, &fsx.root.dentry, &guard, |n| parts.push(n)) {
+            if !crate::d_path::climb(m, &m.root, Some((&fsx.root.mnt, &fsx.root.dentry)), &guard, |n| parts.push(n)) {
                 continue;
             }
-            let mount_point = join(&parts);
+            let mount_point = crate::d_path::join(&parts);
             // The mount's root within its filesystem.
             let mut root_parts: Vec<&[u8]> = Vec::new();
             let mut d: &Dentry = &m.root;
@@ -352,7 +337,7 @@ impl Task {
                 id: m.id(),
                 parent_id: m.parent(&guard).map_or(m.id(), |(p, _)| p.id()),
                 dev: m.sb.dev(),
-                root: join(&root_parts),
+                root: crate::d_path::join(&root_parts),
                 mount_point,
                 flags: m.flags(),
                 fs_type: m.sb.fs().fs_type(),
@@ -398,19 +383,6 @@ type DirReadGuard<'g> = crate::sync::RwLockReadGuard<'g, crate::dentry::DirLocke
 /// glibc's `major`/`minor`, the inverse of [`crate::stat::makedev`].
 fn major_minor(dev: u64) -> (u64, u64) {
     (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff), ((dev >> 12) & 0xffff_ff00) | (dev & 0xff))
-}
-
-/// `/a/b` from `[b"b", b"a"]` (innermost first); `/` for none.
-fn join(parts: &[&[u8]]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for p in parts.iter().rev() {
-        out.push(b'/');
-        out.extend_from_slice(p);
-    }
-    if out.is_empty() {
-        out.push(b'/');
-    }
-    out
 }
 
 /// Linux's `mangle`: ` `, `\t`, `\n` and `\\` as three-digit octal escapes.
