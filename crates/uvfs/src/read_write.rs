@@ -9,25 +9,27 @@ use crate::file::File;
 use crate::flags::{Fd, OpenFlags, Timespec, Whence};
 use crate::fsnotify::{self, EventMask};
 use crate::open::kill_privs;
+use crate::rcu::LocalGuard;
 use crate::stat::FileType;
 use crate::task::Task;
 
 impl Task {
-    fn with_file<R>(&self, fd: Fd, f: impl FnOnce(&File) -> Result<R>) -> Result<R> {
+    /// Runs `f` on the file at `fd` under the guard that keeps it alive (no reference
+    /// count); `f` uses the same guard for anything else it reads locklessly.
+    fn with_file<R>(&self, fd: Fd, f: impl FnOnce(&File, &LocalGuard<'_>) -> Result<R>) -> Result<R> {
         let guard = self.vfs.rcu.pin();
         let file = self.files.get(fd, &guard)?;
         if file.is_path() {
             return Err(Errno::EBADF);
         }
-        f(file)
+        f(file, &guard)
     }
 
     /// `fsnotify_access`/`fsnotify_modify` after a transfer of `n > 0` bytes.
     #[inline]
-    fn notify_io(&self, file: &File, n: usize, mask: EventMask) {
+    fn notify_io(&self, file: &File, n: usize, mask: EventMask, guard: &LocalGuard<'_>) {
         if n > 0 {
-            let guard = self.vfs.rcu.pin();
-            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, mask.bits(), &guard);
+            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, mask.bits(), guard);
         }
     }
 
@@ -42,7 +44,7 @@ impl Task {
         }
     }
 
-    fn write_at(&self, file: &File, off: u64, buf: &[u8]) -> Result<usize> {
+    fn write_at(&self, file: &File, off: u64, buf: &[u8], guard: &LocalGuard<'_>) -> Result<usize> {
         if !file.flags().writable() {
             return Err(Errno::EBADF);
         }
@@ -55,8 +57,7 @@ impl Task {
         let inode = &file.inode;
         // file_remove_privs: only when a privilege bit is set (one atomic load otherwise).
         if inode.mode() & (crate::stat::S_ISUID | crate::stat::S_ISGID) != 0 {
-            let guard = self.vfs.rcu.pin();
-            kill_privs(self.creds.load(&guard), inode);
+            kill_privs(self.creds.load(guard), inode);
         }
         let n = inode.sb().fs().write(inode, off, buf)?;
         let now = Timespec::now();
@@ -64,28 +65,28 @@ impl Task {
             w.set_mtime(now);
             w.set_ctime(now);
         });
-        self.notify_io(file, n, EventMask::MODIFY);
+        self.notify_io(file, n, EventMask::MODIFY, guard);
         Ok(n)
     }
 
     /// `read(2)`.
     pub fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
-        self.with_file(fd, |file| {
+        self.with_file(fd, |file, guard| {
             let mut pos = file.pos.lock();
             let n = Task::read_at(file, *pos, buf)?;
             *pos += n as u64;
             drop(pos);
-            self.notify_io(file, n, EventMask::ACCESS);
+            self.notify_io(file, n, EventMask::ACCESS, guard);
             Ok(n)
         })
     }
 
     /// `write(2)`.
     pub fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize> {
-        self.with_file(fd, |file| {
+        self.with_file(fd, |file, guard| {
             let mut pos = file.pos.lock();
             let off = if file.flags().contains(OpenFlags::APPEND) { file.inode.size() } else { *pos };
-            let n = self.write_at(file, off, buf)?;
+            let n = self.write_at(file, off, buf, guard)?;
             *pos = off + n as u64;
             Ok(n)
         })
@@ -97,9 +98,9 @@ impl Task {
         if off < 0 {
             return Err(Errno::EINVAL);
         }
-        self.with_file(fd, |file| {
+        self.with_file(fd, |file, guard| {
             let n = Task::read_at(file, off as u64, buf)?;
-            self.notify_io(file, n, EventMask::ACCESS);
+            self.notify_io(file, n, EventMask::ACCESS, guard);
             Ok(n)
         })
     }
@@ -110,15 +111,15 @@ impl Task {
         if off < 0 {
             return Err(Errno::EINVAL);
         }
-        self.with_file(fd, |file| {
+        self.with_file(fd, |file, guard| {
             let off = if file.flags().contains(OpenFlags::APPEND) { file.inode.size() } else { off as u64 };
-            self.write_at(file, off, buf)
+            self.write_at(file, off, buf, guard)
         })
     }
 
     /// `lseek(2)`.
     pub fn lseek(&self, fd: Fd, off: i64, whence: Whence) -> Result<u64> {
-        self.with_file(fd, |file| {
+        self.with_file(fd, |file, _| {
             let mut pos = file.pos.lock();
             let base: i64 = match whence {
                 Whence::Set => 0,
@@ -143,7 +144,7 @@ impl Task {
 
     /// `fsync(2)`.
     pub fn fsync(&self, fd: Fd) -> Result<()> {
-        self.with_file(fd, |file| file.inode.sb().fs().fsync(&file.inode))
+        self.with_file(fd, |file, _| file.inode.sb().fs().fsync(&file.inode))
     }
 
     /// `fdatasync(2)`.
