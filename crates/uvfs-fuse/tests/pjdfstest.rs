@@ -60,7 +60,6 @@ fn pjdfstest(perm: Permissions) {
             .arg(&work)
             .arg("-s")
             .arg(secondary.path())
-            .args(if patterns.is_empty() { &[][..] } else { &["-e"][..] })
             .args(patterns)
             .current_dir(cfg_dir.path())
             .output()
@@ -75,16 +74,17 @@ fn pjdfstest(perm: Permissions) {
     println!("{perm:?}: {summary}");
     let failed: Vec<&str> = text.lines().filter(|l| l.trim_end().ends_with("FAILED")).collect();
     if !summary.starts_with("Summary: 0 failed") {
-        // Known intermittent: `open::etxtbsy` has failed about once in four full-suite runs
-        // (open for writing of a file being executed succeeded) and never in 80 runs alone;
-        // not understood yet. A failing case is run once more by its exact name: if it
-        // passes it is reported as FLAKY (loudly, in the test output), if it fails again the
-        // test fails. Every other case still has to pass the first time.
+        // Known intermittent: `open::etxtbsy` (a write-open of a file being executed from the
+        // mount succeeded) failed 1 time in 30 runs of that case alone with
+        // `--permissions kernel`, 0 in 30 with `--permissions uvfs`; not understood yet. A
+        // failing `open::etxtbsy` is run once more (pattern `open::etxtbsy`, which selects
+        // exactly that case): it must then run and pass, and is reported as FLAKY. Every
+        // other case has to pass the first time.
         let names: Vec<&str> = failed.iter().filter_map(|l| l.split_whitespace().next()).collect();
         let flaky_ok = names.iter().all(|n| *n == "open::etxtbsy") && !names.is_empty();
         let (again, text2) = run(&names);
         assert!(
-            flaky_ok && again.starts_with("Summary: 0 failed"),
+            flaky_ok && again.starts_with("Summary: 0 failed") && again.contains(" 1 passed"),
             "pjdfstest ({perm:?}): {summary}\n{}\n\n{text}\n\nre-run: {again}\n{text2}",
             failed.join("\n")
         );
