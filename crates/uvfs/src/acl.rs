@@ -481,6 +481,19 @@ impl AclSlot {
     }
 }
 
+impl AclSlot {
+    /// Forgets the cached state (Linux's `forget_cached_acl`): the next check asks the
+    /// filesystem. Called under the inode lock.
+    pub(crate) fn forget(&self, rcu: &Rcu) {
+        let old = self.ptr.swap(NOT_CACHED, Ordering::AcqRel);
+        if !old.is_null() && old != NOT_CACHED {
+            // SAFETY: `old` came from `Arc::into_raw`; we own its count and it is unpublished.
+            let old = unsafe { Arc::from_raw(old) };
+            rcu.defer_drop(old);
+        }
+    }
+}
+
 impl Drop for AclSlot {
     fn drop(&mut self) {
         let p = *self.ptr.get_mut();

@@ -51,6 +51,10 @@ pub const DENTRY_DEAD: u32 = 1 << 1;
 pub const DENTRY_LINKABLE: u32 = 1 << 3;
 /// Flag: the parent directory is watched (seed 000's per-dentry check).
 pub const DENTRY_PARENT_WATCHED: u32 = 1 << 2;
+/// Flag (immutable, inherited from the parent): the filesystem revalidates cached
+/// dentries before use ([`FileSystem::revalidates`](crate::superblock::FileSystem::revalidates),
+/// Linux's `DCACHE_OP_REVALIDATE`). Read with the other flags the walk loads anyway.
+pub const DENTRY_OP_REVALIDATE: u32 = 1 << 4;
 
 /// A dentry. Only ever constructed as `Arc<Dentry>` (the walk relies on it).
 #[repr(C, align(64))]
@@ -89,6 +93,9 @@ pub struct DentryCold {
     /// dentry a lookup cached for a filesystem that is not dcache-complete), `None`
     /// otherwise. Decremented when the dentry is freed.
     pub(crate) counted: Option<Arc<DcacheCounts>>,
+    /// Atomic, the filesystem's to use (Linux's `d_time`): hostfs keeps when the name was
+    /// last checked against the host.
+    pub(crate) time: AtomicU64,
 }
 
 /// Dentries the instance may evict (cached lookups of filesystems that are not
@@ -146,6 +153,13 @@ impl Dentry {
         if let Some(c) = &counted {
             c.slot(inode.is_some()).fetch_add(1, Ordering::Relaxed);
         }
+        let flags = match &parent {
+            Some(p) => p.flags() & DENTRY_OP_REVALIDATE,
+            None => match &inode {
+                Some(i) if i.sb().fs().revalidates() => DENTRY_OP_REVALIDATE,
+                _ => 0,
+            },
+        };
         let dir = match &inode {
             Some(i) if i.is_dir() => Some(Box::new(Dir {
                 children: ChildMap::new(),
@@ -155,13 +169,13 @@ impl Dentry {
         };
         Arc::new(Dentry {
             hot: DentryHot {
-                flags: AtomicU32::new(0),
+                flags: AtomicU32::new(flags),
                 inode,
                 dir,
                 parent: parent.map(RcuArc::new),
                 name: RcuBox::new(Name::new(name)),
             },
-            cold: DentryCold { pos: AtomicU64::new(0), mounts: AtomicU32::new(0), counted },
+            cold: DentryCold { pos: AtomicU64::new(0), mounts: AtomicU32::new(0), counted, time: AtomicU64::new(0) },
         })
     }
 
@@ -214,6 +228,19 @@ impl Dentry {
     /// rename lock, inside the rename sequence).
     pub(crate) fn clear_mounted(&self) {
         self.hot.flags.fetch_and(!DENTRY_MOUNTED, Ordering::AcqRel);
+    }
+
+    /// The filesystem's timestamp of this dentry (Linux's `d_time`), for
+    /// [`FileSystem::d_revalidate`](crate::superblock::FileSystem::d_revalidate).
+    #[inline]
+    pub fn d_time(&self) -> &AtomicU64 {
+        &self.cold.time
+    }
+
+    /// Whether cached lookups of this dentry are revalidated by its filesystem.
+    #[inline]
+    pub fn needs_revalidate(&self) -> bool {
+        self.flags() & DENTRY_OP_REVALIDATE != 0
     }
 
     /// Whether it was unlinked (or replaced).

@@ -79,7 +79,7 @@ impl Task {
         let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let want_write = p.parent.mnt.want_write();
         let mut locked = dir.lock.write();
-        if dir.children.get(name, &guard).is_some_and(|d| d.inode().is_some()) {
+        if vfs.lookup_excl(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, &guard)?.is_some() {
             return Err(Errno::EEXIST);
         }
         if p.trailing_slash && !is_dir {
@@ -263,7 +263,7 @@ impl Task {
         let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
-        let victim = dir.children.get(name, &guard).filter(|d| d.inode().is_some());
+        let victim = vfs.lookup_excl(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, &guard)?;
         if p.trailing_slash {
             return Err(match victim {
                 None => Errno::ENOENT,
@@ -271,7 +271,7 @@ impl Task {
                 Some(_) => Errno::ENOTDIR,
             });
         }
-        let victim = victim.ok_or(Errno::ENOENT)?.clone();
+        let victim = victim.ok_or(Errno::ENOENT)?;
         let inode = victim.inode().expect("positive").clone();
         may_delete(creds, dir_inode, &inode, false, vfs.fast, &guard)?;
         if victim.cold.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
@@ -314,19 +314,22 @@ impl Task {
         let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
-        let victim = dir.children.get(name, &guard).filter(|d| d.inode().is_some()).ok_or(Errno::ENOENT)?.clone();
+        let victim =
+            vfs.lookup_excl(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, &guard)?.ok_or(Errno::ENOENT)?;
         let inode = victim.inode().expect("positive").clone();
         may_delete(creds, dir_inode, &inode, true, vfs.fast, &guard)?;
         if victim.cold.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
             return Err(Errno::EBUSY);
         }
         let vdir = victim.dir().ok_or(Errno::ENOTDIR)?;
-        let vlocked = vdir.lock.write();
+        let mut vlocked = vdir.lock.write();
         if p.parent.mnt.sb.fs().dcache_complete() && vlocked.count > 0 {
             return Err(Errno::ENOTEMPTY);
         }
         p.parent.mnt.sb.fs().rmdir(dir_inode, name, &inode)?;
         victim.set_flag(DENTRY_DEAD);
+        // What a filesystem that is not complete cached below it (misses) goes with it.
+        vfs.d_prune(&mut vlocked, vdir);
         drop(vlocked);
         vfs.d_remove(&p.parent.dentry, &mut locked, name, &guard);
         notify_removed(vfs.fast, p.parent.pos(), name, &inode, &guard);
@@ -392,10 +395,12 @@ impl Task {
             ol_ref = &mut ol;
             nl_ref = Some(&mut nl);
         }
+        let mut nl_ref = nl_ref;
+        let sb = &op.parent.mnt.sb;
         op.check_len()?;
-        let src = odir.children.get(oname, &guard).filter(|d| d.inode().is_some()).ok_or(Errno::ENOENT)?.clone();
+        let src = vfs.lookup_excl(sb, od, side(ol_ref, &mut nl_ref, false), oname, &guard)?.ok_or(Errno::ENOENT)?;
         np.check_len()?;
-        let tgt = ndir.children.get(nname, &guard).filter(|d| d.inode().is_some()).cloned();
+        let tgt = vfs.lookup_excl(sb, nd, side(ol_ref, &mut nl_ref, true), nname, &guard)?;
         if flags.contains(RenameFlags::NOREPLACE) && tgt.is_some() {
             return Err(Errno::EEXIST);
         }
@@ -455,7 +460,7 @@ impl Task {
             return Err(Errno::EBUSY);
         }
         // Replacing a directory: it must be empty, checked under its own lock.
-        let tl = match (&tgt, exchange) {
+        let mut tl = match (&tgt, exchange) {
             (Some(t), false) if t.inode().expect("positive").is_dir() => {
                 let l = t.dir().ok_or(Errno::ENOTDIR)?.lock.write();
                 if op.parent.mnt.sb.fs().dcache_complete() && l.count > 0 {
@@ -475,7 +480,6 @@ impl Task {
             flags,
         })?;
         // The dcache follows, inside the rename sequence.
-        let mut nl_ref = nl_ref;
         vfs.rename_seq.write(|| {
             vfs.d_unhash(od, side(ol_ref, &mut nl_ref, false), oname, &guard);
             if exchange {
@@ -489,6 +493,10 @@ impl Task {
             src.set_parent_and_name(nd, nname, &vfs.rcu);
             vfs.d_insert(nd, side(ol_ref, &mut nl_ref, true), nname, src.clone(), &guard);
         });
+        if let (Some(l), Some(t)) = (tl.as_mut(), &tgt) {
+            // A replaced directory: what was cached below it (misses) goes with it.
+            vfs.d_prune(l, t.dir().expect("replaced directory"));
+        }
         drop(tl);
         // fsnotify_move: MOVED_FROM/MOVED_TO sharing a cookie, ATTRIB on a replaced target,
         // MOVE_SELF; for an exchange, the same the other way round.

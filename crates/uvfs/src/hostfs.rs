@@ -22,11 +22,17 @@
 //! (device, inode number), and their attributes are refreshed from the host after every
 //! change uvfs makes (so `stat` shows the host's own sizes, link counts and times).
 //!
-//! **Directories are not complete.** A miss asks the host and leaves a negative dentry.
-//! The dcache then answers later lookups without asking the host: hostfs assumes that
-//! nothing changes the host directory behind uvfs's back while it is mounted (the
-//! `assume_unchanged` contract of [`HostFsOptions`]); revalidation against the host's
-//! directory mtime/ctime is not implemented yet.
+//! **Directories are not complete.** A miss asks the host and leaves a negative dentry,
+//! which later lookups find without asking the host. What the cached names say is kept
+//! true by [`HostChanges`]: by default (`Revalidate`) a cached name, positive or
+//! negative, is checked against the host before use (`d_revalidate`: one `fstatat` of the
+//! name in its directory's descriptor, which also refreshes the inode's attributes, and a
+//! name that now names another inode or nothing is dropped and looked up again), and a
+//! `stat` that ends on a position no name lookup checked (`fstat`, `.`, `..`, the root)
+//! refreshes the attributes (`getattr`); a `max_age` lets a check stand for that long, as
+//! FUSE's entry and attribute timeouts do. `HostChanges::Never` is the explicit promise
+//! that nothing changes the host directory behind uvfs's back: cached names and
+//! attributes are then trusted as they are (the cold-scan benchmark's mode).
 //!
 //! **Bad input.** Host errors pass through with the same errno. A directory removed on
 //! the host gives the host's answers on its descriptor (ENOENT for creations, empty
@@ -35,7 +41,7 @@
 use std::any::Any;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
@@ -49,18 +55,32 @@ use crate::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, Su
 use crate::sync::Mutex;
 use crate::xattr::XattrFlags;
 
+/// Whether the host directory may change behind uvfs's back, and how uvfs notices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostChanges {
+    /// Nothing changes the host directory behind uvfs's back while it is mounted: cached
+    /// names (positive and negative) and attributes are trusted without asking the host.
+    Never,
+    /// The host may change: a cached name is checked against the host before use, and
+    /// attributes are refreshed before they are reported, unless the last check of that
+    /// name or inode is less than `max_age` old (`Duration::ZERO`: every time).
+    Revalidate {
+        /// How long a check stands.
+        max_age: std::time::Duration,
+    },
+}
+
 /// Options of a hostfs mount.
 #[derive(Clone, Copy, Debug)]
 pub struct HostFsOptions {
-    /// The host directory does not change behind uvfs's back while mounted, so cached
-    /// names (positive and negative) are trusted without asking the host. This is the only
-    /// mode implemented so far; `false` is rejected by [`HostFs::with_options`].
-    pub assume_unchanged: bool,
+    /// Whether (and how) changes made on the host behind uvfs's back are noticed.
+    pub changes: HostChanges,
 }
 
 impl Default for HostFsOptions {
+    /// Every cached name and attribute checked against the host before use.
     fn default() -> Self {
-        HostFsOptions { assume_unchanged: true }
+        HostFsOptions { changes: HostChanges::Revalidate { max_age: std::time::Duration::ZERO } }
     }
 }
 
@@ -69,8 +89,10 @@ pub struct HostFs {
     /// Immutable: the directory given, opened `O_DIRECTORY`.
     root: Arc<OwnedFd>,
     /// Immutable.
-    #[allow(dead_code)]
     opts: HostFsOptions,
+    /// Immutable: the origin of the timestamps of checks (`Dentry::d_time`,
+    /// `HostNode::checked`), in nanoseconds since it (0: never checked).
+    epoch: std::time::Instant,
     /// Atomic: hostfs inodes alive (for tests: the bound on memory).
     live: Arc<AtomicUsize>,
 }
@@ -101,6 +123,9 @@ struct HostNode {
     sb: Weak<SuperBlock>,
     /// Immutable: the filesystem's count of live inodes.
     live: Arc<AtomicUsize>,
+    /// Atomic: when the attributes were last read from the host (see `HostFs::epoch`);
+    /// kept only under `HostChanges::Revalidate` with a `max_age`.
+    checked: AtomicU64,
 }
 
 impl HostNode {
@@ -112,7 +137,15 @@ impl HostNode {
         loc: Option<Loc>,
     ) -> HostNode {
         live.fetch_add(1, Ordering::Relaxed);
-        HostNode { key, dir, loc: Mutex::new(loc), io: OnceLock::new(), sb: Arc::downgrade(sb), live: live.clone() }
+        HostNode {
+            key,
+            dir,
+            loc: Mutex::new(loc),
+            io: OnceLock::new(),
+            sb: Arc::downgrade(sb),
+            live: live.clone(),
+            checked: AtomicU64::new(0),
+        }
     }
 }
 
@@ -190,18 +223,48 @@ impl HostFs {
 
     /// As [`HostFs::new`], with options.
     pub fn with_options(dir: impl AsRef<Path>, opts: HostFsOptions) -> Result<HostFs> {
-        if !opts.assume_unchanged {
-            return Err(Errno::EINVAL);
-        }
         let fd = rustix::fs::open(dir.as_ref(), OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
             .map_err(host)?;
-        Ok(HostFs { root: Arc::new(fd), opts, live: Arc::default() })
+        Ok(HostFs { root: Arc::new(fd), opts, epoch: std::time::Instant::now(), live: Arc::default() })
     }
 
     /// A handle on the number of hostfs inodes alive (kept by tests after the filesystem
     /// is mounted).
     pub fn live_inodes(&self) -> Arc<AtomicUsize> {
         self.live.clone()
+    }
+
+    /// `max_age` of `HostChanges::Revalidate` in nanoseconds (`None` under `Never`).
+    fn max_age(&self) -> Option<u64> {
+        match self.opts.changes {
+            HostChanges::Never => None,
+            HostChanges::Revalidate { max_age } => Some(max_age.as_nanos().min(u64::MAX as u128) as u64),
+        }
+    }
+
+    /// Now, as a check timestamp (never 0).
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64 | 1
+    }
+
+    /// Whether a check made at `at` still stands (a `max_age` of 0: never).
+    fn recent(&self, at: u64, max_age: u64) -> bool {
+        max_age != 0 && at != 0 && self.now().saturating_sub(at) < max_age
+    }
+
+    /// Attributes just read from the host for `inode`. Under `Revalidate`, a change of
+    /// ctime also drops the cached ACLs (they may have changed with it), and the check is
+    /// timestamped for `max_age`.
+    fn revalidated(&self, inode: &Inode, st: &rustix::fs::Stat) {
+        if let Some(max_age) = self.max_age() {
+            if inode.attrs().ctime != ts(st.st_ctime, st.st_ctime_nsec) {
+                inode.forget_cached_acls();
+            }
+            if max_age != 0 {
+                node(inode).checked.store(self.now(), Ordering::Relaxed);
+            }
+        }
+        apply_stat(inode, st);
     }
 
     fn dir_fd(inode: &Inode) -> Result<&Arc<OwnedFd>> {
@@ -251,7 +314,7 @@ impl HostFs {
                 Ok(Inode::new(sb, Self::new_inode(st), Box::new(n)))
             },
         )?;
-        apply_stat(&inode, st);
+        self.revalidated(&inode, st);
         if ftype != FileType::Directory {
             // The freshest name of a non-directory (it may have several, or have been
             // renamed on the host).
@@ -408,6 +471,65 @@ impl FileSystem for HostFs {
 
     fn dcache_complete(&self) -> bool {
         false
+    }
+
+    fn revalidates(&self) -> bool {
+        self.max_age().is_some()
+    }
+
+    fn d_revalidate(&self, dir: &Inode, name: &[u8], dentry: &crate::dentry::Dentry) -> Result<bool> {
+        let Some(max_age) = self.max_age() else { return Ok(true) };
+        if self.recent(dentry.d_time().load(Ordering::Relaxed), max_age) {
+            return Ok(true);
+        }
+        let dfd = Self::dir_fd(dir)?;
+        let valid = match rustix::fs::statat(&**dfd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            // Also the answer in a directory removed on the host.
+            Err(rustix::io::Errno::NOENT) => dentry.inode().is_none(),
+            Err(e) => return Err(host(e)),
+            Ok(st) => match dentry.inode() {
+                None => false,
+                Some(inode) => {
+                    let n = node(inode);
+                    let same = key_of(&st) == n.key && FileType::from_mode(st.st_mode) == Some(inode.file_type());
+                    // (Its `loc` is not touched: a name that moved on the host fails this
+                    // check under its old name, and the lookup under the new one updates
+                    // it; a lock here would cost every cached walk.)
+                    if same {
+                        self.revalidated(inode, &st);
+                    }
+                    same
+                }
+            },
+        };
+        if valid && max_age != 0 {
+            dentry.d_time().store(self.now(), Ordering::Relaxed);
+        }
+        Ok(valid)
+    }
+
+    fn getattr(&self, inode: &Inode) -> Result<()> {
+        let Some(max_age) = self.max_age() else { return Ok(()) };
+        let n = node(inode);
+        if self.recent(n.checked.load(Ordering::Relaxed), max_age) {
+            return Ok(());
+        }
+        // Without opening anything: the descriptor it has, else its name (checked to be
+        // it). An inode the host cannot show any more keeps what it had.
+        let st = match (&n.dir, n.io.get()) {
+            (Some(d), _) => rustix::fs::fstat(&**d).ok(),
+            (None, Some(io)) => rustix::fs::fstat(io).ok(),
+            (None, None) => {
+                let loc = n.loc.lock();
+                loc.as_ref()
+                    .and_then(|l| rustix::fs::statat(&*l.parent, &*l.name, AtFlags::SYMLINK_NOFOLLOW).ok())
+                    .filter(|st| key_of(st) == n.key)
+            }
+        };
+        if let Some(st) = st {
+            self.revalidated(inode, &st);
+        }
+        Ok(())
     }
 
     fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>> {

@@ -172,6 +172,14 @@ impl Inode {
         })
     }
 
+    /// Forgets the cached ACLs (the storage changed them behind the VFS's back): the next
+    /// permission check loads them again.
+    pub fn forget_cached_acls(&self) {
+        let _g = self.lock.lock();
+        self.acl_access.forget(self.sb.rcu());
+        self.acl_default.forget(self.sb.rcu());
+    }
+
     /// Inode number.
     #[inline]
     pub fn ino(&self) -> u64 {

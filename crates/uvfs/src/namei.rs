@@ -293,6 +293,17 @@ impl Comp<'_> {
     }
 }
 
+/// Refreshes the attributes of `p`'s inode if its filesystem revalidates (see
+/// [`FileSystem::getattr`](crate::superblock::FileSystem::getattr)); one flag test
+/// otherwise.
+#[inline]
+pub(crate) fn getattr(p: Pos<'_>) -> Result<()> {
+    if p.dentry.needs_revalidate() {
+        return p.mnt.sb.fs().getattr(p.inode());
+    }
+    Ok(())
+}
+
 /// Validates a path argument: length and NUL bytes.
 #[inline]
 pub fn check_path(path: &[u8]) -> Result<()> {
@@ -325,6 +336,9 @@ struct Nameidata<'a, 't> {
     cur: Pos<'a>,
     links: usize,
     stack: SegStack<'a>,
+    /// `cur` was reached by a name lookup (which revalidated it), not by `..`, a mount
+    /// crossing or the start: see [`Nameidata::found`].
+    fresh: bool,
 }
 
 impl<'a, 't> Nameidata<'a, 't> {
@@ -405,7 +419,8 @@ impl<'a, 't> Nameidata<'a, 't> {
                     if self.flags.contains(LookupFlags::NO_XDEV) {
                         return Err(Stop::Err(Errno::EXDEV));
                     }
-                    self.cur = Pos { mnt: m, dentry: &m.root }
+                    self.cur = Pos { mnt: m, dentry: &m.root };
+                    self.fresh = false;
                 }
                 None => break,
             }
@@ -487,6 +502,11 @@ impl<'a, 't> Nameidata<'a, 't> {
         let dir = self.cur.dentry;
         if !self.locked {
             if let Some(d) = dir.lookup_rcu(name, self.guard) {
+                // `d_revalidate` in RCU mode: a dentry its filesystem no longer vouches for
+                // is replaced by the locked tier.
+                if d.needs_revalidate() && !self.cur.mnt.sb.fs().d_revalidate(self.cur.inode(), name, d)? {
+                    return Err(Stop::Fallback);
+                }
                 return Ok(if d.inode().is_some() { Some(d) } else { None });
             }
             if self.cur.mnt.sb.fs().dcache_complete() {
@@ -534,6 +554,17 @@ impl<'a, 't> Nameidata<'a, 't> {
         Ok(())
     }
 
+    /// The walk names `cur`. On a filesystem that revalidates, a position no name lookup
+    /// of this walk checked (`.`, `..`, a root) gets its attributes refreshed
+    /// (`->getattr`), so what the caller reports is current.
+    #[inline]
+    fn found(&self) -> std::result::Result<Outcome<'a>, Stop> {
+        if !self.fresh {
+            getattr(self.cur)?;
+        }
+        Ok(Outcome::Found(self.cur))
+    }
+
     fn run(&mut self) -> std::result::Result<Outcome<'a>, Stop> {
         let flags = self.flags;
         loop {
@@ -549,7 +580,7 @@ impl<'a, 't> Nameidata<'a, 't> {
                         too_long: false,
                     });
                 }
-                return Ok(Outcome::Found(self.cur));
+                return self.found();
             };
             let is_last = seg_done && self.lower_at_end();
             let trailing_slash = is_last && (slash_after || self.lower_has_slash());
@@ -581,7 +612,10 @@ impl<'a, 't> Nameidata<'a, 't> {
             }
             match kind {
                 LastType::Dot => {}
-                LastType::DotDot => self.dotdot()?,
+                LastType::DotDot => {
+                    self.fresh = false;
+                    self.dotdot()?
+                }
                 _ => {
                     let found = self.lookup(name)?;
                     let Some(d) = found else {
@@ -597,6 +631,7 @@ impl<'a, 't> Nameidata<'a, 't> {
                         continue;
                     }
                     self.cur = Pos { mnt: self.cur.mnt, dentry: d };
+                    self.fresh = true;
                     self.follow_mounts()?;
                 }
             }
@@ -611,7 +646,7 @@ impl<'a, 't> Nameidata<'a, 't> {
             }
             // A symlink body that ended here may still have outer segments of slashes;
             // they were accounted for in `is_last`.
-            return Ok(Outcome::Found(self.cur));
+            return self.found();
         }
     }
 }
@@ -732,6 +767,7 @@ impl Task {
                         if !flags.contains(LookupFlags::EMPTY) {
                             return Err(Stop::Err(Errno::ENOENT));
                         }
+                        getattr(p)?;
                         return Ok(Outcome::Found(p));
                     }
                     if !file.inode.is_dir() {
@@ -745,6 +781,7 @@ impl Task {
             if !flags.contains(LookupFlags::EMPTY) {
                 return Err(Stop::Err(Errno::ENOENT));
             }
+            getattr(start)?;
             return Ok(Outcome::Found(start));
         }
         let scoped = flags.intersects(LookupFlags::SCOPED);
@@ -762,6 +799,7 @@ impl Task {
             cur: start,
             links: 0,
             stack: SegStack::new(path),
+            fresh: false,
         };
         if !scoped {
             // Returned straight from `run`: an `Outcome` carries a 255-byte name, and a

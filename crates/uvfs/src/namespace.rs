@@ -64,6 +64,7 @@ impl VfsInner {
     /// `tree`), inside the rename sequence; `m`'s parent link is already set.
     fn attach(&self, tree: &mut MountTree, parent: &Mount, mp: &Dentry, m: Arc<Mount>) {
         mp.cold.mounts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        parent.sb.mountpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         mp.set_flag(DENTRY_MOUNTED);
         let old = self.mounts.insert((parent.id(), mp as *const Dentry as usize), m.clone(), &self.rcu);
         debug_assert!(old.is_none(), "two mounts on one mountpoint of one mount");
@@ -88,6 +89,7 @@ impl VfsInner {
         for v in &victims {
             if let Some((p, mp)) = v.parent(guard) {
                 self.mounts.remove(&(p.id(), mp as *const Dentry as usize), &self.rcu);
+                p.sb.mountpoints.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
                 if mp.cold.mounts.fetch_sub(1, std::sync::atomic::Ordering::Relaxed) == 1 {
                     mp.clear_mounted();
                 }

@@ -203,9 +203,7 @@ impl Task {
         let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
-        if let Some(d) = dir.children.get(name, &guard)
-            && d.inode().is_some()
-        {
+        if vfs.lookup_excl(&parent.mnt.sb, &parent.dentry, &mut locked, name, &guard)?.is_some() {
             if flags.contains(OpenFlags::EXCL) {
                 return Err(Errno::EEXIST);
             }
@@ -562,7 +560,17 @@ impl Task {
             }
             w.set_ctime(now);
         });
-        inode.sb().fs().setattr(inode, &SetAttr { uid: uid.map(|u| u.0), gid: gid.map(|g| g.0), ..Default::default() })
+        // The dropped bits are persisted with the owner: the storage's own chown may not
+        // drop them (a host chown of `-1, -1`, or by a caller with CAP_FSETID).
+        inode.sb().fs().setattr(
+            inode,
+            &SetAttr {
+                uid: uid.map(|u| u.0),
+                gid: gid.map(|g| g.0),
+                mode: (mode != old).then_some(mode & !crate::stat::S_IFMT),
+                ..Default::default()
+            },
+        )
     }
 
     /// `chdir(2)`.

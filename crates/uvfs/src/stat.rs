@@ -173,7 +173,9 @@ impl Task {
     /// `fstat(2)` (works on `O_PATH` descriptors, as Linux).
     pub fn fstat(&self, fd: Fd) -> Result<Stat> {
         let guard = self.vfs.rcu.pin();
-        Ok(self.files.get(fd, &guard)?.inode().stat())
+        let file = self.files.get(fd, &guard)?;
+        crate::namei::getattr(crate::namei::Pos { mnt: &file.mnt, dentry: &file.dentry })?;
+        Ok(file.inode().stat())
     }
 
     /// `readlinkat(2)`: copies at most `buf.len()` bytes of the target, no NUL.

@@ -19,11 +19,15 @@ pub struct Counters {
     pub link_fs_reads: u64,
     /// Notify locks taken (mark lists, inotify groups).
     pub notify_locks: u64,
+    /// Cached dentries the filesystem's revalidation dropped (a name changed behind the
+    /// VFS's back).
+    pub dentries_invalidated: u64,
 }
 
 thread_local! {
     static COUNTERS: Cell<Counters> = const { Cell::new(Counters {
         locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0, notify_locks: 0,
+        dentries_invalidated: 0,
     }) };
 }
 

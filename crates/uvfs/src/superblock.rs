@@ -81,6 +81,28 @@ pub trait FileSystem: Send + Sync + 'static {
     /// statfs.
     fn statfs(&self, sb: &SuperBlock) -> StatFs;
 
+    /// Whether cached dentries of this instance must be revalidated before use (Linux's
+    /// `DCACHE_OP_REVALIDATE`): the storage can change behind the VFS's back. Asked once,
+    /// when the root dentry is made; every dentry below inherits the answer.
+    fn revalidates(&self) -> bool {
+        false
+    }
+    /// `d_revalidate`: whether the cached `dentry`, named `name` in `dir` (positive or
+    /// negative), still says what the storage holds; `false` makes the VFS drop it and
+    /// look the name up again. The filesystem may refresh the inode's attributes on the
+    /// way. Called in the lockless walk (no lock held) and with `dir`'s lock held; it must
+    /// not take directory locks. Only called when [`FileSystem::revalidates`].
+    fn d_revalidate(&self, _dir: &Inode, _name: &[u8], _dentry: &crate::dentry::Dentry) -> Result<bool> {
+        Ok(true)
+    }
+    /// Refreshes the inode's attributes from the storage before they are reported (Linux's
+    /// `->getattr` for network filesystems): called by `fstat` and by walks that end on a
+    /// position no name lookup revalidated (`.`, `..`, a root), when
+    /// [`FileSystem::revalidates`]. No lock held.
+    fn getattr(&self, _inode: &Inode) -> Result<()> {
+        Ok(())
+    }
+
     /// Looks up `name` in `dir` (only for filesystems that are not dcache-complete).
     fn lookup(&self, _sb: &Arc<SuperBlock>, _dir: &Inode, _name: &[u8]) -> Result<Option<Arc<Inode>>> {
         Ok(None)
@@ -194,6 +216,10 @@ pub struct SuperBlock {
     pub(crate) notify: crate::fsnotify::SbNotify,
     /// The inode cache of a filesystem that loads inodes (hostfs); internally locked.
     icache: crate::icache::InodeCache,
+    /// Atomic (changed under the rename lock): mounts whose mountpoint is a dentry of this
+    /// instance. While there are any, revalidation does not drop directories (Linux would
+    /// detach the mounts below; uvfs keeps the directory).
+    pub(crate) mountpoints: std::sync::atomic::AtomicUsize,
 }
 
 impl SuperBlock {
@@ -212,6 +238,7 @@ impl SuperBlock {
             rcu: rcu.clone(),
             notify: Default::default(),
             icache: crate::icache::InodeCache::new(config.fast_paths.contains(crate::config::FastPaths::INODE_HASH)),
+            mountpoints: Default::default(),
         })
     }
 

@@ -15,6 +15,7 @@ use crate::namei::Pos;
 use crate::namespace::MountTree;
 use crate::rcu::{LocalGuard, Rcu, arc_from_ref};
 use crate::seqcount::SeqCount;
+use crate::stats;
 use crate::superblock::SuperBlock;
 use crate::sync::Mutex;
 use crate::task::Task;
@@ -157,6 +158,8 @@ impl VfsInner {
 
     /// The locked-tier lookup: under the directory lock; asks the filesystem on a miss in
     /// a directory that is not complete, and caches its answer (positive or negative).
+    /// A cached dentry the filesystem no longer vouches for is replaced (see
+    /// [`VfsInner::lookup_excl`]).
     pub(crate) fn lookup_locked<'g>(
         &self,
         cur: Pos<'g>,
@@ -164,36 +167,105 @@ impl VfsInner {
         guard: &'g LocalGuard<'_>,
     ) -> Result<Option<&'g Dentry>> {
         let dir = cur.dentry.dir().ok_or(Errno::ENOTDIR)?;
-        let complete = cur.mnt.sb.fs().dcache_complete();
+        let sb = &cur.mnt.sb;
         {
             let _l = dir.lock.read();
             if let Some(d) = dir.children.get(name, guard) {
-                return Ok(d.inode().map(|_| &**d));
-            }
-            if complete {
+                if !d.needs_revalidate() || sb.fs().d_revalidate(cur.inode(), name, d)? {
+                    return Ok(d.inode().map(|_| &**d));
+                }
+            } else if sb.fs().dcache_complete() {
                 return Ok(None);
             }
         }
-        let l = dir.lock.write();
-        if let Some(d) = dir.children.get(name, guard) {
-            return Ok(d.inode().map(|_| &**d));
-        }
-        if cur.dentry.is_dead() {
-            return Ok(None);
-        }
-        let dir_inode = cur.inode();
-        let found = cur.mnt.sb.fs().lookup(&cur.mnt.sb, dir_inode, name)?;
+        let mut l = dir.lock.write();
         // SAFETY: `cur.dentry` is alive under `guard` and every dentry lives in an Arc.
         let parent = unsafe { arc_from_ref(cur.dentry) };
-        let d = Dentry::new_cached(&parent, name, found, &self.dcache_counts);
-        let mut l = l;
+        let found = self.lookup_excl(sb, &parent, &mut l, name, guard)?;
+        drop(l);
+        // The map holds what was found (under `guard` for the caller's walk): hand out that
+        // reference, not the counted one.
+        Ok(found.and_then(|d| dir.children.get(name, guard).filter(|x| Arc::ptr_eq(x, &d))).map(|d| &**d))
+    }
+
+    /// Linux's `lookup_one_qstr_excl`: `name` in `parent`, whose lock the caller holds
+    /// exclusively (`locked`). A cached dentry is used if the filesystem still vouches for
+    /// it (`d_revalidate`), else dropped; a miss in a directory that is not complete asks
+    /// the filesystem and caches the answer, positive or negative. Returns the positive
+    /// dentry, or `None` for a name that does not exist.
+    pub(crate) fn lookup_excl(
+        &self,
+        sb: &SuperBlock,
+        parent: &Arc<Dentry>,
+        locked: &mut DirLocked,
+        name: &[u8],
+        guard: &LocalGuard<'_>,
+    ) -> Result<Option<Arc<Dentry>>> {
+        let dir = parent.dir().ok_or(Errno::ENOTDIR)?;
+        let dir_inode = parent.inode().ok_or(Errno::ENOENT)?;
+        if let Some(d) = dir.children.get(name, guard)
+            && (!d.needs_revalidate()
+                || sb.fs().d_revalidate(dir_inode, name, d)?
+                || !self.d_invalidate(sb, parent, locked, name, guard))
+        {
+            return Ok(d.inode().map(|_| d.clone()));
+        }
+        if sb.fs().dcache_complete() || parent.is_dead() {
+            return Ok(None);
+        }
+        // SAFETY: the superblock of a walk position lives in an Arc (its mount holds one).
+        let sb_arc = unsafe { arc_from_ref(sb) };
+        let found = sb.fs().lookup(&sb_arc, dir_inode, name)?;
+        let d = Dentry::new_cached(parent, name, found, &self.dcache_counts);
         // Absent (checked under this write lock): insert with the readdir bookkeeping, so
         // that a later unlink or eviction finds the counts it expects.
-        self.d_insert(&parent, &mut l, name, d.clone(), guard);
-        drop(l);
+        self.d_insert(parent, locked, name, d.clone(), guard);
         self.dcache_lru.lock().push_back(Arc::downgrade(&d));
-        let d = dir.children.get(name, guard).expect("just inserted under the lock");
-        Ok(d.inode().map(|_| &**d))
+        Ok(d.inode().is_some().then_some(d))
+    }
+
+    /// `d_invalidate`: drops the cached `name` in `parent` (caller holds `parent`'s lock
+    /// exclusively) because the filesystem no longer vouches for it, and empties the cache
+    /// below it. Returns `false`, dropping nothing, for a directory while anything is
+    /// mounted in this filesystem (see [`SuperBlock`]'s `mountpoints`).
+    fn d_invalidate(
+        &self,
+        sb: &SuperBlock,
+        parent: &Dentry,
+        locked: &mut DirLocked,
+        name: &[u8],
+        guard: &LocalGuard<'_>,
+    ) -> bool {
+        let Some(d) = parent.dir().and_then(|dir| dir.children.get(name, guard)).cloned() else { return true };
+        if d.dir().is_some() && sb.mountpoints.load(Ordering::Relaxed) > 0 {
+            return false;
+        }
+        stats::bump(|c| c.dentries_invalidated += 1);
+        self.d_remove(parent, locked, name, guard);
+        if let Some(dd) = d.dir() {
+            self.d_prune(&mut dd.lock.write(), dd);
+        }
+        true
+    }
+
+    /// Empties the cache below `dir`, the directory of a dentry just unhashed (removed,
+    /// replaced or invalidated); caller holds its lock (`locked`). Its cached children are
+    /// reachable only through it, and each holds it (as its parent) while its map holds
+    /// them: without this the subtree would be a cycle, never freed. Children still in use
+    /// (an open file, a cwd) keep what they hold. Locks go downwards only, one directory
+    /// at a time below the caller's, as the lock order allows.
+    pub(crate) fn d_prune(&self, locked: &mut DirLocked, dir: &crate::dentry::Dir) {
+        locked.order.clear();
+        locked.count = 0;
+        let mut stack: Vec<Arc<Dentry>> = dir.children.drain(&self.rcu);
+        while let Some(d) = stack.pop() {
+            if let Some(dd) = d.dir() {
+                let mut l = dd.lock.write();
+                l.order.clear();
+                l.count = 0;
+                stack.extend(dd.children.drain(&self.rcu));
+            }
+        }
     }
 
     /// Whether the evictable dentries are over their limits.
