@@ -9,7 +9,7 @@
 //! | `stat2` | 004 | N threads `stat` the same file, N = 1..=cores | `LOCKLESS_WALK` |
 //! | `write1` | 000 | each thread `pwrite`s 1 byte at offset 0 of its own file | (`NOTIFY` later) |
 //! | `messaging` | 000 | hackbench shape: 20 senders x 20 receivers per group, 100-byte messages through files; wall time | (`NOTIFY` later) |
-//! | `fstree` | 004 | T threads scan their own D x F tree, cold caches (own runner: [`crate::fstree`]) | `INODE_HASH` |
+//! | `fstree` | 004 | T threads scan their own D x F tree, cold caches (own runner: [`crate::fstree`]) | `INODE_HASH` (and hostfs revalidation on: `uvfs-revalidate`) |
 //!
 //! For `stat` and `open1` the directories `a b c` are 0755 and `d e` 0750, the file 0640,
 //! all owned by uid 1000 / gid 1000. The owner runs as uid 1000; the non-owner as uid

@@ -20,6 +20,8 @@ Cases: openneg, readlink1, stat, open1, stat2, write1, messaging, fstree (alone:
 Targets: kernel, uvfs, fuse (root), uvfs-no-lockless, uvfs-no-failed-open,
   uvfs-no-symlink-cache, uvfs-no-acl, uvfs-no-notify, uvfs-no-inode-hash.
 By default each case runs on kernel, uvfs and the uvfs-no-* switches relevant to it.
+fstree always runs kernel, uvfs, uvfs-no-inode-hash (hostfs trusting its caches) and
+  uvfs-revalidate (hostfs checking cached names against the host, its default).
 
 Profiling one case: build with `cargo build --release -p uvfs-cli`, then
   perf record -g -- target/release/uvfs bench --case stat --target uvfs --seconds 2

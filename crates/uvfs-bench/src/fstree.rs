@@ -3,10 +3,20 @@
 //! with cold caches. Mateusz Guzik's fstree benchmark (20 x 1000 x 1000 on ext4: 46.1 s
 //! before the lockless inode-hash probe, 21.6 s after).
 //!
-//! Targets: `kernel` (the same walk with direct `fstatat(AT_FDCWD, path)` calls), `uvfs`
-//! (a fresh instance whose root is a hostfs over the tree, so every dentry and inode is
-//! cold: each file costs a locked-tier lookup, one host `fstatat` and an inode-cache
-//! insert), and `uvfs-no-inode-hash` (the same with the inode-cache probe under its lock).
+//! Targets ([`FsTreeTarget::ALL`]):
+//! - `kernel`: the same walk with direct `fstatat(AT_FDCWD, path)` calls.
+//! - `uvfs`: a fresh instance whose root is a hostfs over the tree, so every dentry and
+//!   inode is cold: each file costs a locked-tier lookup, one host `fstatat` and an
+//!   inode-cache insert. The hostfs is built with `HostChanges::Never` (the host is
+//!   promised not to change), so nothing but the inode-cache probe differs from
+//!   `uvfs-no-inode-hash`.
+//! - `uvfs-no-inode-hash`: the same with the inode-cache probe under its lock (the seed's
+//!   comparison).
+//! - `uvfs-revalidate`: every fast path, hostfs with its default `HostChanges::Revalidate
+//!   { max_age: 0 }`: each cached directory name on the path is checked against the host
+//!   (one `fstatat`) before use, which is what serving a host directory that may change
+//!   costs.
+//!
 //! The host's own caches are warm after the tree is created (the kernel target is
 //! therefore a warm-dcache kernel scan, unlike the seed's cache-busting ext4 run); uvfs's
 //! caches are cold on every run. Runs are wall-clock seconds, lower is better.
@@ -20,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use uvfs::hostfs::{HostChanges, HostFs, HostFsOptions};
 use uvfs::{FastPaths, Vfs, VfsConfig};
 
 /// Sizes of one fstree run.
@@ -101,17 +112,61 @@ pub fn ensure_tree(base: &Path, s: FsTreeSizes) -> Result<(), String> {
 pub enum FsTreeTarget {
     /// Direct host syscalls.
     Kernel,
-    /// uvfs over hostfs with these fast paths.
-    Uvfs(FastPaths),
+    /// uvfs over a hostfs of the tree.
+    Uvfs {
+        /// The instance's fast paths.
+        fast: FastPaths,
+        /// The hostfs's promise about host changes.
+        changes: HostChanges,
+    },
 }
 
+/// Revalidation of every cached name on every use: hostfs's default.
+const REVALIDATE: HostChanges = HostChanges::Revalidate { max_age: std::time::Duration::ZERO };
+
 impl FsTreeTarget {
-    /// As printed.
+    /// Every target, in the order run and printed.
+    pub const ALL: [FsTreeTarget; 4] = [
+        FsTreeTarget::Kernel,
+        FsTreeTarget::Uvfs { fast: FastPaths::all(), changes: HostChanges::Never },
+        FsTreeTarget::Uvfs { fast: FastPaths::all().difference(FastPaths::INODE_HASH), changes: HostChanges::Never },
+        FsTreeTarget::Uvfs { fast: FastPaths::all(), changes: REVALIDATE },
+    ];
+
+    /// As printed: `uvfs`, then `-no-inode-hash` without the lockless probe and
+    /// `-revalidate` when the host may change.
     pub fn name(self) -> &'static str {
         match self {
             FsTreeTarget::Kernel => "kernel",
-            FsTreeTarget::Uvfs(f) if f.contains(FastPaths::INODE_HASH) => "uvfs",
-            FsTreeTarget::Uvfs(_) => "uvfs-no-inode-hash",
+            FsTreeTarget::Uvfs { fast, changes } => {
+                match (fast.contains(FastPaths::INODE_HASH), changes == HostChanges::Never) {
+                    (true, true) => "uvfs",
+                    (false, true) => "uvfs-no-inode-hash",
+                    (true, false) => "uvfs-revalidate",
+                    (false, false) => "uvfs-no-inode-hash-revalidate",
+                }
+            }
+        }
+    }
+
+    /// The JSON form of the target's settings: `host_changes` (`"never"` or
+    /// `"revalidate"`, with `max_age_ns`) and `inode_hash` for the uvfs targets.
+    fn json(self) -> serde_json::Value {
+        match self {
+            FsTreeTarget::Kernel => serde_json::json!({ "target": self.name() }),
+            FsTreeTarget::Uvfs { fast, changes } => {
+                let changes = match changes {
+                    HostChanges::Never => serde_json::json!({ "mode": "never" }),
+                    HostChanges::Revalidate { max_age } => {
+                        serde_json::json!({ "mode": "revalidate", "max_age_ns": max_age.as_nanos() as u64 })
+                    }
+                };
+                serde_json::json!({
+                    "target": self.name(),
+                    "inode_hash": fast.contains(FastPaths::INODE_HASH),
+                    "host_changes": changes,
+                })
+            }
         }
     }
 }
@@ -120,8 +175,9 @@ impl FsTreeTarget {
 pub fn run_once(base: &Path, s: FsTreeSizes, target: FsTreeTarget) -> Result<f64, String> {
     let vfs = match target {
         FsTreeTarget::Kernel => None,
-        FsTreeTarget::Uvfs(fast) => {
-            let fs = uvfs::hostfs::HostFs::new(base).map_err(|e| format!("hostfs {}: {e:?}", base.display()))?;
+        FsTreeTarget::Uvfs { fast, changes } => {
+            let fs = HostFs::with_options(base, HostFsOptions { changes })
+                .map_err(|e| format!("hostfs {}: {e:?}", base.display()))?;
             Some(
                 Vfs::with_root(VfsConfig { fast_paths: fast, ..VfsConfig::default() }, Box::new(fs))
                     .map_err(|e| format!("hostfs root: {e:?}"))?,
@@ -183,12 +239,7 @@ pub fn main(tmpfs: &Path, threads: Option<usize>, quick: bool, json: bool) -> st
         eprintln!("uvfs bench: fstree: {e}");
         return std::process::ExitCode::from(1);
     }
-    let targets = [
-        FsTreeTarget::Kernel,
-        FsTreeTarget::Uvfs(FastPaths::all()),
-        FsTreeTarget::Uvfs(FastPaths::all() - FastPaths::INODE_HASH),
-    ];
-    let mut results: Vec<(FsTreeTarget, Vec<f64>)> = targets.iter().map(|&t| (t, Vec::new())).collect();
+    let mut results: Vec<(FsTreeTarget, Vec<f64>)> = FsTreeTarget::ALL.iter().map(|&t| (t, Vec::new())).collect();
     for run in 0..s.runs {
         for (t, v) in results.iter_mut() {
             if !json {
@@ -205,8 +256,14 @@ pub fn main(tmpfs: &Path, threads: Option<usize>, quick: bool, json: bool) -> st
     }
     let files = s.threads * s.dirs * s.files;
     if json {
-        let rows: Vec<serde_json::Value> =
-            results.iter().map(|(t, v)| serde_json::json!({ "target": t.name(), "seconds": v })).collect();
+        let rows: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(t, v)| {
+                let mut row = t.json();
+                row["seconds"] = serde_json::json!(v);
+                row
+            })
+            .collect();
         let out = serde_json::json!({
             "case": "fstree", "threads": s.threads, "dirs": s.dirs, "files": s.files, "runs": rows,
         });
@@ -234,4 +291,42 @@ pub fn main(tmpfs: &Path, threads: Option<usize>, quick: bool, json: bool) -> st
         }
     }
     std::process::ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_and_names() {
+        let names: Vec<&str> = FsTreeTarget::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(names, ["kernel", "uvfs", "uvfs-no-inode-hash", "uvfs-revalidate"]);
+        // The seed's pair differs only in the inode-cache probe, with trusted caches.
+        for t in &FsTreeTarget::ALL[1..3] {
+            assert!(matches!(t, FsTreeTarget::Uvfs { changes: HostChanges::Never, .. }), "{t:?}");
+        }
+        assert!(matches!(
+            FsTreeTarget::ALL[3],
+            FsTreeTarget::Uvfs { fast, changes: HostChanges::Revalidate { .. } } if fast == FastPaths::all()
+        ));
+        let j = FsTreeTarget::ALL[3].json();
+        assert_eq!(j["target"], "uvfs-revalidate");
+        assert_eq!(j["inode_hash"], true);
+        assert_eq!(j["host_changes"]["mode"], "revalidate");
+        assert_eq!(j["host_changes"]["max_age_ns"], 0);
+        assert_eq!(FsTreeTarget::ALL[1].json()["host_changes"]["mode"], "never");
+    }
+
+    #[test]
+    fn every_target_scans_a_small_tree() {
+        let base = std::env::temp_dir().join(format!("uvfs-fstree-test-{}", std::process::id()));
+        let s = FsTreeSizes { threads: 2, dirs: 3, files: 4, runs: 1 };
+        ensure_tree(&base, s).unwrap();
+        assert!(base.join("t1/d2/f3").exists());
+        for t in FsTreeTarget::ALL {
+            let secs = run_once(&base, s, t).unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+            assert!(secs >= 0.0);
+        }
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 }

@@ -71,3 +71,17 @@ fn help_documents_profiling() {
     assert!(out.contains("perf record -g -- target/release/uvfs bench"), "{out}");
     assert!(out.contains("--quick"));
 }
+
+#[test]
+fn mount_host_unchanged_is_documented_and_needs_a_host_dir() {
+    let o = uvfs(&["mount", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("--host-unchanged"), "{out}");
+    // Refused before anything is mounted (the mount point is never looked at).
+    let o = uvfs(&["mount", "/nonexistent-mnt", "--host-unchanged"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("--host-unchanged needs --fs host:DIR"), "{err}");
+}

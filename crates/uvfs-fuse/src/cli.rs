@@ -43,6 +43,11 @@ pub struct MountArgs {
     /// Only the mounting user may use the mount (default when not root)
     #[arg(long)]
     pub owner_only: bool,
+    /// With `--fs host:DIR`: promise that nothing changes DIR behind uvfs's back, so
+    /// cached names and attributes are trusted (faster). Without it every cached name is
+    /// checked against the host before use
+    #[arg(long)]
+    pub host_unchanged: bool,
 }
 
 /// A failure: message and exit code.
@@ -138,17 +143,24 @@ fn options(a: &MountArgs) -> Result<MountOptions, Fail> {
     Ok(o)
 }
 
-fn make_vfs(fs: &str) -> Result<uvfs::Vfs, Fail> {
+fn make_vfs(fs: &str, host_unchanged: bool) -> Result<uvfs::Vfs, Fail> {
+    use uvfs::hostfs::{HostChanges, HostFs, HostFsOptions};
     match fs {
+        "memfs" if host_unchanged => Err(usage("--host-unchanged needs --fs host:DIR")),
         "memfs" => Ok(uvfs::Vfs::new(uvfs::VfsConfig::default())),
         s if s.starts_with("host:") => {
-            // A host directory through hostfs: it assumes the host does not change the
-            // directory behind uvfs's back while mounted (hostfs has no revalidation yet).
+            // A host directory through hostfs. By default the host may change it behind
+            // uvfs's back: every cached name is checked against the host before use (one
+            // fstatat). `--host-unchanged` promises it does not, and caches are trusted.
             let dir = &s["host:".len()..];
             if dir.is_empty() {
                 return Err(usage("--fs host:DIR needs a directory"));
             }
-            let fs = uvfs::hostfs::HostFs::new(dir).map_err(|e| usage(format!("--fs {s}: {e}")))?;
+            let mut opts = HostFsOptions::default();
+            if host_unchanged {
+                opts.changes = HostChanges::Never;
+            }
+            let fs = HostFs::with_options(dir, opts).map_err(|e| usage(format!("--fs {s}: {e}")))?;
             uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).map_err(|e| usage(format!("--fs {s}: {e}")))
         }
         s => Err(usage(format!("unknown --fs {s:?}: use memfs or host:DIR"))),
@@ -197,7 +209,7 @@ pub fn run(a: MountArgs) -> ExitCode {
 
 fn run_inner(a: &MountArgs) -> Result<(), Fail> {
     let opts = options(a)?;
-    let vfs_check = make_vfs(&a.fs)?;
+    let vfs_check = make_vfs(&a.fs, a.host_unchanged)?;
     drop(vfs_check);
     let mp = preflight(a)?;
     // Daemon: fork before any thread exists; the child mounts and reports through a pipe.
@@ -236,7 +248,7 @@ fn run_inner(a: &MountArgs) -> Result<(), Fail> {
         }
     }
     let set = block_signals();
-    let vfs = make_vfs(&a.fs)?;
+    let vfs = make_vfs(&a.fs, a.host_unchanged)?;
     let mut report2 = report;
     let r = crate::serve(&vfs, &mp, &opts, |mut unmount| {
         if let Some(mut w) = report2.take() {

@@ -1,6 +1,7 @@
 //! `uvfs mount --fs host:DIR`: a host directory served through hostfs and FUSE. What
 //! programs do on the mount reaches the host directory, and what is on the host is seen
-//! through the mount (read at first lookup: hostfs assumes no changes behind its back).
+//! through the mount, also after it changes behind uvfs's back (hostfs's default
+//! revalidation; the kernel's own FUSE caches are off for that part).
 
 mod common;
 
@@ -36,5 +37,34 @@ fn host_directory_through_fuse() {
         std::fs::read_dir(m).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(names, ["a", "d", "l"].iter().map(|s| s.to_string()).collect());
     assert_eq!(std::fs::read(m.join("missing")).unwrap_err().raw_os_error(), Some(libc::ENOENT));
+    handle.unmount().unwrap();
+}
+
+#[test]
+fn host_changes_seen_through_fuse() {
+    let host = TempDir::new("hostchg");
+    std::fs::create_dir(host.path().join("d")).unwrap();
+    std::fs::write(host.path().join("d/a"), b"one").unwrap();
+    let fs = uvfs::hostfs::HostFs::new(host.path()).unwrap();
+    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
+    let mnt = TempDir::new("hostchgmnt");
+    let zero = std::time::Duration::ZERO;
+    let opts =
+        MountOptions { entry_timeout: zero, attr_timeout: zero, negative_timeout: zero, ..MountOptions::default() };
+    let handle = uvfs_fuse::spawn(&vfs, mnt.path(), &opts).expect("mount");
+    let m = mnt.path();
+
+    // A cached miss, then the name created on the host.
+    assert_eq!(std::fs::read(m.join("d/b")).unwrap_err().raw_os_error(), Some(libc::ENOENT));
+    std::fs::write(host.path().join("d/b"), b"two").unwrap();
+    assert_eq!(std::fs::read(m.join("d/b")).unwrap(), b"two");
+    // A cached name removed, and one replaced by another file, on the host.
+    assert_eq!(std::fs::read(m.join("d/a")).unwrap(), b"one");
+    std::fs::rename(host.path().join("d/b"), host.path().join("d/a")).unwrap();
+    assert_eq!(std::fs::read(m.join("d/a")).unwrap(), b"two");
+    assert_eq!(std::fs::metadata(m.join("d/b")).unwrap_err().raw_os_error(), Some(libc::ENOENT));
+    // Attributes changed on the host.
+    std::fs::write(host.path().join("d/a"), b"longer").unwrap();
+    assert_eq!(std::fs::metadata(m.join("d/a")).unwrap().len(), 6);
     handle.unmount().unwrap();
 }

@@ -508,6 +508,13 @@ impl FileSystem for HostFs {
         Ok(valid)
     }
 
+    fn d_init(&self, dentry: &crate::dentry::Dentry) {
+        // What a lookup or create just found counts as a check.
+        if self.max_age().is_some_and(|a| a != 0) {
+            dentry.d_time().store(self.now(), Ordering::Relaxed);
+        }
+    }
+
     fn getattr(&self, inode: &Inode) -> Result<()> {
         let Some(max_age) = self.max_age() else { return Ok(()) };
         let n = node(inode);

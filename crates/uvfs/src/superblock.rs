@@ -95,6 +95,9 @@ pub trait FileSystem: Send + Sync + 'static {
     fn d_revalidate(&self, _dir: &Inode, _name: &[u8], _dentry: &crate::dentry::Dentry) -> Result<bool> {
         Ok(true)
     }
+    /// `d_init`: a dentry was just made from what the filesystem said (a lookup or a
+    /// create), for a filesystem that [`FileSystem::revalidates`] to timestamp.
+    fn d_init(&self, _dentry: &crate::dentry::Dentry) {}
     /// Refreshes the inode's attributes from the storage before they are reported (Linux's
     /// `->getattr` for network filesystems): called by `fstat` and by walks that end on a
     /// position no name lookup revalidated (`.`, `..`, a root), when

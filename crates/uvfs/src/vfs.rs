@@ -217,6 +217,9 @@ impl VfsInner {
         let sb_arc = unsafe { arc_from_ref(sb) };
         let found = sb.fs().lookup(&sb_arc, dir_inode, name)?;
         let d = Dentry::new_cached(parent, name, found, &self.dcache_counts);
+        if d.needs_revalidate() {
+            sb.fs().d_init(&d);
+        }
         // Absent (checked under this write lock): insert with the readdir bookkeeping, so
         // that a later unlink or eviction finds the counts it expects.
         self.d_insert(parent, locked, name, d.clone(), guard);
@@ -384,6 +387,9 @@ impl VfsInner {
         guard: &LocalGuard<'_>,
     ) -> Arc<Dentry> {
         let d = Dentry::new_child(parent, name, Some(inode), &self.rcu);
+        if d.needs_revalidate() {
+            d.inode().expect("positive").sb().fs().d_init(&d);
+        }
         self.d_insert(parent, locked, name, d.clone(), guard);
         d
     }

@@ -1,0 +1,303 @@
+//! hostfs and changes made on the host behind uvfs's back: by default every cached name
+//! and attribute is checked against the host, so uvfs answers what the host holds at
+//! every step; `HostChanges::Never` trusts the cache; `max_age` lets a check stand.
+//! Also: names uvfs has not walked to yet can be removed, renamed and collide.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use uvfs::hostfs::{HostChanges, HostFs, HostFsOptions};
+use uvfs::{
+    AccessMode, Acl, AclEntry, AclTag, AtFlags, Credentials, DirFd, Errno, Gid, OpenFlags, RenameFlags, Uid, Vfs,
+    VfsConfig,
+};
+
+/// A fresh host directory under /dev/shm, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = PathBuf::from(format!("/dev/shm/uvfs-hostchg-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn vfs_over(dir: &Path, changes: HostChanges) -> Vfs {
+    let fs = HostFs::with_options(dir, HostFsOptions { changes }).unwrap();
+    Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap()
+}
+
+const STRICT: HostChanges = HostChanges::Revalidate { max_age: Duration::ZERO };
+
+/// Names on the host that uvfs never looked at are found by unlink, rmdir, rename, link
+/// and the exclusive creates (Linux looks the last name up under the directory lock).
+#[test]
+fn unwalked_host_names() {
+    for changes in [STRICT, HostChanges::Never] {
+        let dir = TempDir::new("unwalked");
+        let h = &dir.0;
+        std::fs::create_dir_all(h.join("d/sub")).unwrap();
+        for f in ["f", "g", "h", "d/sub/x"] {
+            std::fs::write(h.join(f), b"x").unwrap();
+        }
+        let vfs = vfs_over(h, changes);
+        let t = vfs.root_task();
+        assert_eq!(t.mkdir(b"/f", 0o755), Err(Errno::EEXIST));
+        assert_eq!(t.open(b"/g", OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY, 0o644), Err(Errno::EEXIST));
+        assert_eq!(t.symlinkat(b"t", DirFd::Cwd, b"/h"), Err(Errno::EEXIST));
+        assert_eq!(t.rmdir(b"/d"), Err(Errno::ENOTEMPTY));
+        t.unlink(b"/f").unwrap();
+        assert!(!h.join("f").exists());
+        t.rename(b"/g", b"/h").unwrap();
+        assert!(!h.join("g").exists() && h.join("h").exists());
+        t.linkat(DirFd::Cwd, b"/h", DirFd::Cwd, b"/d/sub/y", AtFlags::empty()).unwrap();
+        assert_eq!(std::fs::metadata(h.join("h")).unwrap().nlink(), 2);
+        assert_eq!(t.rename(b"/h", b"/d/sub/x"), Ok(()));
+        t.unlink(b"/d/sub/x").unwrap();
+        t.unlink(b"/d/sub/y").unwrap();
+        t.rmdir(b"/d/sub").unwrap();
+        t.rmdir(b"/d").unwrap();
+        assert_eq!(std::fs::read_dir(h).unwrap().count(), 0);
+    }
+}
+
+/// Removing a directory under which misses were cached frees it and its host descriptor
+/// (its cached children held it, as their parent, while it held them).
+#[test]
+fn rmdir_frees_cached_misses() {
+    let dir = TempDir::new("prune");
+    let fs = HostFs::new(&dir.0).unwrap();
+    let live = fs.live_inodes();
+    let vfs = Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap();
+    let t = vfs.root_task();
+    let base = live.load(std::sync::atomic::Ordering::Relaxed);
+    for i in 0..50 {
+        let d = format!("/d{i}");
+        t.mkdir(d.as_bytes(), 0o755).unwrap();
+        t.mkdir(format!("{d}/e").as_bytes(), 0o755).unwrap();
+        for j in 0..4 {
+            assert_eq!(t.stat(format!("{d}/e/miss{j}").as_bytes()), Err(Errno::ENOENT));
+        }
+        t.rmdir(format!("{d}/e").as_bytes()).unwrap();
+        t.rmdir(d.as_bytes()).unwrap();
+    }
+    // Freed inodes wait for the collector's next batch; this many would be every one.
+    let left = live.load(std::sync::atomic::Ordering::Relaxed) - base;
+    assert!(left < 100, "{left} removed directories still alive");
+    drop(t);
+    drop(vfs);
+    assert_eq!(live.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+/// `Never` is a promise the cache relies on: a miss stays a miss, a file removed on the
+/// host is still seen; `Revalidate` with a long `max_age` lets a check stand as long;
+/// with `max_age` zero every change is seen at once.
+#[test]
+fn how_long_a_check_stands() {
+    let cases = [
+        (HostChanges::Never, false),
+        (HostChanges::Revalidate { max_age: Duration::from_secs(3600) }, false),
+        (STRICT, true),
+    ];
+    for (changes, sees) in cases {
+        let dir = TempDir::new("age");
+        std::fs::write(dir.0.join("old"), b"x").unwrap();
+        let vfs = vfs_over(&dir.0, changes);
+        let t = vfs.root_task();
+        assert_eq!(t.stat(b"/new"), Err(Errno::ENOENT));
+        assert_eq!(t.stat(b"/old").unwrap().size, 1);
+        std::fs::write(dir.0.join("new"), b"xy").unwrap();
+        std::fs::write(dir.0.join("old"), b"xyz").unwrap();
+        let (new, old) = (t.stat(b"/new").map(|s| s.size), t.stat(b"/old").map(|s| s.size));
+        if sees {
+            assert_eq!((new, old), (Ok(2), Ok(3)), "{changes:?}");
+        } else {
+            assert_eq!((new, old), (Err(Errno::ENOENT), Ok(1)), "{changes:?}");
+        }
+        let before = uvfs::stats::counters().dentries_invalidated;
+        std::fs::remove_file(dir.0.join("old")).unwrap();
+        assert_eq!(t.stat(b"/old").is_err(), sees, "{changes:?}");
+        assert_eq!(uvfs::stats::counters().dentries_invalidated - before, u64::from(sees));
+    }
+}
+
+/// An ACL added on the host is in force at once (the cached "no ACL" is dropped with the
+/// inode's ctime change), and so is a mode change on a position reached by `..`.
+#[test]
+fn host_permission_changes() {
+    let dir = TempDir::new("perm");
+    std::fs::create_dir(dir.0.join("d")).unwrap();
+    std::fs::write(dir.0.join("d/f"), b"x").unwrap();
+    std::fs::set_permissions(dir.0.join("d/f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let vfs = vfs_over(&dir.0, STRICT);
+    let user = vfs.task(Credentials::new(Uid(4242), Gid(4242), &[]));
+    assert_eq!(user.access(b"/d/f", AccessMode::R_OK), Err(Errno::EACCES));
+    let acl = Acl::new(vec![
+        AclEntry::new(AclTag::UserObj, 6),
+        AclEntry::new(AclTag::User(4242), 4),
+        AclEntry::new(AclTag::GroupObj, 0),
+        AclEntry::new(AclTag::Mask, 4),
+        AclEntry::new(AclTag::Other, 0),
+    ]);
+    rustix::fs::setxattr(&dir.0.join("d/f"), "system.posix_acl_access", &acl.to_xattr_vec(), rustix::fs::XattrFlags::empty())
+        .unwrap();
+    assert_eq!(user.access(b"/d/f", AccessMode::R_OK), Ok(()));
+    let root = vfs.root_task();
+    assert_eq!(root.stat(b"/d/..").unwrap().mode & 0o777, std::fs::metadata(&dir.0).unwrap().mode() & 0o777);
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o711)).unwrap();
+    assert_eq!(root.stat(b"/d/..").unwrap().mode & 0o777, 0o711);
+    assert_eq!(root.stat(b"/").unwrap().mode & 0o777, 0o711);
+}
+
+/// One step of the sequence: done on the host directly, or through uvfs.
+#[derive(Clone, Debug)]
+enum Step {
+    Host(Op),
+    Uvfs(Op),
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write(usize, usize),
+    Mkdir(usize),
+    Rmdir(usize),
+    Unlink(usize),
+    Rename(usize, usize),
+    Exchange(usize, usize),
+    Symlink(usize, usize),
+    Link(usize, usize),
+    Chmod(usize, u32),
+}
+
+/// The names the sequences play with (parents before children).
+const NAMES: [&str; 7] = ["a", "b", "a/x", "a/y", "b/x", "a/x/z", "c"];
+/// What the probes look at besides the names: positions reached by `.` and `..`.
+const PROBES: [&str; 4] = ["a/.", "a/x/..", "b/x/../x", "."];
+
+fn op() -> impl Strategy<Value = Op> {
+    let n = || 0..NAMES.len();
+    prop_oneof![
+        (n(), 0..5usize).prop_map(|(a, l)| Op::Write(a, l)),
+        n().prop_map(Op::Mkdir),
+        n().prop_map(Op::Rmdir),
+        n().prop_map(Op::Unlink),
+        (n(), n()).prop_map(|(a, b)| Op::Rename(a, b)),
+        (n(), n()).prop_map(|(a, b)| Op::Exchange(a, b)),
+        (n(), n()).prop_map(|(a, b)| Op::Symlink(a, b)),
+        (n(), n()).prop_map(|(a, b)| Op::Link(a, b)),
+        (n(), prop_oneof![Just(0o755u32), Just(0o700), Just(0o644), Just(0o000)]).prop_map(|(a, m)| Op::Chmod(a, m)),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![op().prop_map(Step::Host), op().prop_map(Step::Uvfs)]
+}
+
+fn host_do(root: &Path, op: &Op) {
+    let p = |i: usize| root.join(NAMES[i]);
+    let _ = match op {
+        Op::Write(a, l) => std::fs::write(p(*a), vec![b'w'; *l]),
+        Op::Mkdir(a) => std::fs::create_dir(p(*a)),
+        Op::Rmdir(a) => std::fs::remove_dir(p(*a)),
+        Op::Unlink(a) => std::fs::remove_file(p(*a)),
+        Op::Rename(a, b) => std::fs::rename(p(*a), p(*b)),
+        Op::Exchange(a, b) => rustix::fs::renameat_with(rustix::fs::CWD, &p(*a), rustix::fs::CWD, &p(*b), rustix::fs::RenameFlags::EXCHANGE)
+            .map_err(std::io::Error::from),
+        Op::Symlink(a, b) => symlink(NAMES[*a], p(*b)),
+        Op::Link(a, b) => std::fs::hard_link(p(*a), p(*b)),
+        Op::Chmod(a, m) => std::fs::set_permissions(p(*a), std::fs::Permissions::from_mode(*m)),
+    };
+}
+
+fn uvfs_do(t: &uvfs::task::Task, op: &Op) {
+    let p = |i: usize| format!("/{}", NAMES[i]).into_bytes();
+    let _ = match op {
+        Op::Write(a, l) => t.open(&p(*a), OpenFlags::CREAT | OpenFlags::TRUNC | OpenFlags::WRONLY, 0o644).and_then(|fd| {
+            let r = t.write(fd, &vec![b'w'; *l]).map(|_| ());
+            t.close(fd).and(r)
+        }),
+        Op::Mkdir(a) => t.mkdir(&p(*a), 0o755),
+        Op::Rmdir(a) => t.rmdir(&p(*a)),
+        Op::Unlink(a) => t.unlink(&p(*a)),
+        Op::Rename(a, b) => t.rename(&p(*a), &p(*b)),
+        Op::Exchange(a, b) => t.renameat2(DirFd::Cwd, &p(*a), DirFd::Cwd, &p(*b), RenameFlags::EXCHANGE),
+        Op::Symlink(a, b) => t.symlinkat(NAMES[*a].as_bytes(), DirFd::Cwd, &p(*b)),
+        Op::Link(a, b) => t.linkat(DirFd::Cwd, &p(*a), DirFd::Cwd, &p(*b), AtFlags::empty()),
+        Op::Chmod(a, m) => t.fchmodat(DirFd::Cwd, &p(*a), *m, AtFlags::empty()),
+    };
+}
+
+/// What a path shows: type and permission bits, inode, size, links, or the errno.
+fn host_view(root: &Path, rel: &str) -> Result<(u32, u64, u64, u64), i32> {
+    std::fs::symlink_metadata(root.join(rel))
+        .map(|m| (m.mode(), m.ino(), m.size(), m.nlink()))
+        .map_err(|e| e.raw_os_error().unwrap_or(0))
+}
+
+fn uvfs_view(t: &uvfs::task::Task, rel: &str) -> Result<(u32, u64, u64, u64), i32> {
+    t.lstat(format!("/{rel}").as_bytes()).map(|s| (s.mode, s.ino, s.size, s.nlink as u64)).map_err(|e| e.raw())
+}
+
+fn host_list(root: &Path, rel: &str) -> Option<Vec<Vec<u8>>> {
+    // As uvfs's open with O_NOFOLLOW: a symlink is not listed.
+    if !std::fs::symlink_metadata(root.join(rel)).ok()?.is_dir() {
+        return None;
+    }
+    let mut v: Vec<Vec<u8>> = std::fs::read_dir(root.join(rel))
+        .ok()?
+        .map(|e| e.unwrap().file_name().into_encoded_bytes())
+        .collect();
+    v.sort();
+    Some(v)
+}
+
+fn uvfs_list(t: &uvfs::task::Task, rel: &str) -> Option<Vec<Vec<u8>>> {
+    let fd = t.open(format!("/{rel}").as_bytes(), OpenFlags::RDONLY | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW, 0).ok()?;
+    let mut v: Vec<Vec<u8>> =
+        t.getdents(fd, 1000).unwrap().into_iter().map(|e| e.name).filter(|n| n != b"." && n != b"..").collect();
+    t.close(fd).unwrap();
+    v.sort();
+    Some(v)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Host changes interleaved with uvfs's own: after every step, every name (and the
+    /// positions reached by `.` and `..`) shows through uvfs exactly what the host shows
+    /// (type, mode, inode, size, links, or the errno), and listings agree.
+    #[test]
+    fn uvfs_sees_what_the_host_holds(steps in proptest::collection::vec(step(), 1..24)) {
+        let dir = TempDir::new("seq");
+        // A start with something cached: every name looked up (mostly misses).
+        let vfs = vfs_over(&dir.0, STRICT);
+        let t = vfs.root_task();
+        for n in NAMES {
+            let _ = t.lstat(format!("/{n}").as_bytes());
+        }
+        for (i, s) in steps.iter().enumerate() {
+            match s {
+                Step::Host(op) => host_do(&dir.0, op),
+                Step::Uvfs(op) => uvfs_do(&t, op),
+            }
+            for rel in NAMES.iter().chain(PROBES.iter()) {
+                prop_assert_eq!(uvfs_view(&t, rel), host_view(&dir.0, rel), "after step {} ({:?}): {}", i, s, rel);
+            }
+            for rel in [".", "a", "b", "a/x"] {
+                prop_assert_eq!(uvfs_list(&t, rel), host_list(&dir.0, rel), "after step {} ({:?}): list {}", i, s, rel);
+            }
+        }
+    }
+}
