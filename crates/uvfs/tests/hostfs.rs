@@ -204,63 +204,7 @@ fn host_rename_race_cannot_escape() {
     assert!(seen_inside > 0);
 }
 
-/// Bounded caches: a cold walk of many host files with small dentry limits keeps the
-/// cached dentries (and so the hostfs inodes, which live only while used) within the
-/// limits, and memory (host descriptors, inodes) goes back to its base afterwards.
-///
-/// Scaled down from the 1M files / 100k limit to 100k files / 10k (the same
-/// ratio; creating 1M files takes ~30 s on its own, over the test budget).
-#[test]
-fn bounded_caches_during_a_big_walk() {
-    const DIRS: usize = 100;
-    const FILES: usize = 1000;
-    const LIMIT: usize = 10_000;
-    let dir = TempDir::new("bounded");
-    for d in 0..DIRS {
-        let p = dir.0.join(format!("d{d}"));
-        std::fs::create_dir(&p).unwrap();
-        for f in 0..FILES {
-            std::fs::File::create(p.join(format!("f{f}"))).unwrap();
-        }
-    }
-    let fs = HostFs::new(&dir.0).unwrap();
-    let live = fs.live_inodes();
-    let fds_before = open_fds();
-    let config = VfsConfig { dentry_limit: LIMIT, negative_dentry_limit: LIMIT / 10, ..VfsConfig::default() };
-    let vfs = Vfs::with_root(config, Box::new(fs)).unwrap();
-    let t = vfs.root_task();
-    // Dentries in use by the walk itself (the directory being scanned and its parent)
-    // may exceed the limit by that much.
-    let slack = 4;
-    let (mut max_pos, mut max_neg, mut max_inodes) = (0, 0, 0);
-    for d in 0..DIRS {
-        for f in 0..FILES {
-            t.stat(format!("/d{d}/f{f}").as_bytes()).unwrap();
-            // A miss too, for negative dentries.
-            if f % 10 == 0 {
-                assert_eq!(t.stat(format!("/d{d}/missing{f}").as_bytes()), Err(Errno::ENOENT));
-            }
-        }
-        let (pos, neg) = vfs.dcache_counts();
-        max_pos = max_pos.max(pos);
-        max_neg = max_neg.max(neg);
-        max_inodes = max_inodes.max(live.load(std::sync::atomic::Ordering::Relaxed));
-    }
-    assert!(max_pos <= LIMIT + slack, "positive dentries peaked at {max_pos}");
-    // The cache was used up to its limit (the bound did something).
-    assert!(max_pos >= LIMIT - FILES && max_neg >= LIMIT / 10 - FILES / 10, "peaks {max_pos}, {max_neg}");
-    assert!(max_neg <= LIMIT / 10 + slack, "negative dentries peaked at {max_neg}");
-    // Inodes: one per positive dentry plus the root; freed inodes may wait for the
-    // collector's next batch.
-    assert!(max_inodes <= LIMIT + slack + 1 + 1024, "inodes peaked at {max_inodes}");
-    // Everything still answers right after eviction.
-    assert!(t.stat(b"/d0/f0").is_ok());
-    assert_eq!(t.stat(b"/d0/nope"), Err(Errno::ENOENT));
-    drop(t);
-    drop(vfs);
-    assert_eq!(live.load(std::sync::atomic::Ordering::Relaxed), 0, "inodes left after the instance");
-    assert!(open_fds() <= fds_before, "descriptors left: {} -> {}", fds_before, open_fds());
-}
+// The bounded caches at full size (1M files, limits of 100k) are tests/hostfs_memory.rs.
 
 /// Eviction while other threads walk: with tiny limits, every walk still answers right
 /// (an eviction overlapping a walk makes it walk again, as a rename does).

@@ -151,8 +151,13 @@ fn host_permission_changes() {
         AclEntry::new(AclTag::Mask, 4),
         AclEntry::new(AclTag::Other, 0),
     ]);
-    rustix::fs::setxattr(&dir.0.join("d/f"), "system.posix_acl_access", &acl.to_xattr_vec(), rustix::fs::XattrFlags::empty())
-        .unwrap();
+    rustix::fs::setxattr(
+        dir.0.join("d/f"),
+        "system.posix_acl_access",
+        &acl.to_xattr_vec(),
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
     assert_eq!(user.access(b"/d/f", AccessMode::R_OK), Ok(()));
     let root = vfs.root_task();
     assert_eq!(root.stat(b"/d/..").unwrap().mode & 0o777, std::fs::metadata(&dir.0).unwrap().mode() & 0o777);
@@ -213,8 +218,14 @@ fn host_do(root: &Path, op: &Op) {
         Op::Rmdir(a) => std::fs::remove_dir(p(*a)),
         Op::Unlink(a) => std::fs::remove_file(p(*a)),
         Op::Rename(a, b) => std::fs::rename(p(*a), p(*b)),
-        Op::Exchange(a, b) => rustix::fs::renameat_with(rustix::fs::CWD, &p(*a), rustix::fs::CWD, &p(*b), rustix::fs::RenameFlags::EXCHANGE)
-            .map_err(std::io::Error::from),
+        Op::Exchange(a, b) => rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            p(*a),
+            rustix::fs::CWD,
+            p(*b),
+            rustix::fs::RenameFlags::EXCHANGE,
+        )
+        .map_err(std::io::Error::from),
         Op::Symlink(a, b) => symlink(NAMES[*a], p(*b)),
         Op::Link(a, b) => std::fs::hard_link(p(*a), p(*b)),
         Op::Chmod(a, m) => std::fs::set_permissions(p(*a), std::fs::Permissions::from_mode(*m)),
@@ -224,10 +235,12 @@ fn host_do(root: &Path, op: &Op) {
 fn uvfs_do(t: &uvfs::task::Task, op: &Op) {
     let p = |i: usize| format!("/{}", NAMES[i]).into_bytes();
     let _ = match op {
-        Op::Write(a, l) => t.open(&p(*a), OpenFlags::CREAT | OpenFlags::TRUNC | OpenFlags::WRONLY, 0o644).and_then(|fd| {
-            let r = t.write(fd, &vec![b'w'; *l]).map(|_| ());
-            t.close(fd).and(r)
-        }),
+        Op::Write(a, l) => {
+            t.open(&p(*a), OpenFlags::CREAT | OpenFlags::TRUNC | OpenFlags::WRONLY, 0o644).and_then(|fd| {
+                let r = t.write(fd, &vec![b'w'; *l]).map(|_| ());
+                t.close(fd).and(r)
+            })
+        }
         Op::Mkdir(a) => t.mkdir(&p(*a), 0o755),
         Op::Rmdir(a) => t.rmdir(&p(*a)),
         Op::Unlink(a) => t.unlink(&p(*a)),
@@ -255,16 +268,15 @@ fn host_list(root: &Path, rel: &str) -> Option<Vec<Vec<u8>>> {
     if !std::fs::symlink_metadata(root.join(rel)).ok()?.is_dir() {
         return None;
     }
-    let mut v: Vec<Vec<u8>> = std::fs::read_dir(root.join(rel))
-        .ok()?
-        .map(|e| e.unwrap().file_name().into_encoded_bytes())
-        .collect();
+    let mut v: Vec<Vec<u8>> =
+        std::fs::read_dir(root.join(rel)).ok()?.map(|e| e.unwrap().file_name().into_encoded_bytes()).collect();
     v.sort();
     Some(v)
 }
 
 fn uvfs_list(t: &uvfs::task::Task, rel: &str) -> Option<Vec<Vec<u8>>> {
-    let fd = t.open(format!("/{rel}").as_bytes(), OpenFlags::RDONLY | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW, 0).ok()?;
+    let fd =
+        t.open(format!("/{rel}").as_bytes(), OpenFlags::RDONLY | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW, 0).ok()?;
     let mut v: Vec<Vec<u8>> =
         t.getdents(fd, 1000).unwrap().into_iter().map(|e| e.name).filter(|n| n != b"." && n != b"..").collect();
     t.close(fd).unwrap();
