@@ -68,12 +68,26 @@
 //! filesystem, the locked ACL load); the switch forces it. A lockless reader that sees an
 //! inconsistent state (the rename sequence moved) falls back; it never answers wrong.
 //!
+//! ## Filesystems that change behind the VFS (hostfs)
+//! A filesystem that is not dcache-complete is asked on a miss (`lookup`), and its answer
+//! is cached, positive or negative; the last name of unlink, rmdir, rename, link and the
+//! creates is looked up the same way under the directory lock (`VfsInner::lookup_excl`,
+//! Linux's `lookup_one_qstr_excl`). One whose storage can change
+//! ([`FileSystem::revalidates`]) marks its dentries
+//! `DENTRY_OP_REVALIDATE`, and every cached lookup asks it to vouch for the dentry
+//! (`d_revalidate`, in the lockless tier too); a dentry it disowns is dropped with its
+//! cached subtree and looked up again. A walk ending where no name was checked (`.`,
+//! `..`, a root) and `fstat` refresh attributes (`getattr`). Without the flag (memfs,
+//! hostfs under `HostChanges::Never`) this costs one test of flags the walk loads anyway.
+//!
 //! ## Bounded caches
 //! Dentries that lookups cache for a filesystem that is not dcache-complete (hostfs) are
 //! counted and evicted when unused, oldest first, past [`VfsConfig::dentry_limit`] and
 //! [`VfsConfig::negative_dentry_limit`] ([`Vfs::dcache_counts`]); such inodes live only
-//! while used, so the limit bounds them too. Dropping a [`Vfs`] tears its dentry trees
-//! down (a directory's map and a child's parent pointer form a cycle).
+//! while used (no LRU of unused inodes is kept: an unused inode is freed with its last
+//! dentry), so the dentry limit bounds them too. A removed, replaced or invalidated
+//! directory has its cached subtree pruned, and dropping a [`Vfs`] tears its dentry trees
+//! down: a directory's map and a child's parent pointer form a cycle.
 //!
 //! ## Example
 //! ```
