@@ -367,10 +367,14 @@ macro_rules! reply_err {
 
 impl Filesystem for UvfsFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Not FUSE_ATOMIC_O_TRUNC: with it the kernel sends O_TRUNC in OPEN and checks
+        // ETXTBSY only afterwards (`handle_truncate`), so an O_RDONLY|O_TRUNC open of a
+        // running executable truncated it before failing, and the program, its text gone,
+        // could die of SIGBUS before the check, which then passed (pjdfstest's intermittent
+        // open::etxtbsy). Without it the kernel checks first, then sends SETATTR(size 0).
         let mut want = InitFlags::FUSE_HANDLE_KILLPRIV_V2
             | InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO
-            | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_EXPORT_SUPPORT
             | InitFlags::FUSE_DONT_MASK;

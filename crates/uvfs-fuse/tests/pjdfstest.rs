@@ -73,23 +73,11 @@ fn pjdfstest(perm: Permissions) {
     let (summary, text) = run(&[]);
     println!("{perm:?}: {summary}");
     let failed: Vec<&str> = text.lines().filter(|l| l.trim_end().ends_with("FAILED")).collect();
-    if !summary.starts_with("Summary: 0 failed") {
-        // Known intermittent: `open::etxtbsy` (a write-open of a file being executed from the
-        // mount succeeded) failed 1 time in 30 runs of that case alone with
-        // `--permissions kernel`, 0 in 30 with `--permissions uvfs`; not understood yet. A
-        // failing `open::etxtbsy` is run once more (pattern `open::etxtbsy`, which selects
-        // exactly that case): it must then run and pass, and is reported as FLAKY. Every
-        // other case has to pass the first time.
-        let names: Vec<&str> = failed.iter().filter_map(|l| l.split_whitespace().next()).collect();
-        let flaky_ok = names.iter().all(|n| *n == "open::etxtbsy") && !names.is_empty();
-        let (again, text2) = run(&names);
-        assert!(
-            flaky_ok && again.starts_with("Summary: 0 failed") && again.contains(" 1 passed"),
-            "pjdfstest ({perm:?}): {summary}\n{}\n\n{text}\n\nre-run: {again}\n{text2}",
-            failed.join("\n")
-        );
-        eprintln!("FLAKY pjdfstest ({perm:?}): {} failed once, passed when re-run: {again}", names.join(", "));
-    }
+    assert!(
+        summary.starts_with("Summary: 0 failed"),
+        "pjdfstest ({perm:?}): {summary}\n{}\n\n{text}",
+        failed.join("\n")
+    );
     let skipped: Vec<&str> = text.lines().filter(|l| l.trim_end().ends_with("skipped")).collect();
     for s in &skipped {
         let name = s.split_whitespace().next().unwrap_or("");

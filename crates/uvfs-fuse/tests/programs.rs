@@ -236,3 +236,42 @@ fn lookup_counts_return_to_zero() {
     eventually("forgets reach the server", || h.nodes() == 1);
     m.handle.take().unwrap().unmount().unwrap();
 }
+
+/// A running program's file cannot be opened for writing or truncated (ETXTBSY, which only
+/// the kernel can know), and a refused `O_TRUNC` leaves it whole: the kernel must check
+/// before uvfs truncates (no `FUSE_ATOMIC_O_TRUNC`, whose OPEN carried the truncation
+/// ahead of the check; the program then often died of SIGBUS). Both permission modes.
+#[test]
+fn running_program_is_text_busy() {
+    require(&[("sleep", "coreutils")]);
+    let sleep = std::path::PathBuf::from(
+        String::from_utf8(run(Command::new("sh").args(["-c", "command -v sleep"])).stdout).unwrap().trim(),
+    );
+    let len = std::fs::metadata(&sleep).unwrap().len();
+    for perm in [uvfs_fuse::Permissions::Kernel, uvfs_fuse::Permissions::Uvfs] {
+        let m = Mounted::new(MountOptions { permissions: perm, ..MountOptions::default() });
+        let exe = m.path().join("busy");
+        std::fs::copy(&sleep, &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for round in 0..20 {
+            let mut child = Command::new(&exe).arg("30").spawn().unwrap();
+            let path = std::ffi::CString::new(exe.as_os_str().as_encoded_bytes()).unwrap();
+            for flags in [libc::O_WRONLY, libc::O_RDWR, libc::O_RDONLY | libc::O_TRUNC] {
+                // SAFETY: a NUL-terminated path; a descriptor it returns is closed at once.
+                let fd = unsafe { libc::open(path.as_ptr(), flags) };
+                let err = std::io::Error::last_os_error();
+                if fd >= 0 {
+                    // SAFETY: the descriptor just opened.
+                    unsafe { libc::close(fd) };
+                }
+                assert!(fd < 0, "{perm:?} round {round} flags {flags:o}: opened");
+                assert_eq!(err.raw_os_error(), Some(libc::ETXTBSY), "{perm:?} round {round} flags {flags:o}");
+            }
+            assert_eq!(std::fs::metadata(&exe).unwrap().len(), len, "{perm:?} round {round}: truncated");
+            // Still running: nothing took its text away.
+            assert!(child.try_wait().unwrap().is_none(), "{perm:?} round {round}: the program died");
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+}
