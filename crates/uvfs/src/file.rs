@@ -25,9 +25,9 @@ pub struct File {
     /// The file position (Linux's `f_pos` under `f_pos_lock`); for directories, the
     /// readdir cursor.
     pub(crate) pos: Mutex<u64>,
-    /// Atomic: the file still holds its user count on `mnt` (and its writer count, if
-    /// opened for writing); given back once, at the last close or at drop if it was never
-    /// installed.
+    /// Atomic: the file still holds its open count on `inode` and its user count on `mnt`
+    /// (and its writer count, if opened for writing); given back once, at the last close
+    /// or at drop if it was never installed.
     counted: AtomicBool,
 }
 
@@ -67,9 +67,13 @@ impl File {
         })
     }
 
-    /// Gives back the mount's user and writer counts, once.
-    fn put_mount_counts(&self) {
+    /// Gives back the inode's open count and the mount's user and writer counts, once.
+    /// An inode that lost its last name is deleted now if this was its last open.
+    fn put_counts(&self, fast: crate::config::FastPaths, guard: &crate::rcu::LocalGuard<'_>) {
         if self.counted.swap(false, Ordering::AcqRel) {
+            if self.inode.closed() {
+                fsnotify::inode_deleted(fast, &self.inode, guard);
+            }
             if self.flags().writable() {
                 self.mnt.put_write_access();
             }
@@ -113,20 +117,22 @@ impl File {
             let mask = if self.flags().writable() { EventMask::CLOSE_WRITE } else { EventMask::CLOSE_NOWRITE };
             fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, mask.bits(), &guard);
         }
-        if self.inode.closed() {
-            // The last reference to an unlinked inode: it is deleted now.
-            fsnotify::inode_deleted(fast, &self.inode, &guard);
-        }
-        self.put_mount_counts();
+        self.put_counts(fast, &guard);
     }
 }
 
 impl Drop for File {
-    /// A file that was never installed (its open failed after `new`) gives its mount
-    /// counts back here; an installed one already did at its last close, which is what
-    /// decides when a umount stops being EBUSY (the memory is reclaimed later).
+    /// A file that was never installed (its open failed after `new`, or the descriptor
+    /// table was full) gives its counts back here; an installed one already did at its
+    /// last close, which is what decides when a umount stops being EBUSY and when an
+    /// unlinked inode is deleted (the memory is reclaimed later).
     fn drop(&mut self) {
-        self.put_mount_counts();
+        if *self.counted.get_mut() {
+            let guard = self.inode.sb().rcu().pin();
+            // The switches only choose how the notify check is made, not its outcome; the
+            // instance's are not at hand here.
+            self.put_counts(crate::config::FastPaths::all(), &guard);
+        }
     }
 }
 

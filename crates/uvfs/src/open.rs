@@ -137,20 +137,28 @@ impl Task {
                 }
                 Outcome::Parent { .. } => Err(Errno::EINVAL),
             })?;
+            // The descriptor before anything that cannot be undone (a create, a truncate),
+            // as Linux's `get_unused_fd_flags` comes first; only once the walk succeeded,
+            // so a failed open still takes no lock (seed 003).
+            let slot = self.files.reserve()?;
             let opened = match target {
                 OpenTarget::Existing(p) => self.do_open(p, flags).map(Some),
                 OpenTarget::Create { parent, name } => self.open_create(&parent, name.as_bytes(), flags, mode),
             };
             match opened {
-                Ok(Some(f)) => break f,
+                Ok(Some(f)) => break (f, slot),
                 // Lost a race with a creator: open what is there now.
-                Ok(None) => return self.do_sys_open(dirfd, path, flags & !OpenFlags::CREAT, mode, resolve),
+                Ok(None) => {
+                    drop(slot);
+                    return self.do_sys_open(dirfd, path, flags & !OpenFlags::CREAT, mode, resolve);
+                }
                 // What the walk found lost its last name (and its contents) before it could be
                 // opened: walk again, in the locked tier, which waits for the unlink to finish.
                 Err(Errno::ESTALE) => reval = true,
                 Err(e) => return Err(e),
             }
         };
+        let (file, slot) = file;
         let file = match prealloc {
             Some(mut slot) => {
                 Arc::get_mut(&mut slot).expect("fresh allocation").write(file);
@@ -163,7 +171,7 @@ impl Task {
             let guard = self.vfs.rcu.pin();
             fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, EventMask::OPEN.bits(), &guard);
         }
-        self.files.install(file, 0, cloexec)
+        Ok(slot.install(file, cloexec))
     }
 
     /// `open(2)`: `openat(AT_FDCWD, ...)`.

@@ -184,6 +184,12 @@ impl Task {
         self.files.install_at(file, new, cloexec)
     }
 
+    /// `setrlimit(RLIMIT_NOFILE)` (soft and hard alike): the descriptor limit of this
+    /// task's table.
+    pub fn set_nofile_limit(&self, n: usize) -> Result<()> {
+        self.files.set_limit(n)
+    }
+
     /// `close(2)`.
     pub fn close(&self, fd: Fd) -> Result<()> {
         self.files.close(fd)

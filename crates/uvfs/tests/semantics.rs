@@ -214,3 +214,42 @@ fn bad_input_gets_an_errno() {
     // Nothing changed by the failures above.
     assert_eq!(t.stat(b"/x"), Err(Errno::ENOENT));
 }
+
+/// A full descriptor table (EMFILE) stops an open before it does anything it could not
+/// undo, as Linux's `get_unused_fd_flags` comes first: `O_CREAT` creates nothing, `O_TRUNC`
+/// truncates nothing; and nothing leaks (the inode of a file unlinked meanwhile is freed:
+/// a filesystem with room for two files takes two new ones afterwards).
+#[test]
+fn emfile_before_any_side_effect() {
+    // The root and two files.
+    let vfs = Vfs::new(VfsConfig { root_inode_limit: Some(3), ..VfsConfig::default() });
+    let t = vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    t.write(fd, b"keep me").unwrap();
+    t.set_nofile_limit(4).unwrap();
+    let mut fds = vec![fd];
+    while let Ok(d) = t.dup(fd) {
+        fds.push(d);
+    }
+    assert_eq!(fds.len(), 4);
+    assert_eq!(t.dup(fd), Err(Errno::EMFILE));
+    assert_eq!(t.open(b"/new", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644), Err(Errno::EMFILE));
+    assert_eq!(t.stat(b"/new"), Err(Errno::ENOENT));
+    assert_eq!(t.open(b"/f", OpenFlags::WRONLY | OpenFlags::TRUNC, 0), Err(Errno::EMFILE));
+    assert_eq!(t.stat(b"/f").unwrap().size, 7);
+    assert_eq!(t.open(b"/f", OpenFlags::RDONLY, 0), Err(Errno::EMFILE));
+    // A failed walk still answers its own error (uvfs walks before it reserves, so that a
+    // failed open takes no lock; Linux would say EMFILE).
+    assert_eq!(t.open(b"/missing", OpenFlags::RDONLY, 0), Err(Errno::ENOENT));
+    t.unlink(b"/f").unwrap();
+    for d in fds {
+        t.close(d).unwrap();
+    }
+    // The unlinked file is gone, and nothing was created: room for two files again.
+    t.set_nofile_limit(64).unwrap();
+    let g = t.open(b"/g", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+    assert_eq!(g, Fd(0));
+    t.mknodat(DirFd::Cwd, b"/h", 0o644, 0).unwrap();
+    assert_eq!(t.mknodat(DirFd::Cwd, b"/i", 0o644, 0), Err(Errno::ENOSPC));
+    t.close(g).unwrap();
+}
