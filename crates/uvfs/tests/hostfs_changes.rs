@@ -218,14 +218,10 @@ fn host_do(root: &Path, op: &Op) {
         Op::Rmdir(a) => std::fs::remove_dir(p(*a)),
         Op::Unlink(a) => std::fs::remove_file(p(*a)),
         Op::Rename(a, b) => std::fs::rename(p(*a), p(*b)),
-        Op::Exchange(a, b) => rustix::fs::renameat_with(
-            rustix::fs::CWD,
-            p(*a),
-            rustix::fs::CWD,
-            p(*b),
-            rustix::fs::RenameFlags::EXCHANGE,
-        )
-        .map_err(std::io::Error::from),
+        Op::Exchange(a, b) => {
+            rustix::fs::renameat_with(rustix::fs::CWD, p(*a), rustix::fs::CWD, p(*b), rustix::fs::RenameFlags::EXCHANGE)
+                .map_err(std::io::Error::from)
+        }
         Op::Symlink(a, b) => symlink(NAMES[*a], p(*b)),
         Op::Link(a, b) => std::fs::hard_link(p(*a), p(*b)),
         Op::Chmod(a, m) => std::fs::set_permissions(p(*a), std::fs::Permissions::from_mode(*m)),
