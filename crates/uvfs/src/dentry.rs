@@ -122,7 +122,9 @@ impl Drop for Dentry {
     }
 }
 
-/// The children of a directory.
+/// The children of a directory. `repr(C)`: the map (read by lookups) first, the lock
+/// (written by every locked lookup and change) after it.
+#[repr(C)]
 pub struct Dir {
     /// Probed without a lock (see [`crate::rhashtable`]); changed only under
     /// `lock`.
@@ -294,10 +296,15 @@ impl Dentry {
         self.hot.name.load(guard).as_bytes()
     }
 
-    /// Lockless lookup of a child (positive or negative) in this directory.
+    /// Lockless lookup of a child (positive or negative) in this directory:
+    /// `Some(Some(child))`, `Some(None)` for a certain miss, `None` when a miss overlapped
+    /// the map growing (see [`crate::rhashtable`]) and the caller must look again locked.
     #[inline]
-    pub(crate) fn lookup_rcu<'g>(&self, name: &[u8], guard: &'g LocalGuard<'_>) -> Option<&'g Arc<Dentry>> {
-        self.dir()?.children.get(name, guard)
+    pub(crate) fn lookup_rcu<'g>(&self, name: &[u8], guard: &'g LocalGuard<'_>) -> Option<Option<&'g Arc<Dentry>>> {
+        match self.dir() {
+            Some(d) => d.children.get_sure(name, guard),
+            None => Some(None),
+        }
     }
 
     /// Moves this dentry to `parent` under `name` (rename); caller holds the rename lock

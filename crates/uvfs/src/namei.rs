@@ -501,7 +501,8 @@ impl<'a, 't> Nameidata<'a, 't> {
     fn lookup(&mut self, name: &[u8]) -> std::result::Result<Option<&'a Dentry>, Stop> {
         let dir = self.cur.dentry;
         if !self.locked {
-            if let Some(d) = dir.lookup_rcu(name, self.guard) {
+            let Some(found) = dir.lookup_rcu(name, self.guard) else { return Err(Stop::Fallback) };
+            if let Some(d) = found {
                 // `d_revalidate` in RCU mode: a dentry its filesystem no longer vouches for
                 // is replaced by the locked tier.
                 if d.needs_revalidate() && !self.cur.mnt.sb.fs().d_revalidate(self.cur.inode(), name, d)? {

@@ -6,15 +6,23 @@
 //! lock, no write. Writers are serialized by the owner's lock (the directory lock, the
 //! rename lock): an insert publishes a fully built node at the head of its chain; a remove
 //! unlinks the node (readers standing on it still find the rest of the chain through its
-//! `next`, which is never changed after unlinking) and retires it through the collector;
-//! growing builds a new array of new nodes, publishes it, and retires the old one whole.
+//! `next`, which is never changed after unlinking) and retires it through the collector.
+//!
+//! Growing moves the nodes themselves into a new array (no node is copied or allocated:
+//! a copy per entry per doubling was most of a cold scan's allocations), publishes it, and
+//! retires the old array, emptied. A reader that overlaps a grow may follow a moved node
+//! into its new chain and so **miss** an entry that is there; it never finds a wrong one
+//! (keys are compared) and never loops (moved nodes only lead to moved nodes). Hits are
+//! therefore always right; a miss is certain only if no grow overlapped it, which
+//! [`RHashTable::get_sure`] checks with the table's resize sequence. Readers whose misses
+//! are rechecked anyway (under the writer's lock, or inside another sequence) use `get`.
 //!
 //! (papaya was the first choice, but its `Drop` reclaims the whole collector, which is
 //! unsound with a collector shared by every directory while other threads run.)
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
 
 use crate::rcu::{LocalGuard, Rcu};
 
@@ -43,8 +51,9 @@ impl<K, V> Buckets<K, V> {
 
 impl<K, V> Drop for Buckets<K, V> {
     fn drop(&mut self) {
-        // Frees the nodes this array owns. A retired array owns nothing: its nodes were
-        // re-created in the new array and are freed here too, but only once unreachable.
+        // Frees the nodes this array owns: the current array's at the table's drop, or
+        // those of an array `drain` took out whole. An array retired by a grow is empty
+        // (its nodes moved).
         for h in self.heads.iter_mut() {
             let mut p = *h.get_mut();
             while !p.is_null() {
@@ -64,6 +73,9 @@ pub struct RHashTable<K, V> {
     len: AtomicUsize,
     /// Debug check that writers are serialized.
     writing: AtomicBool,
+    /// Atomic, written by the writer: odd while a grow moves nodes (a sequence count for
+    /// [`RHashTable::get_sure`]).
+    resizing: AtomicU64,
     /// Immutable.
     hasher: foldhash::fast::FixedState,
 }
@@ -103,6 +115,7 @@ where
             buckets: AtomicPtr::new(Box::into_raw(Box::new(Buckets::new(4)))),
             len: AtomicUsize::new(0),
             writing: AtomicBool::new(false),
+            resizing: AtomicU64::new(0),
             hasher: foldhash::fast::FixedState::with_seed(0x9e37_79b9_7f4a_7c15),
         }
     }
@@ -122,7 +135,9 @@ where
         self.len() == 0
     }
 
-    /// Lockless lookup; the reference lives as long as the guard.
+    /// Lockless lookup; the reference lives as long as the guard. A hit is always right; a
+    /// miss may be wrong if a grow overlapped it (see the module docs): callers recheck a
+    /// miss under the writers' lock, or use [`RHashTable::get_sure`].
     #[inline]
     pub fn get<'g, Q>(&self, key: &Q, guard: &'g LocalGuard<'_>) -> Option<&'g V>
     where
@@ -145,6 +160,26 @@ where
             }
         }
         None
+    }
+
+    /// Lockless lookup whose miss can be trusted: `Some(hit or None)`, or `None` when a
+    /// grow overlapped a miss (the caller looks again, or takes the writers' lock). Two
+    /// extra loads, on the miss path only.
+    #[inline]
+    pub fn get_sure<'g, Q>(&self, key: &Q, guard: &'g LocalGuard<'_>) -> Option<Option<&'g V>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let seq = self.resizing.load(Ordering::Acquire);
+        match self.get(key, guard) {
+            Some(v) => Some(Some(v)),
+            None => {
+                // Seqlock read side: the chain loads above happen before this re-read.
+                fence(Ordering::Acquire);
+                (seq & 1 == 0 && self.resizing.load(Ordering::Relaxed) == seq).then_some(None)
+            }
+        }
     }
 
     /// Inserts or replaces; returns the value replaced. The caller serializes writers.
@@ -245,29 +280,37 @@ where
         }
     }
 
-    /// Re-creates every node in a larger array, publishes it, retires the old array (and
-    /// with it the old nodes) through the collector.
+    /// Moves every node into a larger array, publishes it, retires the old array (emptied)
+    /// through the collector. Inside the resize sequence: readers' misses meanwhile are
+    /// not trusted by [`RHashTable::get_sure`].
     fn grow<'b>(&'b self, old: &Buckets<K, V>, size: usize, rcu: &Rcu) -> &'b Buckets<K, V> {
+        let seq = self.resizing.load(Ordering::Relaxed);
+        self.resizing.store(seq + 1, Ordering::Relaxed);
+        // Seqlock write side: the odd count is visible before any node moves.
+        fence(Ordering::Release);
         let new = Buckets::new(size);
         for head in old.heads.iter() {
-            let mut p = head.load(Ordering::Acquire);
+            let mut p = head.load(Ordering::Relaxed);
             while !p.is_null() {
-                // SAFETY: the writer reads its own linked nodes.
+                // SAFETY: the writer owns the chains' shape; nodes are freed only through
+                // the collector, and none is freed here.
                 let n = unsafe { &*p };
+                let next = n.next.load(Ordering::Relaxed);
                 let slot = &new.heads[(n.hash as usize) & (size - 1)];
-                let copy = Node {
-                    hash: n.hash,
-                    key: n.key.clone(),
-                    value: n.value.clone(),
-                    next: AtomicPtr::new(slot.load(Ordering::Relaxed)),
-                };
-                slot.store(Box::into_raw(Box::new(copy)), Ordering::Relaxed);
-                p = n.next.load(Ordering::Acquire);
+                // A reader standing on `n` now continues in its new chain (moved nodes only
+                // lead to moved nodes, so it ends).
+                n.next.store(slot.load(Ordering::Relaxed), Ordering::Release);
+                slot.store(p, Ordering::Relaxed);
+                p = next;
             }
+            // The old array must not own (and free) what moved.
+            head.store(std::ptr::null_mut(), Ordering::Release);
         }
         let new = Box::into_raw(Box::new(new));
+        // Publishes the new array with every chain complete.
         let old = self.buckets.swap(new, Ordering::AcqRel);
-        // SAFETY: `old` is unpublished; readers still on it are waited for.
+        self.resizing.store(seq + 2, Ordering::Release);
+        // SAFETY: `old` is unpublished and empty; readers still on it are waited for.
         unsafe { rcu.retire_box(old) };
         // SAFETY: just published; only this writer replaces it.
         unsafe { &*new }

@@ -182,10 +182,11 @@ impl VfsInner {
         // SAFETY: `cur.dentry` is alive under `guard` and every dentry lives in an Arc.
         let parent = unsafe { arc_from_ref(cur.dentry) };
         let found = self.lookup_excl(sb, &parent, &mut l, name, guard)?;
+        // The map holds what was found: hand out its reference (alive under `guard`, for the
+        // caller's walk), taken while no writer can be growing the map.
+        let r = found.and_then(|d| dir.children.get(name, guard).filter(|x| Arc::ptr_eq(x, &d))).map(|d| &**d);
         drop(l);
-        // The map holds what was found (under `guard` for the caller's walk): hand out that
-        // reference, not the counted one.
-        Ok(found.and_then(|d| dir.children.get(name, guard).filter(|x| Arc::ptr_eq(x, &d))).map(|d| &**d))
+        Ok(r)
     }
 
     /// Linux's `lookup_one_qstr_excl`: `name` in `parent`, whose lock the caller holds

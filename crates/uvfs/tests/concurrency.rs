@@ -834,3 +834,42 @@ fn fd_table_race() {
         t.close(fd).unwrap();
     }
 }
+
+/// A directory's map grows (moving its entries to a larger array) while lockless walks
+/// look up names that exist all along: none of them is ever reported missing (a miss that
+/// overlapped a grow is looked up again under the lock), on memfs, whose misses are
+/// otherwise answered without asking anyone.
+#[test]
+fn names_found_while_the_map_grows() {
+    let vfs = new_vfs(true);
+    let t = vfs.root_task();
+    let n = iters(20000).max(2000);
+    for round in 0..4 {
+        let dir = format!("/g{round}");
+        t.mkdir(dir.as_bytes(), 0o755).unwrap();
+        let keep: Vec<String> = (0..8).map(|i| format!("{dir}/keep{i}")).collect();
+        for k in &keep {
+            t.mknodat(DirFd::Cwd, k.as_bytes(), 0o644, 0).unwrap();
+        }
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let r = vfs.root_task();
+                let mut looks = 0u64;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    for k in &keep {
+                        assert!(r.stat(k.as_bytes()).is_ok(), "{k} missed while its directory grew");
+                        looks += 1;
+                    }
+                }
+                looks
+            });
+            let w = vfs.root_task();
+            for i in 0..n {
+                w.mknodat(DirFd::Cwd, format!("{dir}/new{i}").as_bytes(), 0o644, 0).unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            assert!(reader.join().unwrap() > 0);
+        });
+    }
+}
