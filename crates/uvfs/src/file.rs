@@ -44,6 +44,9 @@ impl File {
         inode: Arc<Inode>,
         flags: OpenFlags,
     ) -> crate::errno::Result<File> {
+        if !flags.contains(OpenFlags::PATH) {
+            inode.sb().fs().open(&inode)?;
+        }
         inode.opened()?;
         if let Err(e) = mnt.get_user() {
             inode.closed();

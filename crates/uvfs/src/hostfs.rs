@@ -508,6 +508,15 @@ impl FileSystem for HostFs {
         Ok(valid)
     }
 
+    fn open(&self, inode: &Inode) -> Result<()> {
+        // The host file is opened with the first uvfs open of it (not at lookup: a cold
+        // scan that only stats holds no descriptor), and stays open with the inode.
+        if inode.file_type() == FileType::Regular {
+            Self::io(inode)?;
+        }
+        Ok(())
+    }
+
     fn d_init(&self, dentry: &crate::dentry::Dentry) {
         // What a lookup or create just found counts as a check.
         if self.max_age().is_some_and(|a| a != 0) {

@@ -110,6 +110,12 @@ pub trait FileSystem: Send + Sync + 'static {
     fn lookup(&self, _sb: &Arc<SuperBlock>, _dir: &Inode, _name: &[u8]) -> Result<Option<Arc<Inode>>> {
         Ok(None)
     }
+    /// A file description of `inode` is being opened (not `O_PATH`): the filesystem
+    /// readies what I/O on it needs (Linux's `->open`; hostfs opens the host file now, so
+    /// an open file keeps its data whatever happens to its name on the host).
+    fn open(&self, _inode: &Inode) -> Result<()> {
+        Ok(())
+    }
     /// Creates a node of any type (regular, directory, device, fifo, socket, symlink).
     fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>>;
     /// Creates an unnamed regular file (`O_TMPFILE`).

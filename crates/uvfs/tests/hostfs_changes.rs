@@ -309,3 +309,47 @@ proptest! {
         }
     }
 }
+
+/// A host directory that vanishes under uvfs (removed on the host while uvfs stands in
+/// it, holds files open in it and has its names cached) gives errno answers, never a
+/// panic, in both modes: creations in it are ENOENT (the host's answer on its
+/// descriptor), listings are empty, open files keep their data, and (revalidating) its
+/// cached names go.
+#[test]
+fn vanished_host_directory() {
+    for changes in [STRICT, HostChanges::Never] {
+        let dir = TempDir::new("vanish");
+        std::fs::create_dir_all(dir.0.join("d/sub")).unwrap();
+        std::fs::write(dir.0.join("d/f"), b"data").unwrap();
+        let vfs = vfs_over(&dir.0, changes);
+        let t = vfs.root_task();
+        t.chdir(b"/d").unwrap();
+        let fd = t.open(b"f", OpenFlags::RDONLY, 0).unwrap();
+        assert!(t.stat(b"sub").is_ok());
+        assert_eq!(t.stat(b"miss"), Err(Errno::ENOENT));
+        std::fs::remove_dir_all(dir.0.join("d")).unwrap();
+        assert_eq!(t.mkdir(b"new", 0o755), Err(Errno::ENOENT), "{changes:?}");
+        assert_eq!(t.open(b"new", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644), Err(Errno::ENOENT), "{changes:?}");
+        let dfd = t.open(b".", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+        let names: Vec<Vec<u8>> = t.getdents(dfd, 100).unwrap().into_iter().map(|e| e.name).collect();
+        assert!(names.iter().all(|n| n == b"." || n == b".."), "{changes:?}: {names:?}");
+        t.close(dfd).unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(t.pread(fd, &mut buf, 0), Ok(4));
+        assert_eq!(&buf[..4], b"data");
+        t.close(fd).unwrap();
+        if changes == STRICT {
+            assert_eq!(t.stat(b"sub"), Err(Errno::ENOENT));
+            assert_eq!(t.stat(b"/d"), Err(Errno::ENOENT));
+            assert_eq!(t.stat(b"/d/f"), Err(Errno::ENOENT));
+        } else {
+            // Trusted caches answer what they hold; calls that reach the host get its errno.
+            let _ = t.stat(b"sub");
+            assert_eq!(t.unlink(b"f").err().map(|e| e == Errno::ENOENT || e == Errno::ESTALE), Some(true));
+        }
+        // Whatever the answers, the instance still works.
+        t.chdir(b"/").unwrap();
+        t.mkdir(b"/again", 0o755).unwrap();
+        assert!(dir.0.join("again").is_dir());
+    }
+}
