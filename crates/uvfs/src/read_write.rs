@@ -37,6 +37,7 @@ impl Task {
         if !file.flags().readable() {
             return Err(Errno::EBADF);
         }
+        rw_verify_area(off, buf.len())?;
         match file.inode.file_type() {
             FileType::Directory => Err(Errno::EISDIR),
             FileType::Regular => file.inode.sb().fs().read(&file.inode, off, buf),
@@ -44,13 +45,16 @@ impl Task {
         }
     }
 
-    fn write_at(&self, file: &File, off: u64, buf: &[u8], guard: &LocalGuard<'_>) -> Result<usize> {
+    /// Writes at `off`; `pos` is the position the call was made at (the file position, or
+    /// pwrite's offset), which Linux checks before `O_APPEND` moves the write to the end.
+    fn write_at(&self, file: &File, off: u64, pos: u64, buf: &[u8], guard: &LocalGuard<'_>) -> Result<usize> {
         if !file.flags().writable() {
             return Err(Errno::EBADF);
         }
         if file.inode.file_type() != FileType::Regular {
             return Err(Errno::EINVAL);
         }
+        rw_verify_area(pos, buf.len())?;
         if buf.is_empty() {
             return Ok(0);
         }
@@ -86,7 +90,7 @@ impl Task {
         self.with_file(fd, |file, guard| {
             let mut pos = file.pos.lock();
             let off = if file.flags().contains(OpenFlags::APPEND) { file.inode.size() } else { *pos };
-            let n = self.write_at(file, off, buf, guard)?;
+            let n = self.write_at(file, off, *pos, buf, guard)?;
             *pos = off + n as u64;
             Ok(n)
         })
@@ -112,8 +116,9 @@ impl Task {
             return Err(Errno::EINVAL);
         }
         self.with_file(fd, |file, guard| {
-            let off = if file.flags().contains(OpenFlags::APPEND) { file.inode.size() } else { off as u64 };
-            self.write_at(file, off, buf, guard)
+            let pos = off as u64;
+            let off = if file.flags().contains(OpenFlags::APPEND) { file.inode.size() } else { pos };
+            self.write_at(file, off, pos, buf, guard)
         })
     }
 
@@ -150,5 +155,15 @@ impl Task {
     /// `fdatasync(2)`.
     pub fn fdatasync(&self, fd: Fd) -> Result<()> {
         self.fsync(fd)
+    }
+}
+
+/// Linux's `rw_verify_area`: a transfer whose end would pass the largest offset is EINVAL
+/// (checked before the filesystem's own EFBIG for a start at or past its largest size).
+#[inline]
+fn rw_verify_area(pos: u64, count: usize) -> Result<()> {
+    match (pos as i64).checked_add(count as i64) {
+        Some(end) if end >= 0 => Ok(()),
+        _ => Err(Errno::EINVAL),
     }
 }

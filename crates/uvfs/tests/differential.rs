@@ -167,7 +167,7 @@ fn len() -> BoxedStrategy<usize> {
 }
 
 fn off() -> BoxedStrategy<i64> {
-    prop::sample::select(vec![-1, 0, 2, 4096, 10_000]).boxed()
+    prop::sample::select(vec![-1, 0, 2, 4096, 10_000, i64::MAX - 1, i64::MAX]).boxed()
 }
 
 fn op() -> BoxedStrategy<Op> {
@@ -719,4 +719,42 @@ fn access_walks_with_real_ids() {
             Op::Fstatat(D::Cwd, p("c"), 0),
         ],
     );
+}
+
+/// Offsets at the top of the range: a transfer whose end would pass `i64::MAX` is EINVAL
+/// (`rw_verify_area`), before the filesystem's EFBIG; positions past it are EINVAL for
+/// lseek; with O_APPEND the check uses the file position, not the end it writes at.
+#[test]
+fn io_at_the_largest_offsets() {
+    const MAX: i64 = i64::MAX;
+    for who in [Who::Root, Who::User] {
+        same(
+            who,
+            &[
+                Op::Open(D::Cwd, p("b"), O_RDWR, 0),
+                Op::Lseek(0, MAX, W::Set),
+                Op::Write(0, 1),
+                Op::Write(0, 0),
+                Op::Read(0, 1),
+                Op::Lseek(0, MAX - 1, W::Set),
+                Op::Write(0, 1),
+                Op::Write(0, 2),
+                Op::Read(0, 2),
+                Op::Pwrite(0, 1, MAX),
+                Op::Pwrite(0, 1, MAX - 1),
+                Op::Pwrite(0, 2, MAX - 1),
+                Op::Pread(0, 1, MAX),
+                Op::Pread(0, 2, MAX - 1),
+                Op::Lseek(0, 1, W::Cur),
+                Op::Lseek(0, MAX, W::End),
+                Op::Open(D::Cwd, p("b"), O_WRONLY | O_APPEND, 0),
+                Op::Lseek(1, MAX, W::Set),
+                Op::Write(1, 1),
+                Op::Lseek(1, 0, W::Set),
+                Op::Write(1, 1),
+                Op::Pwrite(1, 1, MAX),
+                stat("b"),
+            ],
+        );
+    }
 }
