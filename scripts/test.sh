@@ -2,7 +2,9 @@
 # The test command: sets up what is missing, then runs every check CI runs.
 #   format, lints, the whole workspace's tests (unit, differential against the host
 #   kernel, allocation/lock counts, concurrency), the loom models of the sequence-count
-#   handoff, and the concurrency stress test under valgrind (use-after-free check).
+#   handoff, and the concurrency stress tests under valgrind (use-after-free check): the
+#   core's, and host changes racing hostfs walks (cached directories dropped and pruned
+#   while lockless walks stand in them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -19,4 +21,8 @@ echo "== concurrency stress under valgrind"
 bin=$(cargo test -p uvfs --test concurrency --no-run --message-format=json 2>/dev/null \
   | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
 UVFS_STRESS_ITERS=2000 valgrind -q --fair-sched=yes --error-exitcode=1 --leak-check=no "$bin" --test-threads=2
+echo "== host changes racing hostfs walks under valgrind"
+bin=$(cargo test -p uvfs --test hostfs_changes --no-run --message-format=json 2>/dev/null \
+  | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
+UVFS_STRESS_ITERS=2000 valgrind -q --fair-sched=yes --error-exitcode=1 --leak-check=no "$bin" racing --test-threads=2
 echo "== all checks passed"

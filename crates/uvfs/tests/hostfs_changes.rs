@@ -353,3 +353,98 @@ fn vanished_host_directory() {
         assert!(dir.0.join("again").is_dir());
     }
 }
+
+/// Host changes racing uvfs's own walks and changes, revalidating: nothing panics or
+/// hangs, every answer is one the host could give (a file that is or was there, or an
+/// errno of a missing name), and once the host is quiet again uvfs shows exactly what
+/// the host holds. Exercises dropping and pruning cached directories while lockless walks
+/// stand in them.
+#[test]
+fn host_changes_racing_walks() {
+    let dir = TempDir::new("race");
+    let h = dir.0.clone();
+    for d in ["x", "y"] {
+        std::fs::create_dir_all(h.join(d).join("sub")).unwrap();
+        for f in 0..4 {
+            std::fs::write(h.join(format!("{d}/sub/f{f}")), b"1").unwrap();
+        }
+    }
+    let vfs = vfs_over(&h, STRICT);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let walks = std::sync::atomic::AtomicUsize::new(0);
+    let steps = std::env::var("UVFS_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000usize);
+    std::thread::scope(|s| {
+        // The host: swaps x and y, makes and removes files and a directory, until the uvfs
+        // threads have done their share.
+        let host = s.spawn(|| {
+            let mut i = 0usize;
+            while walks.load(std::sync::atomic::Ordering::Relaxed) < 2 * steps {
+                i += 1;
+                let _ = rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    h.join("x"),
+                    rustix::fs::CWD,
+                    h.join("y"),
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+                let f = h.join(format!("x/sub/f{}", i % 4));
+                if i.is_multiple_of(3) {
+                    let _ = std::fs::remove_file(&f);
+                } else {
+                    let _ = std::fs::write(&f, b"22");
+                }
+                if i.is_multiple_of(7) {
+                    let _ = std::fs::remove_dir_all(h.join("y/tmp"));
+                } else {
+                    let _ = std::fs::create_dir(h.join("y/tmp"));
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let mut workers = Vec::new();
+        for k in 0..2usize {
+            let (vfs, stop, walks) = (&vfs, &stop, &walks);
+            workers.push(s.spawn(move || {
+                let before = uvfs::stats::counters().dentries_invalidated;
+                let t = vfs.root_task();
+                let mut i = k;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i += 1;
+                    walks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let d = if i.is_multiple_of(2) { "x" } else { "y" };
+                    let p = format!("/{d}/sub/f{}", i % 4);
+                    match t.stat(p.as_bytes()) {
+                        Ok(st) => assert!(st.size == 1 || st.size == 2 || st.size == 0, "{p}: {st:?}"),
+                        Err(Errno::ENOENT) => {}
+                        Err(e) => panic!("{p}: {e:?}"),
+                    }
+                    match t.mkdir(format!("/{d}/tmp/m{k}").as_bytes(), 0o755) {
+                        Ok(()) | Err(Errno::ENOENT | Errno::EEXIST) => {}
+                        Err(e) => panic!("mkdir: {e:?}"),
+                    }
+                    if let Ok(fd) = t.open(format!("/{d}/sub").as_bytes(), OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)
+                    {
+                        assert!(t.getdents(fd, 64).is_ok());
+                        t.close(fd).unwrap();
+                    }
+                    let _ = t.stat(format!("/{d}/tmp/../sub/./f0").as_bytes());
+                }
+                uvfs::stats::counters().dentries_invalidated - before
+            }));
+        }
+        host.join().unwrap();
+        // The host's changes did reach uvfs's cache (names were dropped and looked up again).
+        let invalidated: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        assert!(invalidated > 0);
+    });
+    // Quiet again: every name shows what the host holds.
+    let t = vfs.root_task();
+    for rel in
+        ["x", "y", "x/sub", "y/sub", "x/tmp", "y/tmp", "x/tmp/m0", "y/tmp/m1", "x/sub/f0", "y/sub/f1", "x/sub/f2"]
+    {
+        assert_eq!(uvfs_view(&t, rel), host_view(&h, rel), "{rel}");
+    }
+    for rel in [".", "x/sub", "y/sub", "x", "y"] {
+        assert_eq!(uvfs_list(&t, rel), host_list(&h, rel), "list {rel}");
+    }
+}
