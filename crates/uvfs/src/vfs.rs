@@ -49,7 +49,8 @@ pub(crate) struct VfsInner {
     /// The evictable dentries alive (atomic counts, shared with the dentries).
     pub(crate) dcache_counts: Arc<crate::dentry::DcacheCounts>,
     /// Evictable dentries, oldest first (FIFO: a hit takes no lock and moves nothing).
-    /// Leaf lock. Entries of dentries already freed or removed are skipped when reached.
+    /// Leaf lock. Entries of dentries already freed or removed are skipped when reached,
+    /// and compacted away when they are the majority (`lru_add`).
     pub(crate) dcache_lru: parking_lot::Mutex<std::collections::VecDeque<std::sync::Weak<Dentry>>>,
 }
 
@@ -224,7 +225,7 @@ impl VfsInner {
         // Absent (checked under this write lock): insert with the readdir bookkeeping, so
         // that a later unlink or eviction finds the counts it expects.
         self.d_insert(parent, locked, name, d.clone(), guard);
-        self.dcache_lru.lock().push_back(Arc::downgrade(&d));
+        self.lru_add(&d);
         Ok(d.inode().is_some().then_some(d))
     }
 
@@ -269,6 +270,21 @@ impl VfsInner {
                 l.count = 0;
                 stack.extend(dd.children.drain(&self.rcu));
             }
+        }
+    }
+
+    /// Queues a new evictable dentry for eviction. The queue holds weak references, which
+    /// keep a dead dentry's memory until the entry goes, and eviction only runs over the
+    /// limits: so the queue is compacted (dead entries dropped) whenever it is more than
+    /// twice the dentries alive, which keeps a churn of short-lived names from growing it
+    /// without bound, at an amortized O(1) per insert.
+    fn lru_add(&self, d: &Arc<Dentry>) {
+        let mut lru = self.dcache_lru.lock();
+        lru.push_back(Arc::downgrade(d));
+        let c = &self.dcache_counts;
+        let alive = c.positive.load(Ordering::Relaxed) + c.negative.load(Ordering::Relaxed);
+        if lru.len() > 2 * alive + 1024 {
+            lru.retain(|w| w.strong_count() > 0);
         }
     }
 
