@@ -343,6 +343,11 @@ struct Nameidata<'a, 't> {
     fast: FastPaths,
     guard: &'a LocalGuard<'a>,
     locked: bool,
+    /// The locked tier after a lockless attempt gave up (Linux's ref-walk `lookup_fast`):
+    /// cached names are still found without the directory lock, only a miss (or a dentry
+    /// its filesystem disowns) takes it. Off when the caller asked for the locked walk
+    /// (`LOCKED`: a fast path switched off, or an open waiting out an unlink).
+    lockless_hits: bool,
     /// How to walk.
     flags: LookupFlags,
     /// Where `..` stops and absolute symlinks start: the task's root, or for a scoped
@@ -529,6 +534,12 @@ impl<'a, 't> Nameidata<'a, 't> {
                 return Ok(None);
             }
             return Err(Stop::Fallback);
+        }
+        if self.lockless_hits
+            && let Some(Some(d)) = dir.lookup_rcu(name, self.guard)
+            && (!d.needs_revalidate() || revalidate(self.cur, name, d)?)
+        {
+            return Ok(if d.inode().is_some() { Some(d) } else { None });
         }
         let d = self.task.vfs.lookup_locked(self.cur, name, self.guard)?;
         Ok(d)
@@ -815,6 +826,9 @@ impl Task {
             fast: self.vfs.fast,
             guard,
             locked,
+            lockless_hits: locked
+                && self.vfs.fast.contains(FastPaths::LOCKLESS_WALK)
+                && !flags.contains(LookupFlags::LOCKED),
             flags,
             root,
             cur: start,

@@ -244,3 +244,32 @@ fn eviction_races_walks() {
     let (pos, neg) = vfs.dcache_counts();
     assert!(pos <= 16 + 4 * 64 && neg <= 4 + 4 * 64, "{pos} {neg}");
 }
+
+/// The locked tier a cold lookup falls back to still finds cached names without their
+/// directory's lock (Linux's ref-walk `lookup_fast`): a cold file two cached directories
+/// deep takes two directory locks fewer than with the lockless walk switched off, where
+/// every step locks.
+#[test]
+fn cold_lookup_locks_only_the_missing_step() {
+    const N: u64 = 100;
+    let dir = TempDir::new("fastlocked");
+    std::fs::create_dir_all(dir.0.join("a/b")).unwrap();
+    for i in 0..N {
+        std::fs::write(dir.0.join(format!("a/b/f{i}")), b"").unwrap();
+    }
+    let scan = |fast: FastPaths| {
+        let vfs = vfs_over(&dir, fast);
+        let t = vfs.root_task();
+        t.stat(b"/a/b").unwrap();
+        let before = uvfs::stats::counters();
+        for i in 0..N {
+            t.stat(format!("/a/b/f{i}").as_bytes()).unwrap();
+        }
+        let after = uvfs::stats::counters();
+        assert_eq!(after.walk_locked - before.walk_locked, N, "every cold stat reaches the locked tier");
+        after.locks - before.locks
+    };
+    let with = scan(FastPaths::all());
+    let without = scan(FastPaths::all() - FastPaths::LOCKLESS_WALK);
+    assert_eq!(without - with, 2 * N, "locks with cached steps lockless {with}, all steps locked {without}");
+}
