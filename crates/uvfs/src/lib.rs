@@ -66,7 +66,10 @@
 //!
 //! Each falls back to a general path that exists anyway (the locked walk tier, asking the
 //! filesystem, the locked ACL load); the switch forces it. A lockless reader that sees an
-//! inconsistent state (the rename sequence moved) falls back; it never answers wrong.
+//! inconsistent state (the rename sequence moved, or a directory's map grew under a miss:
+//! [`rhashtable`]'s `get_sure`) falls back; it never answers wrong. A walk that fell back
+//! still finds cached names without locks and locks only where it misses (Linux's
+//! ref-walk `lookup_fast`).
 //!
 //! ## Filesystems that change behind the VFS (hostfs)
 //! A filesystem that is not dcache-complete is asked on a miss (`lookup`), and its answer
