@@ -53,6 +53,11 @@ pub struct VfsConfig {
     pub dentry_limit: usize,
     /// As `dentry_limit`, for negative dentries (cached misses).
     pub negative_dentry_limit: usize,
+    /// Inodes of filesystems that are not dcache-complete beyond which unused cached
+    /// dentries are evicted (which frees the inodes only they held). Such an inode lives
+    /// only while a dentry or an open file uses it, so `dentry_limit` bounds them too; this
+    /// limit matters when it is the lower one. Inodes kept by open files are not evicted.
+    pub inode_limit: usize,
 }
 
 impl Default for VfsConfig {
@@ -65,6 +70,7 @@ impl Default for VfsConfig {
             max_user_watches: 65536,
             dentry_limit: 1 << 20,
             negative_dentry_limit: 1 << 18,
+            inode_limit: 1 << 20,
         }
     }
 }

@@ -106,6 +106,9 @@ pub struct DcacheCounts {
     pub positive: std::sync::atomic::AtomicUsize,
     /// Atomic: negative ones.
     pub negative: std::sync::atomic::AtomicUsize,
+    /// Atomic: inodes of the filesystems these dentries belong to (those that are not
+    /// dcache-complete), alive now; counted by [`Inode`]'s constructor and drop.
+    pub inodes: std::sync::atomic::AtomicUsize,
 }
 
 impl DcacheCounts {

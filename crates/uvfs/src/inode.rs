@@ -65,6 +65,14 @@ pub struct Inode {
     private: Box<dyn Any + Send + Sync>,
 }
 
+impl Drop for Inode {
+    fn drop(&mut self) {
+        if let Some(c) = self.sb.counts.get() {
+            c.inodes.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Bit of `Inode::opens`: the contents were evicted; no open may register any more.
 const OPENS_EVICTED: u32 = 1 << 31;
 
@@ -143,6 +151,9 @@ impl Inode {
     /// Makes an inode of `sb` with the filesystem's private data.
     pub fn new(sb: &Arc<SuperBlock>, n: NewInode, private: Box<dyn Any + Send + Sync>) -> Arc<Inode> {
         let ftype = FileType::from_mode(n.mode).expect("filesystem gave an inode without a valid type");
+        if let Some(c) = sb.counts.get() {
+            c.inodes.fetch_add(1, Ordering::Relaxed);
+        }
         let link = OnceLock::new();
         if let Some(l) = n.link {
             let _ = link.set(l);

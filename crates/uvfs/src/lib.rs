@@ -86,11 +86,13 @@
 //! ## Bounded caches
 //! Dentries that lookups cache for a filesystem that is not dcache-complete (hostfs) are
 //! counted and evicted when unused, oldest first, past [`VfsConfig::dentry_limit`] and
-//! [`VfsConfig::negative_dentry_limit`] ([`Vfs::dcache_counts`]); such inodes live only
-//! while used (no LRU of unused inodes is kept: an unused inode is freed with its last
-//! dentry), so the dentry limit bounds them too. A removed, replaced or invalidated
-//! directory has its cached subtree pruned, and dropping a [`Vfs`] tears its dentry trees
-//! down: a directory's map and a child's parent pointer form a cycle.
+//! [`VfsConfig::negative_dentry_limit`] ([`Vfs::dcache_counts`]), and past
+//! [`VfsConfig::inode_limit`] for such filesystems' inodes ([`Vfs::cached_inodes`]). An
+//! unused inode is freed with its last dentry (no LRU of unused inodes is kept), so
+//! evicting dentries is what frees inodes. A pass that cannot get within the limits (what
+//! is over is in use) is not retried until the caches grow further. A removed, replaced
+//! or invalidated directory has its cached subtree pruned, and dropping a [`Vfs`] tears
+//! its dentry trees down: a directory's map and a child's parent pointer form a cycle.
 //!
 //! ## Example
 //! ```

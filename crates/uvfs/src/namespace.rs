@@ -208,6 +208,7 @@ impl Task {
     fn mount_new(&self, tp: &PathRef, fs: Box<dyn FileSystem>, flags: MountFlags) -> Result<()> {
         let vfs = &*self.vfs;
         let sb = SuperBlock::with_config(fs, &vfs.rcu, &vfs.config);
+        sb.count_inodes_in(&vfs.dcache_counts);
         let root = Dentry::new_root(sb.fs().root_inode(&sb)?, &vfs.rcu);
         let mut tree = vfs.rename_lock.lock();
         let guard = vfs.rcu.pin();

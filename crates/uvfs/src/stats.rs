@@ -22,12 +22,14 @@ pub struct Counters {
     /// Cached dentries the filesystem's revalidation dropped (a name changed behind the
     /// VFS's back).
     pub dentries_invalidated: u64,
+    /// Entries the dentry eviction looked at (evicted or kept).
+    pub dcache_scanned: u64,
 }
 
 thread_local! {
     static COUNTERS: Cell<Counters> = const { Cell::new(Counters {
         locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0, notify_locks: 0,
-        dentries_invalidated: 0,
+        dentries_invalidated: 0, dcache_scanned: 0,
     }) };
 }
 

@@ -229,6 +229,9 @@ pub struct SuperBlock {
     /// instance. While there are any, revalidation does not drop directories (Linux would
     /// detach the mounts below; uvfs keeps the directory).
     pub(crate) mountpoints: std::sync::atomic::AtomicUsize,
+    /// Set once, by the VFS, before the first inode is made, for a filesystem that is not
+    /// dcache-complete: the instance's counts its inodes are counted in (the inode limit).
+    pub(crate) counts: std::sync::OnceLock<Arc<crate::dentry::DcacheCounts>>,
 }
 
 impl SuperBlock {
@@ -248,7 +251,17 @@ impl SuperBlock {
             notify: Default::default(),
             icache: crate::icache::InodeCache::new(config.fast_paths.contains(crate::config::FastPaths::INODE_HASH)),
             mountpoints: Default::default(),
+            counts: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Counts this instance's inodes in `counts` if its directories are not complete in
+    /// the dcache (their inodes come and go with evictable dentries). Call before the
+    /// first inode is made.
+    pub(crate) fn count_inodes_in(&self, counts: &Arc<crate::dentry::DcacheCounts>) {
+        if !self.fs.dcache_complete() {
+            let _ = self.counts.set(counts.clone());
+        }
     }
 
     /// The inode cache (used by filesystems that load inodes, such as hostfs).

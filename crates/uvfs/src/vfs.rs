@@ -2,7 +2,7 @@
 //! the dcache operations every namespace call shares (`d_add`, `d_delete`, `d_move`).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::config::{FastPaths, VfsConfig};
 use crate::cred::Credentials;
@@ -52,6 +52,10 @@ pub(crate) struct VfsInner {
     /// Leaf lock. Entries of dentries already freed or removed are skipped when reached,
     /// and compacted away when they are the majority (`lru_add`).
     pub(crate) dcache_lru: parking_lot::Mutex<std::collections::VecDeque<std::sync::Weak<Dentry>>>,
+    /// Atomic: after an eviction pass that could not get within the limits (what is over
+    /// is in use), the total count below which no pass is tried again (0: none), so a
+    /// cache full of pinned entries is not rescanned by every walk.
+    pub(crate) shrink_retry_at: AtomicUsize,
 }
 
 impl Vfs {
@@ -67,6 +71,8 @@ impl Vfs {
     pub fn with_root(config: VfsConfig, fs: Box<dyn crate::superblock::FileSystem>) -> Result<Vfs> {
         let rcu = Rcu::new();
         let sb = SuperBlock::with_config(fs, &rcu, &config);
+        let dcache_counts: Arc<crate::dentry::DcacheCounts> = Arc::default();
+        sb.count_inodes_in(&dcache_counts);
         let root_inode = sb.fs().root_inode(&sb)?;
         let root_dentry = Dentry::new_root(root_inode, &rcu);
         let root = Mount::new(1, sb, root_dentry, None, MountFlags::empty());
@@ -82,8 +88,9 @@ impl Vfs {
                 rename_lock: Mutex::new(tree),
                 mounts,
                 root,
-                dcache_counts: Arc::default(),
+                dcache_counts,
                 dcache_lru: Default::default(),
+                shrink_retry_at: AtomicUsize::new(0),
             }),
         })
     }
@@ -115,6 +122,12 @@ impl Vfs {
     pub fn dcache_counts(&self) -> (usize, usize) {
         let c = &self.inner.dcache_counts;
         (c.positive.load(Ordering::Relaxed), c.negative.load(Ordering::Relaxed))
+    }
+
+    /// Inodes of filesystems that are not dcache-complete, alive now. Bounded by
+    /// [`VfsConfig::inode_limit`] (give or take what is in use or open).
+    pub fn cached_inodes(&self) -> usize {
+        self.inner.dcache_counts.inodes.load(Ordering::Relaxed)
     }
 }
 
@@ -292,16 +305,18 @@ impl VfsInner {
     #[inline]
     pub(crate) fn dcache_over(&self) -> bool {
         let c = &self.dcache_counts;
-        c.positive.load(Ordering::Relaxed) > self.config.dentry_limit
-            || c.negative.load(Ordering::Relaxed) > self.config.negative_dentry_limit
+        let (pos, neg, ino) =
+            (c.positive.load(Ordering::Relaxed), c.negative.load(Ordering::Relaxed), c.inodes.load(Ordering::Relaxed));
+        (pos > self.config.dentry_limit || neg > self.config.negative_dentry_limit || ino > self.config.inode_limit)
+            && pos + neg + ino >= self.shrink_retry_at.load(Ordering::Relaxed)
     }
 
     /// The counts an eviction pass brings the caches down to: 1/16 below the limits, so
     /// that a scan over the limit pays for a pass (the rename lock, a rename-sequence bump
     /// that makes overlapping walks retry) once per many new dentries, not once per each.
-    fn dcache_targets(&self) -> (usize, usize) {
+    fn dcache_targets(&self) -> (usize, usize, usize) {
         let below = |l: usize| l - l / 16;
-        (below(self.config.dentry_limit), below(self.config.negative_dentry_limit))
+        (below(self.config.dentry_limit), below(self.config.negative_dentry_limit), below(self.config.inode_limit))
     }
 
     /// Evicts unused cached dentries, oldest first, until the counts are within their
@@ -322,19 +337,21 @@ impl VfsInner {
         }
         let guard = self.rcu.pin();
         let mut budget = self.dcache_lru.lock().len();
-        let (pos_target, neg_target) = self.dcache_targets();
+        let (pos_target, neg_target, ino_target) = self.dcache_targets();
         let c = &self.dcache_counts;
         // Counts drop when the collector frees what was evicted; count evictions here.
-        let (mut pos, mut neg) = (c.positive.load(Ordering::Relaxed), c.negative.load(Ordering::Relaxed));
-        while budget > 0 && (pos > pos_target || neg > neg_target) {
+        let (mut pos, mut neg, mut ino) =
+            (c.positive.load(Ordering::Relaxed), c.negative.load(Ordering::Relaxed), c.inodes.load(Ordering::Relaxed));
+        while budget > 0 && (pos > pos_target || neg > neg_target || ino > ino_target) {
             budget -= 1;
             let Some(w) = self.dcache_lru.lock().pop_front() else { break };
+            stats::bump(|c| c.dcache_scanned += 1);
             let Some(d) = w.upgrade() else { continue };
             if d.is_dead() {
                 continue;
             }
             let positive = d.inode().is_some();
-            let wanted = if positive { pos > pos_target } else { neg > neg_target };
+            let wanted = if positive { pos > pos_target || ino > ino_target } else { neg > neg_target };
             // The map's count, the readdir order's (positive), ours.
             let unused = if positive { 3 } else { 2 };
             let keep = |d: &Arc<Dentry>| self.dcache_lru.lock().push_back(Arc::downgrade(d));
@@ -387,10 +404,24 @@ impl VfsInner {
             drop(tree);
             if positive {
                 pos -= 1;
+                // Its inode goes with it unless something else holds it (a hard link's
+                // other dentry, an open file, a caller).
+                if d.inode().is_some_and(|i| Arc::strong_count(i) == 1) {
+                    ino = ino.saturating_sub(1);
+                }
             } else {
                 neg -= 1;
             }
         }
+        // Still over: what is over is in use. Try again only after the caches grew by a
+        // sixteenth of a limit (or 64 entries), not at every walk.
+        let retry_at = if pos > pos_target || neg > neg_target || ino > ino_target {
+            let step = (self.config.dentry_limit.min(self.config.inode_limit) / 16).max(64);
+            pos + neg + ino + step
+        } else {
+            0
+        };
+        self.shrink_retry_at.store(retry_at, Ordering::Relaxed);
     }
 
     /// `d_add` for a new positive child: inserts it in the map and the readdir order.

@@ -273,3 +273,44 @@ fn cold_lookup_locks_only_the_missing_step() {
     let without = scan(FastPaths::all() - FastPaths::LOCKLESS_WALK);
     assert_eq!(without - with, 2 * N, "locks with cached steps lockless {with}, all steps locked {without}");
 }
+
+/// An inode limit below the dentry limit is what bounds the cache: a cold walk of many
+/// host files keeps the live inodes (and so the positive dentries holding them) within it,
+/// and a cache over its limits only because its entries are in use (open files) does not
+/// make every walk rescan it.
+#[test]
+fn inode_limit_bounds_the_cache() {
+    const FILES: usize = 3000;
+    const INODES: usize = 500;
+    let dir = TempDir::new("inolimit");
+    std::fs::create_dir(dir.0.join("d")).unwrap();
+    for f in 0..FILES {
+        std::fs::File::create(dir.0.join(format!("d/f{f}"))).unwrap();
+    }
+    let config = VfsConfig { dentry_limit: 100_000, inode_limit: INODES, ..VfsConfig::default() };
+    let vfs = Vfs::with_root(config, Box::new(HostFs::new(&dir.0).unwrap())).unwrap();
+    let t = vfs.root_task();
+    let mut peak = 0;
+    for f in 0..FILES {
+        t.stat(format!("/d/f{f}").as_bytes()).unwrap();
+        peak = peak.max(vfs.cached_inodes());
+    }
+    // Freed inodes wait for the collector's batch (64 retirements per thread).
+    assert!(peak <= INODES + 64 + 4, "inodes peaked at {peak}");
+    assert!(peak >= INODES - INODES / 16, "the limit was never reached: {peak}");
+    assert!(vfs.dcache_counts().0 <= INODES + 64 + 4);
+    // Now pin more than the limit with open files: the cache cannot get under it, and
+    // walks do not pay a scan each (the pass is retried only after growth).
+    let fds: Vec<_> =
+        (0..INODES + 100).map(|f| t.open(format!("/d/f{f}").as_bytes(), OpenFlags::RDONLY, 0).unwrap()).collect();
+    let before = uvfs::stats::counters().dcache_scanned;
+    for f in 0..50 {
+        assert_eq!(t.stat(format!("/d/missing{f}").as_bytes()), Err(Errno::ENOENT));
+    }
+    let scanned = uvfs::stats::counters().dcache_scanned - before;
+    // One pass over the queue at most (it holds about INODES + 100 entries), not one per walk.
+    assert!(scanned < 2 * (INODES as u64 + 100) + 200, "eviction looked at {scanned} entries for 50 walks");
+    for fd in fds {
+        t.close(fd).unwrap();
+    }
+}
