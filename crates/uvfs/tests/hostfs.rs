@@ -2,47 +2,36 @@
 //! escape-proof property.
 
 use std::os::unix::fs::{MetadataExt, symlink};
-use std::path::PathBuf;
 
 use uvfs::hostfs::HostFs;
 use uvfs::{AtFlags, DirFd, Errno, FastPaths, OpenFlags, Vfs, VfsConfig};
 
-/// A fresh host directory under /dev/shm, removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = PathBuf::from(format!("/dev/shm/uvfs-hostfs-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
+/// A fresh host directory under /dev/shm (a tmpfs), removed on drop.
+pub fn tmp(tag: &str) -> tempfile::TempDir {
+    // 0755, as a directory made by mkdir: unprivileged tasks walk through it.
+    tempfile::Builder::new()
+        .prefix(&format!("uvfs-hostfs-{tag}-"))
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .tempdir_in("/dev/shm")
+        .unwrap()
 }
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn vfs_over(dir: &TempDir, fast: FastPaths) -> Vfs {
-    Vfs::with_root(VfsConfig { fast_paths: fast, ..VfsConfig::default() }, Box::new(HostFs::new(&dir.0).unwrap()))
+fn vfs_over(dir: &tempfile::TempDir, fast: FastPaths) -> Vfs {
+    Vfs::with_root(VfsConfig { fast_paths: fast, ..VfsConfig::default() }, Box::new(HostFs::new(dir.path()).unwrap()))
         .unwrap()
 }
 
 #[test]
 fn passthrough_basics() {
-    let dir = TempDir::new("basics");
-    std::fs::create_dir(dir.0.join("a")).unwrap();
-    std::fs::write(dir.0.join("a/f"), b"host data").unwrap();
-    symlink("a/f", dir.0.join("l")).unwrap();
+    let dir = tmp("basics");
+    std::fs::create_dir(dir.path().join("a")).unwrap();
+    std::fs::write(dir.path().join("a/f"), b"host data").unwrap();
+    symlink("a/f", dir.path().join("l")).unwrap();
     let vfs = vfs_over(&dir, FastPaths::all());
     let t = vfs.root_task();
     // Host files are seen, with the host's attributes.
     let st = t.stat(b"/a/f").unwrap();
-    let hm = std::fs::metadata(dir.0.join("a/f")).unwrap();
+    let hm = std::fs::metadata(dir.path().join("a/f")).unwrap();
     assert_eq!((st.ino, st.size, st.mode, st.nlink as u64), (hm.ino(), hm.size(), hm.mode(), hm.nlink()));
     // Symlinks are followed by uvfs's walk.
     assert_eq!(t.stat(b"/l").unwrap().ino, hm.ino());
@@ -62,14 +51,14 @@ fn passthrough_basics() {
     let fd = t.open(b"/d/new", OpenFlags::CREAT | OpenFlags::WRONLY, 0o640).unwrap();
     t.write(fd, b"from uvfs").unwrap();
     t.close(fd).unwrap();
-    assert_eq!(std::fs::read(dir.0.join("d/new")).unwrap(), b"from uvfs");
-    assert_eq!(std::fs::metadata(dir.0.join("d/new")).unwrap().mode() & 0o7777, 0o640);
+    assert_eq!(std::fs::read(dir.path().join("d/new")).unwrap(), b"from uvfs");
+    assert_eq!(std::fs::metadata(dir.path().join("d/new")).unwrap().mode() & 0o7777, 0o640);
     t.rename(b"/d/new", b"/a/moved").unwrap();
-    assert!(dir.0.join("a/moved").exists() && !dir.0.join("d/new").exists());
+    assert!(dir.path().join("a/moved").exists() && !dir.path().join("d/new").exists());
     t.unlink(b"/a/moved").unwrap();
-    assert!(!dir.0.join("a/moved").exists());
+    assert!(!dir.path().join("a/moved").exists());
     t.rmdir(b"/d").unwrap();
-    assert!(!dir.0.join("d").exists());
+    assert!(!dir.path().join("d").exists());
     let _ = (AtFlags::empty(), DirFd::Cwd);
 }
 
@@ -81,9 +70,9 @@ fn open_fds() -> usize {
 /// cycle).
 #[test]
 fn no_descriptor_leak() {
-    let dir = TempDir::new("leak");
-    std::fs::create_dir_all(dir.0.join("a/b")).unwrap();
-    std::fs::write(dir.0.join("a/b/f"), b"x").unwrap();
+    let dir = tmp("leak");
+    std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+    std::fs::write(dir.path().join("a/b/f"), b"x").unwrap();
     let before = open_fds();
     for _ in 0..20 {
         let vfs = vfs_over(&dir, FastPaths::all());
@@ -100,10 +89,10 @@ fn no_descriptor_leak() {
 #[test]
 fn inode_hash_probe_takes_no_lock() {
     const N: u64 = 200;
-    let dir = TempDir::new("icache");
-    std::fs::create_dir(dir.0.join("d")).unwrap();
+    let dir = tmp("icache");
+    std::fs::create_dir(dir.path().join("d")).unwrap();
     for i in 0..N {
-        std::fs::write(dir.0.join(format!("d/f{i}")), b"").unwrap();
+        std::fs::write(dir.path().join(format!("d/f{i}")), b"").unwrap();
     }
     let scan = |fast: FastPaths| {
         let vfs = vfs_over(&dir, fast);
@@ -131,9 +120,9 @@ fn inode_hash_probe_takes_no_lock() {
 /// inode cache by (device, inode number).
 #[test]
 fn hard_links_share_an_inode() {
-    let dir = TempDir::new("links");
-    std::fs::write(dir.0.join("a"), b"1").unwrap();
-    std::fs::hard_link(dir.0.join("a"), dir.0.join("b")).unwrap();
+    let dir = tmp("links");
+    std::fs::write(dir.path().join("a"), b"1").unwrap();
+    std::fs::hard_link(dir.path().join("a"), dir.path().join("b")).unwrap();
     let vfs = vfs_over(&dir, FastPaths::all());
     let t = vfs.root_task();
     let fd = t.open(b"/a", OpenFlags::WRONLY, 0).unwrap();
@@ -150,13 +139,13 @@ fn hard_links_share_an_inode() {
 /// `O_NOFOLLOW`), and uvfs follows it in its own namespace, where `/` is the hostfs root.
 #[test]
 fn host_rename_race_cannot_escape() {
-    let dir = TempDir::new("escape");
-    std::fs::create_dir_all(dir.0.join("a/inside")).unwrap();
-    symlink("/", dir.0.join("s")).unwrap();
-    let inside = std::fs::metadata(dir.0.join("a/inside")).unwrap().ino();
+    let dir = tmp("escape");
+    std::fs::create_dir_all(dir.path().join("a/inside")).unwrap();
+    symlink("/", dir.path().join("s")).unwrap();
+    let inside = std::fs::metadata(dir.path().join("a/inside")).unwrap().ino();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let swapper = {
-        let (stop, a, s) = (stop.clone(), dir.0.join("a"), dir.0.join("s"));
+        let (stop, a, s) = (stop.clone(), dir.path().join("a"), dir.path().join("s"));
         std::thread::spawn(move || {
             let mut swaps = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -210,16 +199,16 @@ fn host_rename_race_cannot_escape() {
 /// (an eviction overlapping a walk makes it walk again, as a rename does).
 #[test]
 fn eviction_races_walks() {
-    let dir = TempDir::new("evict-race");
+    let dir = tmp("evict-race");
     for d in 0..8 {
-        let p = dir.0.join(format!("d{d}/e"));
+        let p = dir.path().join(format!("d{d}/e"));
         std::fs::create_dir_all(&p).unwrap();
         for f in 0..50 {
             std::fs::File::create(p.join(format!("f{f}"))).unwrap();
         }
     }
     let config = VfsConfig { dentry_limit: 16, negative_dentry_limit: 4, ..VfsConfig::default() };
-    let vfs = Vfs::with_root(config, Box::new(HostFs::new(&dir.0).unwrap())).unwrap();
+    let vfs = Vfs::with_root(config, Box::new(HostFs::new(dir.path()).unwrap())).unwrap();
     std::thread::scope(|s| {
         for k in 0..3usize {
             let vfs = vfs.clone();
@@ -252,10 +241,10 @@ fn eviction_races_walks() {
 #[test]
 fn cold_lookup_locks_only_the_missing_step() {
     const N: u64 = 100;
-    let dir = TempDir::new("fastlocked");
-    std::fs::create_dir_all(dir.0.join("a/b")).unwrap();
+    let dir = tmp("fastlocked");
+    std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
     for i in 0..N {
-        std::fs::write(dir.0.join(format!("a/b/f{i}")), b"").unwrap();
+        std::fs::write(dir.path().join(format!("a/b/f{i}")), b"").unwrap();
     }
     let scan = |fast: FastPaths| {
         let vfs = vfs_over(&dir, fast);
@@ -282,13 +271,13 @@ fn cold_lookup_locks_only_the_missing_step() {
 fn inode_limit_bounds_the_cache() {
     const FILES: usize = 3000;
     const INODES: usize = 500;
-    let dir = TempDir::new("inolimit");
-    std::fs::create_dir(dir.0.join("d")).unwrap();
+    let dir = tmp("inolimit");
+    std::fs::create_dir(dir.path().join("d")).unwrap();
     for f in 0..FILES {
-        std::fs::File::create(dir.0.join(format!("d/f{f}"))).unwrap();
+        std::fs::File::create(dir.path().join(format!("d/f{f}"))).unwrap();
     }
     let config = VfsConfig { dentry_limit: 100_000, inode_limit: INODES, ..VfsConfig::default() };
-    let vfs = Vfs::with_root(config, Box::new(HostFs::new(&dir.0).unwrap())).unwrap();
+    let vfs = Vfs::with_root(config, Box::new(HostFs::new(dir.path()).unwrap())).unwrap();
     let t = vfs.root_task();
     let mut peak = 0;
     for f in 0..FILES {

@@ -4,7 +4,7 @@
 //! Also: names uvfs has not walked to yet can be removed, renamed and collide.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -14,24 +14,14 @@ use uvfs::{
     VfsConfig,
 };
 
-/// A fresh host directory under /dev/shm, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = PathBuf::from(format!("/dev/shm/uvfs-hostchg-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A fresh host directory under /dev/shm (a tmpfs), removed on drop.
+fn tmp(tag: &str) -> tempfile::TempDir {
+    // 0755, as a directory made by mkdir: unprivileged tasks walk through it.
+    tempfile::Builder::new()
+        .prefix(&format!("uvfs-hostchg-{tag}-"))
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .tempdir_in("/dev/shm")
+        .unwrap()
 }
 
 fn vfs_over(dir: &Path, changes: HostChanges) -> Vfs {
@@ -46,8 +36,8 @@ const STRICT: HostChanges = HostChanges::Revalidate { max_age: Duration::ZERO };
 #[test]
 fn unwalked_host_names() {
     for changes in [STRICT, HostChanges::Never] {
-        let dir = TempDir::new("unwalked");
-        let h = &dir.0;
+        let dir = tmp("unwalked");
+        let h = dir.path();
         std::fs::create_dir_all(h.join("d/sub")).unwrap();
         for f in ["f", "g", "h", "d/sub/x"] {
             std::fs::write(h.join(f), b"x").unwrap();
@@ -77,8 +67,8 @@ fn unwalked_host_names() {
 /// (its cached children held it, as their parent, while it held them).
 #[test]
 fn rmdir_frees_cached_misses() {
-    let dir = TempDir::new("prune");
-    let fs = HostFs::new(&dir.0).unwrap();
+    let dir = tmp("prune");
+    let fs = HostFs::new(dir.path()).unwrap();
     let live = fs.live_inodes();
     let vfs = Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap();
     let t = vfs.root_task();
@@ -112,14 +102,14 @@ fn how_long_a_check_stands() {
         (STRICT, true),
     ];
     for (changes, sees) in cases {
-        let dir = TempDir::new("age");
-        std::fs::write(dir.0.join("old"), b"x").unwrap();
-        let vfs = vfs_over(&dir.0, changes);
+        let dir = tmp("age");
+        std::fs::write(dir.path().join("old"), b"x").unwrap();
+        let vfs = vfs_over(dir.path(), changes);
         let t = vfs.root_task();
         assert_eq!(t.stat(b"/new"), Err(Errno::ENOENT));
         assert_eq!(t.stat(b"/old").unwrap().size, 1);
-        std::fs::write(dir.0.join("new"), b"xy").unwrap();
-        std::fs::write(dir.0.join("old"), b"xyz").unwrap();
+        std::fs::write(dir.path().join("new"), b"xy").unwrap();
+        std::fs::write(dir.path().join("old"), b"xyz").unwrap();
         let (new, old) = (t.stat(b"/new").map(|s| s.size), t.stat(b"/old").map(|s| s.size));
         if sees {
             assert_eq!((new, old), (Ok(2), Ok(3)), "{changes:?}");
@@ -127,7 +117,7 @@ fn how_long_a_check_stands() {
             assert_eq!((new, old), (Err(Errno::ENOENT), Ok(1)), "{changes:?}");
         }
         let before = uvfs::stats::counters().dentries_invalidated;
-        std::fs::remove_file(dir.0.join("old")).unwrap();
+        std::fs::remove_file(dir.path().join("old")).unwrap();
         assert_eq!(t.stat(b"/old").is_err(), sees, "{changes:?}");
         assert_eq!(uvfs::stats::counters().dentries_invalidated - before, u64::from(sees));
     }
@@ -137,11 +127,11 @@ fn how_long_a_check_stands() {
 /// inode's ctime change), and so is a mode change on a position reached by `..`.
 #[test]
 fn host_permission_changes() {
-    let dir = TempDir::new("perm");
-    std::fs::create_dir(dir.0.join("d")).unwrap();
-    std::fs::write(dir.0.join("d/f"), b"x").unwrap();
-    std::fs::set_permissions(dir.0.join("d/f"), std::fs::Permissions::from_mode(0o600)).unwrap();
-    let vfs = vfs_over(&dir.0, STRICT);
+    let dir = tmp("perm");
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    std::fs::write(dir.path().join("d/f"), b"x").unwrap();
+    std::fs::set_permissions(dir.path().join("d/f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let vfs = vfs_over(dir.path(), STRICT);
     let user = vfs.task(Credentials::new(Uid(4242), Gid(4242), &[]));
     assert_eq!(user.access(b"/d/f", AccessMode::R_OK), Err(Errno::EACCES));
     let acl = Acl::new(vec![
@@ -152,7 +142,7 @@ fn host_permission_changes() {
         AclEntry::new(AclTag::Other, 0),
     ]);
     rustix::fs::setxattr(
-        dir.0.join("d/f"),
+        dir.path().join("d/f"),
         "system.posix_acl_access",
         &acl.to_xattr_vec(),
         rustix::fs::XattrFlags::empty(),
@@ -160,8 +150,8 @@ fn host_permission_changes() {
     .unwrap();
     assert_eq!(user.access(b"/d/f", AccessMode::R_OK), Ok(()));
     let root = vfs.root_task();
-    assert_eq!(root.stat(b"/d/..").unwrap().mode & 0o777, std::fs::metadata(&dir.0).unwrap().mode() & 0o777);
-    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o711)).unwrap();
+    assert_eq!(root.stat(b"/d/..").unwrap().mode & 0o777, std::fs::metadata(dir.path()).unwrap().mode() & 0o777);
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     assert_eq!(root.stat(b"/d/..").unwrap().mode & 0o777, 0o711);
     assert_eq!(root.stat(b"/").unwrap().mode & 0o777, 0o711);
 }
@@ -288,23 +278,23 @@ proptest! {
     /// (type, mode, inode, size, links, or the errno), and listings agree.
     #[test]
     fn uvfs_sees_what_the_host_holds(steps in proptest::collection::vec(step(), 1..24)) {
-        let dir = TempDir::new("seq");
+        let dir = tmp("seq");
         // A start with something cached: every name looked up (mostly misses).
-        let vfs = vfs_over(&dir.0, STRICT);
+        let vfs = vfs_over(dir.path(), STRICT);
         let t = vfs.root_task();
         for n in NAMES {
             let _ = t.lstat(format!("/{n}").as_bytes());
         }
         for (i, s) in steps.iter().enumerate() {
             match s {
-                Step::Host(op) => host_do(&dir.0, op),
+                Step::Host(op) => host_do(dir.path(), op),
                 Step::Uvfs(op) => uvfs_do(&t, op),
             }
             for rel in NAMES.iter().chain(PROBES.iter()) {
-                prop_assert_eq!(uvfs_view(&t, rel), host_view(&dir.0, rel), "after step {} ({:?}): {}", i, s, rel);
+                prop_assert_eq!(uvfs_view(&t, rel), host_view(dir.path(), rel), "after step {} ({:?}): {}", i, s, rel);
             }
             for rel in [".", "a", "b", "a/x"] {
-                prop_assert_eq!(uvfs_list(&t, rel), host_list(&dir.0, rel), "after step {} ({:?}): list {}", i, s, rel);
+                prop_assert_eq!(uvfs_list(&t, rel), host_list(dir.path(), rel), "after step {} ({:?}): list {}", i, s, rel);
             }
         }
     }
@@ -318,16 +308,16 @@ proptest! {
 #[test]
 fn vanished_host_directory() {
     for changes in [STRICT, HostChanges::Never] {
-        let dir = TempDir::new("vanish");
-        std::fs::create_dir_all(dir.0.join("d/sub")).unwrap();
-        std::fs::write(dir.0.join("d/f"), b"data").unwrap();
-        let vfs = vfs_over(&dir.0, changes);
+        let dir = tmp("vanish");
+        std::fs::create_dir_all(dir.path().join("d/sub")).unwrap();
+        std::fs::write(dir.path().join("d/f"), b"data").unwrap();
+        let vfs = vfs_over(dir.path(), changes);
         let t = vfs.root_task();
         t.chdir(b"/d").unwrap();
         let fd = t.open(b"f", OpenFlags::RDONLY, 0).unwrap();
         assert!(t.stat(b"sub").is_ok());
         assert_eq!(t.stat(b"miss"), Err(Errno::ENOENT));
-        std::fs::remove_dir_all(dir.0.join("d")).unwrap();
+        std::fs::remove_dir_all(dir.path().join("d")).unwrap();
         assert_eq!(t.mkdir(b"new", 0o755), Err(Errno::ENOENT), "{changes:?}");
         assert_eq!(t.open(b"new", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644), Err(Errno::ENOENT), "{changes:?}");
         let dfd = t.open(b".", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
@@ -350,7 +340,7 @@ fn vanished_host_directory() {
         // Whatever the answers, the instance still works.
         t.chdir(b"/").unwrap();
         t.mkdir(b"/again", 0o755).unwrap();
-        assert!(dir.0.join("again").is_dir());
+        assert!(dir.path().join("again").is_dir());
     }
 }
 
@@ -361,8 +351,8 @@ fn vanished_host_directory() {
 /// stand in them.
 #[test]
 fn host_changes_racing_walks() {
-    let dir = TempDir::new("race");
-    let h = dir.0.clone();
+    let dir = tmp("race");
+    let h = dir.path().to_path_buf();
     for d in ["x", "y"] {
         std::fs::create_dir_all(h.join(d).join("sub")).unwrap();
         for f in 0..4 {

@@ -7,7 +7,6 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use uvfs::hostfs::HostFs;
@@ -51,32 +50,23 @@ const FILES: usize = 1000;
 const LIMIT: usize = 100_000;
 const NEG_LIMIT: usize = 10_000;
 
-struct Tree(PathBuf);
-
-impl Drop for Tree {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Where to make `inodes` host files: `/dev/shm` (a tmpfs: fast, no disk) when it has
-/// that many inodes free with room to spare, else the temp directory.
-fn scratch(inodes: u64, tag: &str) -> PathBuf {
+/// A fresh directory for `inodes` host files, removed on drop: on `/dev/shm` (a tmpfs:
+/// fast, no disk) when it has that many inodes free with room to spare, else in the
+/// temp directory.
+fn scratch(inodes: u64, tag: &str) -> tempfile::TempDir {
     let shm = std::path::Path::new("/dev/shm");
     let base = match rustix::fs::statvfs(shm) {
         Ok(st) if st.f_favail > inodes + inodes / 4 + 10_000 => shm.to_path_buf(),
         _ => std::env::temp_dir(),
     };
-    base.join(format!("uvfs-hostfs-{tag}-{}", std::process::id()))
+    tempfile::Builder::new().prefix(&format!("uvfs-hostfs-{tag}-")).tempdir_in(base).unwrap()
 }
 
 /// 1000 directories x 1000 empty files, made with `mknodat` on directory descriptors
 /// (one call per file), two threads.
-fn make_tree() -> Tree {
-    let root = scratch((DIRS * (FILES + 1)) as u64, "1m");
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir(&root).unwrap();
-    let tree = Tree(root.clone());
+fn make_tree() -> tempfile::TempDir {
+    let tree = scratch((DIRS * (FILES + 1)) as u64, "1m");
+    let root = tree.path().to_path_buf();
     std::thread::scope(|s| {
         for half in 0..2 {
             let root = &root;
@@ -113,7 +103,7 @@ fn a_million_files_within_limits_of_100k() {
     let tree = make_tree();
     let fds_before = open_fds();
     let base = LIVE.load(Ordering::Relaxed);
-    let fs = HostFs::new(&tree.0).unwrap();
+    let fs = HostFs::new(tree.path()).unwrap();
     let live = fs.live_inodes();
     let config =
         VfsConfig { dentry_limit: LIMIT, negative_dentry_limit: NEG_LIMIT, inode_limit: LIMIT, ..VfsConfig::default() };
@@ -169,13 +159,11 @@ fn a_million_files_within_limits_of_100k() {
 #[test]
 fn churn_gives_memory_back() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let host = Tree(scratch(10_000, "churn"));
-    let _ = std::fs::remove_dir_all(&host.0);
-    std::fs::create_dir(&host.0).unwrap();
+    let host = scratch(10_000, "churn");
     let vfs = Vfs::new(VfsConfig::default());
     let t = vfs.root_task();
     t.mkdir(b"/h", 0o755).unwrap();
-    let fs = HostFs::new(&host.0).unwrap();
+    let fs = HostFs::new(host.path()).unwrap();
     let live = fs.live_inodes();
     t.mount(uvfs::MountSource::Fs(Box::new(fs)), b"/h", uvfs::MountFlags::empty()).unwrap();
     let round = |t: &uvfs::Task| {
