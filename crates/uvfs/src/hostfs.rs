@@ -828,13 +828,6 @@ impl FileSystem for HostFs {
     }
 
     fn write(&self, inode: &Inode, off: u64, buf: &[u8]) -> Result<usize> {
-        // `generic_write_checks` for an append at the end of a file of the largest size:
-        // the host would see a pwrite past the largest offset (EINVAL), not an append.
-        const MAX: u64 = i64::MAX as u64;
-        if off >= MAX {
-            return Err(Errno::EFBIG);
-        }
-        let buf = &buf[..buf.len().min((MAX - off).min(usize::MAX as u64) as usize)];
         let fd = Self::io(inode)?;
         let mut done = 0;
         while done < buf.len() {

@@ -34,8 +34,7 @@ const DIRENT_SIZE: u64 = 20;
 const PAGE: u64 = 4096;
 /// tmpfs stores symlink bodies shorter than this inline (no block).
 const SHORT_SYMLINK_LEN: usize = 128;
-/// Largest file size (`MAX_LFS_FILESIZE`).
-const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+use crate::read_write::MAX_LFS_FILESIZE as MAX_FILE_SIZE;
 /// tmpfs's `BOGO_INODE_SIZE`: what an inode takes of the inode budget.
 const BOGO_INODE_SIZE: u64 = 1024;
 /// `TMPFS_MAGIC`.

@@ -58,6 +58,13 @@ impl Task {
         if buf.is_empty() {
             return Ok(0);
         }
+        // `generic_write_checks`, for every filesystem: a start at or past the largest file
+        // size is EFBIG (an append to a file of that size too), a write that would pass it
+        // is cut short.
+        if off >= MAX_LFS_FILESIZE {
+            return Err(Errno::EFBIG);
+        }
+        let buf = &buf[..buf.len().min((MAX_LFS_FILESIZE - off).try_into().unwrap_or(usize::MAX))];
         let inode = &file.inode;
         // file_remove_privs: only when a privilege bit is set (one atomic load otherwise).
         if inode.mode() & (crate::stat::S_ISUID | crate::stat::S_ISGID) != 0 {
@@ -157,6 +164,9 @@ impl Task {
         self.fsync(fd)
     }
 }
+
+/// Largest file size (`MAX_LFS_FILESIZE`).
+pub(crate) const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
 
 /// Linux's `rw_verify_area`: a transfer whose end would pass the largest offset is EINVAL
 /// (checked before the filesystem's own EFBIG for a start at or past its largest size).
