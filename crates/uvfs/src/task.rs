@@ -82,20 +82,7 @@ impl Task {
     /// A child process: same credentials, umask, root and cwd, a copy of the fd table
     /// sharing its open files (fork).
     pub fn fork(&self) -> Task {
-        let guard = self.vfs.rcu.pin();
-        let _l = self.fs_lock.lock();
-        let fsx = self.fs.load(&guard);
-        // The parent's own counts keep both mounts from being unmounted meanwhile.
-        fsx.root.mnt.get_user_held();
-        fsx.cwd.mnt.get_user_held();
-        Task {
-            vfs: self.vfs.clone(),
-            creds: RcuArc::new(self.creds.get(&guard)),
-            umask: AtomicU32::new(self.umask.load(Ordering::Relaxed)),
-            fs: RcuBox::new(self.fs.load(&guard).clone()),
-            fs_lock: Mutex::new(()),
-            files: Arc::new(self.files.fork()),
-        }
+        self.clone_task(self.credentials(), Arc::new(self.files.fork()))
     }
 
     /// A task with other credentials sharing this one's descriptor table (a thread that
@@ -103,6 +90,12 @@ impl Task {
     /// opened by either is seen by both. Umask, root and cwd start as copies. A server
     /// acting for many callers (the FUSE frontend) keeps one such task per caller identity.
     pub fn with_credentials(&self, creds: Credentials) -> Task {
+        self.clone_task(Arc::new(creds), self.files.clone())
+    }
+
+    /// A new task with `creds` and `files`, and copies of this one's umask, root and cwd
+    /// (`copy_process`'s share of the work).
+    fn clone_task(&self, creds: Arc<Credentials>, files: Arc<FdTable>) -> Task {
         let guard = self.vfs.rcu.pin();
         let _l = self.fs_lock.lock();
         let fsx = self.fs.load(&guard);
@@ -111,11 +104,11 @@ impl Task {
         fsx.cwd.mnt.get_user_held();
         Task {
             vfs: self.vfs.clone(),
-            creds: RcuArc::new(Arc::new(creds)),
+            creds: RcuArc::new(creds),
             umask: AtomicU32::new(self.umask.load(Ordering::Relaxed)),
             fs: RcuBox::new(fsx.clone()),
             fs_lock: Mutex::new(()),
-            files: self.files.clone(),
+            files,
         }
     }
 
