@@ -273,3 +273,23 @@ fn unwatched_write_open_close_allocate_nothing_for_notify() {
     );
     assert_eq!(ino.read_events(10, None), Err(uvfs::Errno::EAGAIN), "the unrelated watch saw events");
 }
+
+/// A successful open of a cached file takes one lock, the descriptor table's to install
+/// the file, and close one, to take it out. An open that may create or truncate reserves
+/// its descriptor first (before anything it could not undo), which takes the table's lock
+/// once more.
+#[test]
+fn open_and_close_lock_the_descriptor_table_once_each() {
+    let (_vfs, owner, _) = setup(FastPaths::all());
+    // `measure` runs its closure 100 times.
+    let (_, l) = measure(|| {
+        let fd = owner.open(b"/a/b/c/d/e/f", OpenFlags::RDONLY, 0).unwrap();
+        owner.close(fd).unwrap();
+    });
+    assert_eq!(l, 100 * 2, "open + close: locks");
+    let (_, l) = measure(|| {
+        let fd = owner.open(b"/a/b/c/d/e/f", OpenFlags::CREAT | OpenFlags::RDONLY, 0).unwrap();
+        owner.close(fd).unwrap();
+    });
+    assert_eq!(l, 100 * 3, "open with O_CREAT of an existing file + close: locks");
+}
