@@ -14,7 +14,7 @@ use std::process::ExitCode;
 /// mimalloc, not glibc's malloc: uvfs frees what it retires on whichever thread reclaims
 /// it (the collector's batches), and glibc frees a chunk of another thread's arena under
 /// that arena's lock, which serialized a two-thread cold scan (`uvfs bench --case
-/// fstree`: 9.4 s with glibc, 3.8 s with mimalloc, on 2 threads; see BENCHMARKS.md).
+/// fstree`; the figures are in BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
