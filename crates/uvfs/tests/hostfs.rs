@@ -23,6 +23,7 @@ fn vfs_over(dir: &tempfile::TempDir, fast: FastPaths) -> Vfs {
 
 #[test]
 fn passthrough_basics() {
+    let _serial = serial();
     let dir = tmp("basics");
     std::fs::create_dir(dir.path().join("a")).unwrap();
     std::fs::write(dir.path().join("a/f"), b"host data").unwrap();
@@ -62,6 +63,15 @@ fn passthrough_basics() {
     let _ = (AtFlags::empty(), DirFd::Cwd);
 }
 
+/// The process's descriptor count is shared by the tests of this file, which run in
+/// parallel threads, and one of them holds hundreds of host descriptors open: the tests
+/// take turns, so the count `no_descriptor_leak` compares is its own.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
@@ -70,6 +80,7 @@ fn open_fds() -> usize {
 /// cycle).
 #[test]
 fn no_descriptor_leak() {
+    let _serial = serial();
     let dir = tmp("leak");
     std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
     std::fs::write(dir.path().join("a/b/f"), b"x").unwrap();
@@ -88,6 +99,7 @@ fn no_descriptor_leak() {
 /// takes the cache lock once per new inode (the insert), the locked probe twice.
 #[test]
 fn inode_hash_probe_takes_no_lock() {
+    let _serial = serial();
     const N: u64 = 200;
     let dir = tmp("icache");
     std::fs::create_dir(dir.path().join("d")).unwrap();
@@ -120,6 +132,7 @@ fn inode_hash_probe_takes_no_lock() {
 /// inode cache by (device, inode number).
 #[test]
 fn hard_links_share_an_inode() {
+    let _serial = serial();
     let dir = tmp("links");
     std::fs::write(dir.path().join("a"), b"1").unwrap();
     std::fs::hard_link(dir.path().join("a"), dir.path().join("b")).unwrap();
@@ -139,6 +152,7 @@ fn hard_links_share_an_inode() {
 /// `O_NOFOLLOW`), and uvfs follows it in its own namespace, where `/` is the hostfs root.
 #[test]
 fn host_rename_race_cannot_escape() {
+    let _serial = serial();
     let dir = tmp("escape");
     std::fs::create_dir_all(dir.path().join("a/inside")).unwrap();
     symlink("/", dir.path().join("s")).unwrap();
@@ -199,6 +213,7 @@ fn host_rename_race_cannot_escape() {
 /// (an eviction overlapping a walk makes it walk again, as a rename does).
 #[test]
 fn eviction_races_walks() {
+    let _serial = serial();
     let dir = tmp("evict-race");
     for d in 0..8 {
         let p = dir.path().join(format!("d{d}/e"));
@@ -240,6 +255,7 @@ fn eviction_races_walks() {
 /// every step locks.
 #[test]
 fn cold_lookup_locks_only_the_missing_step() {
+    let _serial = serial();
     const N: u64 = 100;
     let dir = tmp("fastlocked");
     std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
@@ -269,6 +285,7 @@ fn cold_lookup_locks_only_the_missing_step() {
 /// make every walk rescan it.
 #[test]
 fn inode_limit_bounds_the_cache() {
+    let _serial = serial();
     const FILES: usize = 3000;
     const INODES: usize = 500;
     let dir = tmp("inolimit");
