@@ -254,7 +254,17 @@ fn running_program_is_text_busy() {
         std::fs::copy(&sleep, &exe).unwrap();
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         for round in 0..20 {
-            let mut child = Command::new(&exe).arg("30").spawn().unwrap();
+            // Another test's fork may briefly hold our copy's write descriptor (inherited
+            // until its child execs), and exec then fails with ETXTBSY: try again.
+            let mut child = (0..100)
+                .find_map(|_| match Command::new(&exe).arg("30").spawn() {
+                    Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                        std::thread::sleep(Duration::from_millis(10));
+                        None
+                    }
+                    r => Some(r.unwrap()),
+                })
+                .expect("exec kept failing with ETXTBSY");
             let path = std::ffi::CString::new(exe.as_os_str().as_encoded_bytes()).unwrap();
             for flags in [libc::O_WRONLY, libc::O_RDWR, libc::O_RDONLY | libc::O_TRUNC] {
                 // SAFETY: a NUL-terminated path; a descriptor it returns is closed at once.
