@@ -31,7 +31,8 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::cred::{Capabilities, Credentials, Gid};
 use crate::errno::{Errno, Result};
-use crate::flags::{AtFlags, DirFd};
+use crate::file::DirFd;
+use crate::flags::AtFlags;
 use crate::fsnotify::EventMask;
 use crate::inode::Inode;
 use crate::permission::owner_or_capable;

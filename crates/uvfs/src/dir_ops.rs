@@ -13,7 +13,8 @@ use crate::acl::posix_acl_create;
 use crate::cred::Capabilities;
 use crate::dentry::{DENTRY_DEAD, DENTRY_LINKABLE, Dentry};
 use crate::errno::{Errno, Result};
-use crate::flags::{AtFlags, DirFd, RenameFlags};
+use crate::file::DirFd;
+use crate::flags::{AtFlags, RenameFlags};
 use crate::fsnotify::{self, EventMask};
 use crate::namei::{LastType, LookupFlags, NameBuf, Outcome, PATH_MAX, check_path};
 use crate::permission::{

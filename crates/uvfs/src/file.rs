@@ -4,11 +4,69 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::dentry::Dentry;
-use crate::flags::OpenFlags;
+use crate::flags::{Fd, OpenFlags};
 use crate::fsnotify::{self, EventMask};
 use crate::inode::Inode;
 use crate::mount::Mount;
 use crate::sync::Mutex;
+
+/// The directory argument of the `*at` calls.
+#[derive(Clone, Copy, Debug)]
+pub enum DirFd<'a> {
+    /// `AT_FDCWD`: relative to the task's working directory.
+    Cwd,
+    /// A file descriptor of the task.
+    Fd(Fd),
+    /// An open file held outside any descriptor table ([`Task::openat_file`]): what a
+    /// server that names files by handle (the FUSE frontend) walks from, with no
+    /// descriptor to allocate or look up.
+    ///
+    /// [`Task::openat_file`]: crate::Task::openat_file
+    File(&'a Arc<File>),
+}
+
+impl From<Fd> for DirFd<'_> {
+    fn from(fd: Fd) -> Self {
+        DirFd::Fd(fd)
+    }
+}
+
+impl<'a> From<&'a Arc<File>> for DirFd<'a> {
+    fn from(f: &'a Arc<File>) -> Self {
+        DirFd::File(f)
+    }
+}
+
+/// The file argument of the descriptor-taking calls (`read`, `fstat`, `getdents`, ...):
+/// a descriptor of the task, or an open file held outside any descriptor table.
+#[derive(Clone, Copy, Debug)]
+pub enum FileRef<'a> {
+    /// A file descriptor of the task.
+    Fd(Fd),
+    /// A file from [`Task::openat_file`](crate::Task::openat_file).
+    File(&'a Arc<File>),
+}
+
+impl From<Fd> for FileRef<'_> {
+    fn from(fd: Fd) -> Self {
+        FileRef::Fd(fd)
+    }
+}
+
+impl<'a> From<&'a Arc<File>> for FileRef<'a> {
+    fn from(f: &'a Arc<File>) -> Self {
+        FileRef::File(f)
+    }
+}
+
+impl<'a> From<FileRef<'a>> for DirFd<'a> {
+    fn from(f: FileRef<'a>) -> Self {
+        match f {
+            FileRef::Fd(fd) => DirFd::Fd(fd),
+            FileRef::File(f) => DirFd::File(f),
+        }
+    }
+}
 
 /// An open file. Only ever constructed as `Arc<File>`.
 pub struct File {
@@ -29,6 +87,10 @@ pub struct File {
     /// (and its writer count, if opened for writing); given back once, at the last close
     /// or at drop if it was never installed.
     counted: AtomicBool,
+    /// Atomic: the open completed and was announced (`FS_OPEN`), so its release announces
+    /// the close: at the last close of its descriptors, or when the last `Arc` of a file
+    /// held outside any table goes.
+    announced: AtomicBool,
 }
 
 impl File {
@@ -67,7 +129,17 @@ impl File {
             fds: AtomicU32::new(0),
             pos: Mutex::new(0),
             counted: AtomicBool::new(true),
+            announced: AtomicBool::new(false),
         })
+    }
+
+    /// The open completed: `fsnotify_open`, and from now on its release is a close.
+    pub(crate) fn announce_open(&self, fast: crate::config::FastPaths) {
+        if !self.is_path() {
+            let guard = self.inode.sb().rcu().pin();
+            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, EventMask::OPEN.bits(), &guard);
+        }
+        self.announced.store(true, Ordering::Release);
     }
 
     /// Gives back the inode's open count and the mount's user and writer counts, once.
@@ -126,15 +198,21 @@ impl File {
 
 impl Drop for File {
     /// A file that was never installed (its open failed after `new`, or the descriptor
-    /// table was full) gives its counts back here; an installed one already did at its
-    /// last close, which is what decides when a umount stops being EBUSY and when an
-    /// unlinked inode is deleted (the memory is reclaimed later).
+    /// table was full) gives its counts back here, and one held outside any table
+    /// (`Task::openat_file`) is released here (close event included); an installed one
+    /// already was at its last close, which is what decides when a umount stops being
+    /// EBUSY and when an unlinked inode is deleted (the memory is reclaimed later).
     fn drop(&mut self) {
         if *self.counted.get_mut() {
-            let guard = self.inode.sb().rcu().pin();
             // The switches only choose how the notify check is made, not its outcome; the
             // instance's are not at hand here.
-            self.put_counts(crate::config::FastPaths::all(), &guard);
+            if *self.announced.get_mut() {
+                // Held outside any table (`Task::openat_file`): this was its last user.
+                self.release(crate::config::FastPaths::all());
+            } else {
+                let guard = self.inode.sb().rcu().pin();
+                self.put_counts(crate::config::FastPaths::all(), &guard);
+            }
         }
     }
 }

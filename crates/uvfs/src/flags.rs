@@ -98,24 +98,9 @@ impl AccessMode {
     pub const F_OK: AccessMode = AccessMode::empty();
 }
 
-/// The directory-fd argument of the `*at` calls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DirFd {
-    /// `AT_FDCWD`: relative to the task's working directory.
-    Cwd,
-    /// A file descriptor of the task.
-    Fd(Fd),
-}
-
 /// A file descriptor number in a task's fd table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Fd(pub i32);
-
-impl From<Fd> for DirFd {
-    fn from(fd: Fd) -> DirFd {
-        DirFd::Fd(fd)
-    }
-}
 
 /// `lseek(2)` whence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

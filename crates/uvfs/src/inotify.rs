@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use bitflags::bitflags;
 
 use crate::errno::{Errno, Result};
-use crate::flags::DirFd;
+use crate::file::DirFd;
+
 use crate::fsnotify::{EventMask, Mark, MarkTarget, NotifyMutex};
 use crate::namei::LookupFlags;
 use crate::permission::{MAY_READ, generic_permission};

@@ -32,7 +32,8 @@ use crate::config::FastPaths;
 use crate::cred::Credentials;
 use crate::dentry::{DENTRY_MOUNTED, Dentry};
 use crate::errno::{Errno, Result};
-use crate::flags::DirFd;
+use crate::file::DirFd;
+
 use crate::mount::Mount;
 use crate::permission::{MAY_EXEC, generic_permission};
 use crate::rcu::LocalGuard;
@@ -772,7 +773,7 @@ impl Task {
         &self,
         guard: &'a LocalGuard<'a>,
         as_creds: Option<&'a Credentials>,
-        dirfd: DirFd,
+        dirfd: DirFd<'a>,
         path: &'a [u8],
         flags: LookupFlags,
         locked: bool,
@@ -791,8 +792,12 @@ impl Task {
         } else {
             match dirfd {
                 DirFd::Cwd => Pos { mnt: &fsx.cwd.mnt, dentry: &fsx.cwd.dentry },
-                DirFd::Fd(fd) => {
-                    let file = self.files.get(fd, guard)?;
+                DirFd::Fd(_) | DirFd::File(_) => {
+                    let file: &'a crate::file::File = match dirfd {
+                        DirFd::File(f) => f,
+                        DirFd::Fd(fd) => self.files.get(fd, guard)?,
+                        DirFd::Cwd => unreachable!(),
+                    };
                     let p = Pos { mnt: &file.mnt, dentry: &file.dentry };
                     if path.is_empty() {
                         // AT_EMPTY_PATH on a file of any type.

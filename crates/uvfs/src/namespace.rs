@@ -18,7 +18,8 @@ use std::sync::Arc;
 use crate::cred::Capabilities;
 use crate::dentry::{DENTRY_MOUNTED, Dentry};
 use crate::errno::{Errno, Result};
-use crate::flags::DirFd;
+use crate::file::DirFd;
+
 use crate::memfs::MemFs;
 use crate::mount::{Mount, MountFlags, MountInfo, MountSource, UmountFlags};
 use crate::namei::LookupFlags;

@@ -12,8 +12,9 @@ use crate::config::FastPaths;
 use crate::cred::{Capabilities, Credentials, Gid, Uid};
 use crate::dir_ops::new_node_args;
 use crate::errno::{Errno, Result};
-use crate::file::File;
-use crate::flags::{AccessMode, AtFlags, DirFd, Fd, OpenFlags, Timespec};
+use crate::file::DirFd;
+use crate::file::{File, FileRef};
+use crate::flags::{AccessMode, AtFlags, Fd, OpenFlags, Timespec};
 use crate::fsnotify::{self, EventMask};
 use crate::inode::Inode;
 use crate::mount::MountFlags;
@@ -63,6 +64,16 @@ impl Task {
         self.do_sys_open(dirfd, path, flags, mode, LookupFlags::empty())
     }
 
+    /// Opens as `openat` does, without installing the file in the descriptor table: the
+    /// caller holds it (and walks from it with [`DirFd::File`], does I/O on it with
+    /// [`FileRef::File`]); it is released, close event included, when its last `Arc`
+    /// goes. What a server that names files by handle uses (the FUSE frontend), so that it
+    /// needs no descriptor per file. `O_CLOEXEC` means nothing here.
+    pub fn openat_file(&self, dirfd: DirFd, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Arc<File>> {
+        let (file, _) = self.do_filp_open(dirfd, path, flags, mode, LookupFlags::empty(), false)?;
+        Ok(file)
+    }
+
     /// `openat` with the walk flags of `openat2`'s `resolve` (`RESOLVE_*`, see
     /// [`Task::openat2`]).
     pub(crate) fn do_sys_open(
@@ -73,6 +84,26 @@ impl Task {
         mode: u32,
         resolve: LookupFlags,
     ) -> Result<Fd> {
+        let cloexec = flags.contains(OpenFlags::CLOEXEC);
+        let (file, slot) = self.do_filp_open(dirfd, path, flags, mode, resolve, true)?;
+        match slot {
+            Some(slot) => Ok(slot.install(file, cloexec)),
+            None => self.files.install(file, 0, cloexec),
+        }
+    }
+
+    /// The open itself (Linux's `do_filp_open`), announced; with `reserve`, the
+    /// descriptor an `O_CREAT`/`O_TRUNC` open will be installed at is taken before
+    /// anything is created or truncated.
+    fn do_filp_open(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        resolve: LookupFlags,
+        reserve: bool,
+    ) -> Result<(Arc<File>, Option<crate::fdtable::Reservation<'_>>)> {
         let mut flags = flags;
         if flags.contains(OpenFlags::TMPFILE) {
             if !flags.contains(OpenFlags::DIRECTORY) || flags.contains(OpenFlags::CREAT) || !flags.writable() {
@@ -84,12 +115,12 @@ impl Task {
         if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
             return Err(Errno::EINVAL);
         }
-        let cloexec = flags.contains(OpenFlags::CLOEXEC);
         // Seed 003, general path: the file is allocated before the walk.
         let slow = !self.vfs.fast.contains(FastPaths::FAILED_OPEN);
         let prealloc = slow.then(Arc::<File>::new_uninit);
         if flags.contains(OpenFlags::TMPFILE) {
-            return self.open_tmpfile(dirfd, path, flags, mode, cloexec, resolve);
+            let slot = if reserve { Some(self.files.reserve()?) } else { None };
+            return Ok((self.open_tmpfile(dirfd, path, flags, mode, resolve)?, slot));
         }
         let mut lf = resolve;
         if !flags.contains(OpenFlags::NOFOLLOW) && !flags.contains(OpenFlags::CREAT | OpenFlags::EXCL) {
@@ -142,7 +173,7 @@ impl Task {
             // so a failed open still takes no lock (seed 003), and only when there is
             // something to undo: a plain open has nothing, and installing takes the
             // table's lock once instead of twice.
-            let slot = match flags.intersects(OpenFlags::CREAT | OpenFlags::TRUNC) {
+            let slot = match reserve && flags.intersects(OpenFlags::CREAT | OpenFlags::TRUNC) {
                 true => Some(self.files.reserve()?),
                 false => None,
             };
@@ -155,7 +186,7 @@ impl Task {
                 // Lost a race with a creator: open what is there now.
                 Ok(None) => {
                     drop(slot);
-                    return self.do_sys_open(dirfd, path, flags & !OpenFlags::CREAT, mode, resolve);
+                    return self.do_filp_open(dirfd, path, flags & !OpenFlags::CREAT, mode, resolve, reserve);
                 }
                 // What the walk found lost its last name (and its contents) before it could be
                 // opened: walk again, in the locked tier, which waits for the unlink to finish.
@@ -172,14 +203,8 @@ impl Task {
             }
             None => Arc::new(file),
         };
-        if !file.is_path() {
-            let guard = self.vfs.rcu.pin();
-            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, EventMask::OPEN.bits(), &guard);
-        }
-        match slot {
-            Some(slot) => Ok(slot.install(file, cloexec)),
-            None => self.files.install(file, 0, cloexec),
-        }
+        file.announce_open(self.vfs.fast);
+        Ok((file, slot))
     }
 
     /// `open(2)`: `openat(AT_FDCWD, ...)`.
@@ -196,18 +221,21 @@ impl Task {
     /// `/proc/self/fd/N` does on Linux): the checks of an open of an existing file, also
     /// for a file that lost its last name. `O_CREAT`/`O_EXCL` are ignored. Used by the FUSE
     /// frontend, whose requests name files by node (an `O_PATH` descriptor), not by path.
-    pub fn reopen(&self, fd: Fd, flags: OpenFlags) -> Result<Fd> {
+    pub fn reopen<'f>(&self, fd: impl Into<FileRef<'f>>, flags: OpenFlags) -> Result<Fd> {
+        let file = self.reopen_file(fd, flags)?;
+        self.files.install(file, 0, flags.contains(OpenFlags::CLOEXEC))
+    }
+
+    /// [`Task::reopen`] without installing the file (see [`Task::openat_file`]).
+    pub fn reopen_file<'f>(&self, fd: impl Into<FileRef<'f>>, flags: OpenFlags) -> Result<Arc<File>> {
         let flags = flags & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::TMPFILE);
-        let p = self.resolve(DirFd::Fd(fd), b"", LookupFlags::EMPTY)?;
+        let p = self.resolve(DirFd::from(fd.into()), b"", LookupFlags::EMPTY)?;
         if flags.contains(OpenFlags::DIRECTORY) && !p.dentry.inode().is_some_and(|i| i.is_dir()) {
             return Err(Errno::ENOTDIR);
         }
         let file = Arc::new(self.do_open(p, flags)?);
-        if !file.is_path() {
-            let guard = self.vfs.rcu.pin();
-            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, EventMask::OPEN.bits(), &guard);
-        }
-        self.files.install(file, 0, flags.contains(OpenFlags::CLOEXEC))
+        file.announce_open(self.vfs.fast);
+        Ok(file)
     }
 
     /// Creates and opens `name` in `parent`; `Ok(None)` if it appeared meanwhile (and
@@ -245,9 +273,8 @@ impl Task {
         path: &[u8],
         flags: OpenFlags,
         mode: u32,
-        cloexec: bool,
         resolve: LookupFlags,
-    ) -> Result<Fd> {
+    ) -> Result<Arc<File>> {
         let dir = self.resolve(dirfd, path, resolve | LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard);
@@ -259,8 +286,9 @@ impl Task {
         let inode = dir.mnt.sb.fs().tmpfile(&dir.mnt.sb, dir_inode, &args)?;
         let d = crate::dentry::Dentry::new_child(&dir.dentry, b"#tmpfile", Some(inode.clone()), &self.vfs.rcu);
         d.set_flag(crate::dentry::DENTRY_DEAD | crate::dentry::DENTRY_LINKABLE);
-        let file = File::new(dir.mnt.clone(), d, inode, flags)?;
-        self.files.install(Arc::new(file), 0, cloexec)
+        let file = Arc::new(File::new(dir.mnt.clone(), d, inode, flags)?);
+        file.announce_open(self.vfs.fast);
+        Ok(file)
     }
 
     /// `do_open` + `may_open`: checks and opens an existing file.
@@ -378,11 +406,11 @@ impl Task {
     }
 
     /// `ftruncate(2)`.
-    pub fn ftruncate(&self, fd: Fd, len: i64) -> Result<()> {
+    pub fn ftruncate<'f>(&self, fd: impl Into<FileRef<'f>>, len: i64) -> Result<()> {
         if len < 0 {
             return Err(Errno::EINVAL);
         }
-        let file = self.file(fd)?;
+        let file = self.file_arc(fd.into())?;
         if file.is_path() {
             return Err(Errno::EBADF);
         }
@@ -466,8 +494,8 @@ impl Task {
     }
 
     /// `fchmod(2)`.
-    pub fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
-        let file = self.file(fd)?;
+    pub fn fchmod<'f>(&self, fd: impl Into<FileRef<'f>>, mode: u32) -> Result<()> {
+        let file = self.file_arc(fd.into())?;
         if file.is_path() {
             return Err(Errno::EBADF);
         }
@@ -517,8 +545,8 @@ impl Task {
     }
 
     /// `fchown(2)`.
-    pub fn fchown(&self, fd: Fd, uid: Option<Uid>, gid: Option<Gid>) -> Result<()> {
-        let file = self.file(fd)?;
+    pub fn fchown<'f>(&self, fd: impl Into<FileRef<'f>>, uid: Option<Uid>, gid: Option<Gid>) -> Result<()> {
+        let file = self.file_arc(fd.into())?;
         if file.is_path() {
             return Err(Errno::EBADF);
         }
@@ -603,8 +631,8 @@ impl Task {
     }
 
     /// `fchdir(2)`.
-    pub fn fchdir(&self, fd: Fd) -> Result<()> {
-        let file = self.file(fd)?;
+    pub fn fchdir<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<()> {
+        let file = self.file_arc(fd.into())?;
         if !file.inode.is_dir() {
             return Err(Errno::ENOTDIR);
         }

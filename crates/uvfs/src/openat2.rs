@@ -11,7 +11,8 @@
 use bitflags::bitflags;
 
 use crate::errno::{Errno, Result};
-use crate::flags::{DirFd, Fd, OpenFlags};
+use crate::file::DirFd;
+use crate::flags::{Fd, OpenFlags};
 use crate::namei::LookupFlags;
 use crate::stat::S_IALLUGO;
 use crate::task::Task;

@@ -5,8 +5,8 @@
 //! reference count on the file; the I/O runs while pinned.
 
 use crate::errno::{Errno, Result};
-use crate::file::File;
-use crate::flags::{Fd, OpenFlags, Timespec, Whence};
+use crate::file::{File, FileRef};
+use crate::flags::{OpenFlags, Timespec, Whence};
 use crate::fsnotify::{self, EventMask};
 use crate::open::kill_privs;
 use crate::rcu::LocalGuard;
@@ -16,9 +16,9 @@ use crate::task::Task;
 impl Task {
     /// Runs `f` on the file at `fd` under the guard that keeps it alive (no reference
     /// count); `f` uses the same guard for anything else it reads locklessly.
-    fn with_file<R>(&self, fd: Fd, f: impl FnOnce(&File, &LocalGuard<'_>) -> Result<R>) -> Result<R> {
+    fn with_file<R>(&self, fd: FileRef<'_>, f: impl FnOnce(&File, &LocalGuard<'_>) -> Result<R>) -> Result<R> {
         let guard = self.vfs.rcu.pin();
-        let file = self.files.get(fd, &guard)?;
+        let file = self.fget(fd, &guard)?;
         if file.is_path() {
             return Err(Errno::EBADF);
         }
@@ -81,8 +81,8 @@ impl Task {
     }
 
     /// `read(2)`.
-    pub fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
-        self.with_file(fd, |file, guard| {
+    pub fn read<'f>(&self, fd: impl Into<FileRef<'f>>, buf: &mut [u8]) -> Result<usize> {
+        self.with_file(fd.into(), |file, guard| {
             let mut pos = file.pos.lock();
             let n = Task::read_at(file, *pos, buf)?;
             *pos += n as u64;
@@ -93,8 +93,8 @@ impl Task {
     }
 
     /// `write(2)`.
-    pub fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize> {
-        self.with_file(fd, |file, guard| {
+    pub fn write<'f>(&self, fd: impl Into<FileRef<'f>>, buf: &[u8]) -> Result<usize> {
+        self.with_file(fd.into(), |file, guard| {
             let mut pos = file.pos.lock();
             let off = if file.flags().contains(OpenFlags::APPEND) { file.inode.size() } else { *pos };
             let n = self.write_at(file, off, *pos, buf, guard)?;
@@ -104,12 +104,12 @@ impl Task {
     }
 
     /// `pread64(2)`.
-    pub fn pread(&self, fd: Fd, buf: &mut [u8], off: i64) -> Result<usize> {
+    pub fn pread<'f>(&self, fd: impl Into<FileRef<'f>>, buf: &mut [u8], off: i64) -> Result<usize> {
         // Before the descriptor, as Linux.
         if off < 0 {
             return Err(Errno::EINVAL);
         }
-        self.with_file(fd, |file, guard| {
+        self.with_file(fd.into(), |file, guard| {
             let n = Task::read_at(file, off as u64, buf)?;
             self.notify_io(file, n, EventMask::ACCESS, guard);
             Ok(n)
@@ -118,11 +118,11 @@ impl Task {
 
     /// `pwrite64(2)`. As on Linux, with `O_APPEND` the data goes to the end of the file
     /// whatever `off` says.
-    pub fn pwrite(&self, fd: Fd, buf: &[u8], off: i64) -> Result<usize> {
+    pub fn pwrite<'f>(&self, fd: impl Into<FileRef<'f>>, buf: &[u8], off: i64) -> Result<usize> {
         if off < 0 {
             return Err(Errno::EINVAL);
         }
-        self.with_file(fd, |file, guard| {
+        self.with_file(fd.into(), |file, guard| {
             let pos = off as u64;
             let off = if file.flags().contains(OpenFlags::APPEND) { file.inode.size() } else { pos };
             self.write_at(file, off, pos, buf, guard)
@@ -130,8 +130,8 @@ impl Task {
     }
 
     /// `lseek(2)`.
-    pub fn lseek(&self, fd: Fd, off: i64, whence: Whence) -> Result<u64> {
-        self.with_file(fd, |file, _| {
+    pub fn lseek<'f>(&self, fd: impl Into<FileRef<'f>>, off: i64, whence: Whence) -> Result<u64> {
+        self.with_file(fd.into(), |file, _| {
             let mut pos = file.pos.lock();
             let base: i64 = match whence {
                 Whence::Set => 0,
@@ -155,12 +155,12 @@ impl Task {
     }
 
     /// `fsync(2)`.
-    pub fn fsync(&self, fd: Fd) -> Result<()> {
-        self.with_file(fd, |file, _| file.inode.sb().fs().fsync(&file.inode))
+    pub fn fsync<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<()> {
+        self.with_file(fd.into(), |file, _| file.inode.sb().fs().fsync(&file.inode))
     }
 
     /// `fdatasync(2)`.
-    pub fn fdatasync(&self, fd: Fd) -> Result<()> {
+    pub fn fdatasync<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<()> {
         self.fsync(fd)
     }
 }

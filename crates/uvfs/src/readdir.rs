@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::errno::{Errno, Result};
-use crate::flags::Fd;
+use crate::file::FileRef;
 use crate::stat::FileType;
 use crate::superblock::DirEntry;
 use crate::task::Task;
@@ -14,9 +14,9 @@ use crate::task::Task;
 impl Task {
     /// Lists up to `max` entries from the descriptor's cursor and advances it.
     /// An empty vector means the end of the directory.
-    pub fn getdents(&self, fd: Fd, max: usize) -> Result<Vec<DirEntry>> {
+    pub fn getdents<'f>(&self, fd: impl Into<FileRef<'f>>, max: usize) -> Result<Vec<DirEntry>> {
         let mut out = Vec::new();
-        self.readdir_with(fd, &mut |e| {
+        self.readdir_with(fd.into(), &mut |e| {
             if out.len() >= max {
                 return false;
             }
@@ -27,10 +27,10 @@ impl Task {
     }
 
     /// `getdents64(2)`: fills `buf` with `struct linux_dirent64` records.
-    pub fn getdents64(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+    pub fn getdents64<'f>(&self, fd: impl Into<FileRef<'f>>, buf: &mut [u8]) -> Result<usize> {
         let mut used = 0;
         let mut first_too_big = false;
-        self.readdir_with(fd, &mut |e| {
+        self.readdir_with(fd.into(), &mut |e| {
             let reclen = (19 + e.name.len() + 1).next_multiple_of(8);
             if used + reclen > buf.len() {
                 first_too_big = used == 0;
@@ -54,9 +54,9 @@ impl Task {
 
     /// Runs `emit` on entries from the cursor until it returns false; the cursor moves
     /// past every entry `emit` accepted.
-    fn readdir_with(&self, fd: Fd, emit: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+    fn readdir_with(&self, fd: FileRef<'_>, emit: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
         let guard = self.vfs.rcu.pin();
-        let file = self.files.get(fd, &guard)?;
+        let file = self.fget(fd, &guard)?;
         if file.is_path() {
             return Err(Errno::EBADF);
         }

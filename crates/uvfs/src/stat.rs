@@ -143,7 +143,8 @@ pub const fn makedev(major: u32, minor: u32) -> u64 {
 // ---- fstatat, readlinkat (Linux's fs/stat.c) ----
 
 use crate::errno::{Errno, Result};
-use crate::flags::{AtFlags, DirFd, Fd};
+use crate::file::{DirFd, FileRef};
+use crate::flags::AtFlags;
 use crate::namei::{LookupFlags, Outcome};
 use crate::task::Task;
 
@@ -171,9 +172,9 @@ impl Task {
     }
 
     /// `fstat(2)` (works on `O_PATH` descriptors, as Linux).
-    pub fn fstat(&self, fd: Fd) -> Result<Stat> {
+    pub fn fstat<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<Stat> {
         let guard = self.vfs.rcu.pin();
-        let file = self.files.get(fd, &guard)?;
+        let file = self.fget(fd.into(), &guard)?;
         crate::namei::getattr(crate::namei::Pos { mnt: &file.mnt, dentry: &file.dentry })?;
         Ok(file.inode().stat())
     }

@@ -12,6 +12,7 @@ use crate::cred::Credentials;
 use crate::dentry::Dentry;
 use crate::errno::Result;
 use crate::fdtable::FdTable;
+use crate::file::{File, FileRef};
 use crate::flags::Fd;
 use crate::mount::Mount;
 use crate::rcu::{RcuArc, RcuBox};
@@ -195,10 +196,29 @@ impl Task {
 
     /// A counted reference to the file at `fd`.
     pub fn file(&self, fd: Fd) -> Result<Arc<crate::file::File>> {
-        let guard = self.vfs.rcu.pin();
-        let f = self.files.get(fd, &guard)?;
-        // SAFETY: `f` is alive under `guard`, and files live only in `Arc`s.
-        Ok(unsafe { crate::rcu::arc_from_ref(f) })
+        self.file_arc(FileRef::Fd(fd))
+    }
+
+    /// The file `fd` names, alive under `guard` (no reference count taken).
+    #[inline]
+    pub(crate) fn fget<'g>(&self, fd: FileRef<'g>, guard: &'g crate::rcu::LocalGuard<'_>) -> Result<&'g File> {
+        match fd {
+            FileRef::Fd(fd) => self.files.get(fd, guard),
+            FileRef::File(f) => Ok(f),
+        }
+    }
+
+    /// A counted reference to the file `fd` names.
+    pub(crate) fn file_arc(&self, fd: FileRef<'_>) -> Result<Arc<File>> {
+        match fd {
+            FileRef::Fd(fd) => {
+                let guard = self.vfs.rcu.pin();
+                let f = self.files.get(fd, &guard)?;
+                // SAFETY: `f` is alive under `guard`, and files live only in `Arc`s.
+                Ok(unsafe { crate::rcu::arc_from_ref(f) })
+            }
+            FileRef::File(f) => Ok(f.clone()),
+        }
     }
 }
 

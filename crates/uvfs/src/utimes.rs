@@ -1,7 +1,8 @@
 //! `utimensat`. Mirrors Linux's `fs/utimes.c`.
 
 use crate::errno::{Errno, Result};
-use crate::flags::{AtFlags, DirFd, Fd, TimeSpec, Timespec};
+use crate::file::{DirFd, FileRef};
+use crate::flags::{AtFlags, TimeSpec, Timespec};
 use crate::open::at_lookup;
 use crate::permission::{MAY_WRITE, generic_permission, owner_or_capable};
 use crate::superblock::SetAttr;
@@ -61,7 +62,7 @@ impl Task {
     }
 
     /// `futimens(3)`.
-    pub fn futimens(&self, fd: Fd, times: Option<[TimeSpec; 2]>) -> Result<()> {
-        self.utimensat(DirFd::Fd(fd), b"", times, AtFlags::EMPTY_PATH)
+    pub fn futimens<'f>(&self, fd: impl Into<FileRef<'f>>, times: Option<[TimeSpec; 2]>) -> Result<()> {
+        self.utimensat(DirFd::from(fd.into()), b"", times, AtFlags::EMPTY_PATH)
     }
 }

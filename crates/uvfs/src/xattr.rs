@@ -34,7 +34,8 @@ use crate::config::FastPaths;
 use crate::cred::{Capabilities, Credentials};
 use crate::dentry::Dentry;
 use crate::errno::{Errno, Result};
-use crate::flags::{AtFlags, DirFd, Fd, Timespec};
+use crate::file::{DirFd, FileRef};
+use crate::flags::{AtFlags, Timespec};
 use crate::fsnotify::EventMask;
 use crate::inode::Inode;
 use crate::mount::Mount;
@@ -157,8 +158,8 @@ fn security_may_change(creds: &Credentials, name: &[u8]) -> Result<()> {
 /// What an xattr call names: a path (`*at` flags) or a descriptor.
 #[derive(Clone, Copy)]
 enum Target<'p> {
-    Path(DirFd, &'p [u8], AtFlags),
-    Fd(Fd),
+    Path(DirFd<'p>, &'p [u8], AtFlags),
+    Fd(FileRef<'p>),
 }
 
 impl Target<'_> {
@@ -219,7 +220,7 @@ impl Task {
                 Ok(Object { mnt: p.mnt, dentry: p.dentry, inode })
             }
             Target::Fd(fd) => {
-                let file = self.file(fd)?;
+                let file = self.file_arc(fd)?;
                 // `fdget` does not see O_PATH descriptors.
                 if file.is_path() {
                     return Err(Errno::EBADF);
@@ -342,8 +343,8 @@ impl Task {
     }
 
     /// `fgetxattr(2)`: EBADF for an `O_PATH` descriptor.
-    pub fn fgetxattr(&self, fd: Fd, name: &[u8], buf: &mut [u8]) -> Result<usize> {
-        self.do_getxattr(Target::Fd(fd), name, buf)
+    pub fn fgetxattr<'f>(&self, fd: impl Into<FileRef<'f>>, name: &[u8], buf: &mut [u8]) -> Result<usize> {
+        self.do_getxattr(Target::Fd(fd.into()), name, buf)
     }
 
     /// `setxattrat(2)`: sets the xattr `name` to `value` (`XattrFlags::CREATE`: EEXIST if
@@ -371,8 +372,14 @@ impl Task {
     }
 
     /// `fsetxattr(2)`: any descriptor but `O_PATH` (no write mode needed).
-    pub fn fsetxattr(&self, fd: Fd, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
-        self.do_setxattr(Target::Fd(fd), name, value, flags)
+    pub fn fsetxattr<'f>(
+        &self,
+        fd: impl Into<FileRef<'f>>,
+        name: &[u8],
+        value: &[u8],
+        flags: XattrFlags,
+    ) -> Result<()> {
+        self.do_setxattr(Target::Fd(fd.into()), name, value, flags)
     }
 
     /// `listxattrat(2)`: the names, each NUL-terminated, into `buf`; returns the length.
@@ -392,8 +399,8 @@ impl Task {
     }
 
     /// `flistxattr(2)`.
-    pub fn flistxattr(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
-        self.do_listxattr(Target::Fd(fd), buf)
+    pub fn flistxattr<'f>(&self, fd: impl Into<FileRef<'f>>, buf: &mut [u8]) -> Result<usize> {
+        self.do_listxattr(Target::Fd(fd.into()), buf)
     }
 
     /// `removexattrat(2)`: ENODATA when absent (removing an absent ACL succeeds).
@@ -412,7 +419,7 @@ impl Task {
     }
 
     /// `fremovexattr(2)`.
-    pub fn fremovexattr(&self, fd: Fd, name: &[u8]) -> Result<()> {
-        self.do_removexattr(Target::Fd(fd), name)
+    pub fn fremovexattr<'f>(&self, fd: impl Into<FileRef<'f>>, name: &[u8]) -> Result<()> {
+        self.do_removexattr(Target::Fd(fd.into()), name)
     }
 }

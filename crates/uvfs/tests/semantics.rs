@@ -253,3 +253,52 @@ fn emfile_before_any_side_effect() {
     assert_eq!(t.mknodat(DirFd::Cwd, b"/i", 0o644, 0), Err(Errno::ENOSPC));
     t.close(g).unwrap();
 }
+
+/// Files held outside the descriptor table (`openat_file`): walked from, read and written,
+/// listed, kept across an unlink, announced open and closed like a descriptor's, and
+/// taking no descriptor.
+#[test]
+fn files_held_without_a_descriptor() {
+    use uvfs::{EventMask, FileRef, InotifyFlags};
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o755).unwrap();
+    let dir = t.openat_file(DirFd::Cwd, b"/d", OpenFlags::PATH | OpenFlags::DIRECTORY, 0).unwrap();
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    t.inotify_add_watch(&ino, b"/d", EventMask::OPEN | EventMask::CLOSE_WRITE | EventMask::CLOSE_NOWRITE).unwrap();
+    // Relative to the held directory, as with a descriptor.
+    let f = t.openat_file(DirFd::File(&dir), b"f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    assert_eq!(t.pwrite(&f, b"hello", 0), Ok(5));
+    assert_eq!(t.fstat(&f).unwrap().size, 5);
+    assert_eq!(t.fstatat(DirFd::File(&dir), b"f", AtFlags::empty()).unwrap().size, 5);
+    // No descriptor was taken: the first one is still free.
+    let fd = t.open(b"/d", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    assert_eq!(fd, Fd(0));
+    t.close(fd).unwrap();
+    // An O_PATH handle does no I/O; a reopened one does.
+    assert_eq!(t.getdents(FileRef::File(&dir), 10).map(|_| ()), Err(Errno::EBADF));
+    let listing = t.reopen_file(&dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY).unwrap();
+    let names: Vec<Vec<u8>> = t.getdents(&listing, 10).unwrap().into_iter().map(|e| e.name).collect();
+    assert!(names.contains(&b"f".to_vec()), "{names:?}");
+    drop(listing);
+    // The data stays with the held file after its last name goes.
+    t.unlink(b"/d/f").unwrap();
+    let mut buf = [0u8; 5];
+    assert_eq!(t.pread(&f, &mut buf, 0), Ok(5));
+    assert_eq!(&buf, b"hello");
+    drop(f);
+    let events: Vec<(u32, Option<Vec<u8>>)> =
+        ino.read_events(usize::MAX, None).unwrap().into_iter().map(|e| (e.mask.bits(), e.name)).collect();
+    let dirmask = (EventMask::ISDIR).bits();
+    assert_eq!(
+        events,
+        vec![
+            (EventMask::OPEN.bits(), Some(b"f".to_vec())),
+            (EventMask::OPEN.bits() | dirmask, None),
+            (EventMask::CLOSE_NOWRITE.bits() | dirmask, None),
+            (EventMask::OPEN.bits() | dirmask, None),
+            (EventMask::CLOSE_NOWRITE.bits() | dirmask, None),
+            (EventMask::CLOSE_WRITE.bits(), Some(b"f".to_vec())),
+        ]
+    );
+}

@@ -589,7 +589,7 @@ pub fn host_run(who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
 
 // ---------------------------------------------------------------- uvfs
 
-fn ud(d: D) -> DirFd {
+fn ud(d: D) -> DirFd<'static> {
     match d {
         D::Cwd => DirFd::Cwd,
         D::Fd(fd) => DirFd::Fd(Fd(fd)),
