@@ -37,9 +37,11 @@ impl Default for FastPaths {
 pub struct VfsConfig {
     /// Fast paths in force (all by default).
     pub fast_paths: FastPaths,
-    /// Size limit of the root memfs in bytes (tmpfs `size=`); `None`: unlimited.
+    /// Size limit of the root memfs in bytes (tmpfs `size=`); `None`: tmpfs's default,
+    /// half of RAM; `Some(0)`: unlimited.
     pub root_size_limit: Option<u64>,
-    /// Inode limit of the root memfs (tmpfs `nr_inodes=`); `None`: unlimited.
+    /// Inode limit of the root memfs (tmpfs `nr_inodes=`); `None`: tmpfs's default (the
+    /// pages in half of RAM); `Some(0)`: unlimited.
     pub root_inode_limit: Option<u64>,
     /// Events an inotify instance queues before `IN_Q_OVERFLOW` (`max_queued_events`).
     pub max_queued_events: usize,

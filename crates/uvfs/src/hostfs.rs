@@ -51,7 +51,7 @@ use crate::errno::{Errno, Result};
 use crate::flags::Timespec;
 use crate::inode::{Inode, NewInode};
 use crate::stat::{FileType, StatFs};
-use crate::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock};
+use crate::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
 use crate::sync::Mutex;
 use crate::xattr::XattrFlags;
 
@@ -827,8 +827,23 @@ impl FileSystem for HostFs {
         Ok(done)
     }
 
-    fn write(&self, inode: &Inode, off: u64, buf: &[u8]) -> Result<usize> {
+    fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)> {
         let fd = Self::io(inode)?;
+        let (off, len) = at.resolve(inode.size(), buf.len())?;
+        let buf = &buf[..len];
+        if at.is_append() {
+            // The host places the data at its end of file atomically (`RWF_APPEND`),
+            // whoever else appends, in uvfs or on the host; one call, as the host's own
+            // O_APPEND write would be.
+            let n = loop {
+                match rustix::io::pwritev2(fd, &[std::io::IoSlice::new(buf)], 0, rustix::io::ReadWriteFlags::APPEND) {
+                    Err(rustix::io::Errno::INTR) => continue,
+                    r => break r.map_err(host)?,
+                }
+            };
+            Self::refresh(inode)?;
+            return Ok((inode.size().saturating_sub(n as u64), n));
+        }
         let mut done = 0;
         while done < buf.len() {
             match rustix::io::pwrite(fd, &buf[done..], off + done as u64) {
@@ -839,7 +854,7 @@ impl FileSystem for HostFs {
             }
         }
         Self::refresh(inode)?;
-        Ok(done)
+        Ok((off, done))
     }
 
     fn readdir(&self, dir: &Inode, cursor: u64, out: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {

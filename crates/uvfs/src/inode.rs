@@ -25,6 +25,8 @@ pub struct Inode {
     ino: u64,
     /// Immutable: the type.
     ftype: FileType,
+    /// Atomic: `I_*` flags (Linux's `i_flags`): [`I_NOSEC`].
+    iflags: AtomicU32,
     /// Guards the attribute group below against torn reads.
     attr_seq: SeqCount,
     /// Attribute group (atomic; written under `lock` inside `attr_seq`): type and mode bits.
@@ -72,6 +74,12 @@ impl Drop for Inode {
         }
     }
 }
+
+/// Inode flag (Linux's `S_NOSEC`): known to carry nothing a write must remove (no set-id
+/// bit a write clears, no `security.capability`), so `file_remove_privs` is one flag test.
+/// Set by the first write that finds nothing; cleared by a mode change and by setting a
+/// `security.*` xattr.
+pub(crate) const I_NOSEC: u32 = 1 << 0;
 
 /// Bit of `Inode::opens`: the contents were evicted; no open may register any more.
 const OPENS_EVICTED: u32 = 1 << 31;
@@ -161,6 +169,7 @@ impl Inode {
         Arc::new(Inode {
             ino: n.ino,
             ftype,
+            iflags: AtomicU32::new(0),
             attr_seq: SeqCount::new(),
             mode: AtomicU32::new(n.mode),
             uid: AtomicU32::new(n.uid),
@@ -195,6 +204,21 @@ impl Inode {
     #[inline]
     pub fn ino(&self) -> u64 {
         self.ino
+    }
+
+    /// Whether [`I_NOSEC`] is set.
+    #[inline]
+    pub(crate) fn is_nosec(&self) -> bool {
+        self.iflags.load(Ordering::Acquire) & I_NOSEC != 0
+    }
+
+    /// Sets (`true`) or clears [`I_NOSEC`].
+    pub(crate) fn set_nosec(&self, on: bool) {
+        if on {
+            self.iflags.fetch_or(I_NOSEC, Ordering::AcqRel);
+        } else if self.is_nosec() {
+            self.iflags.fetch_and(!I_NOSEC, Ordering::AcqRel);
+        }
     }
 
     /// The type.
@@ -373,9 +397,14 @@ impl AttrWriter<'_> {
             ctime: i.ctime.load(),
         }
     }
-    /// Sets the permission bits (keeps the type bits).
+    /// Sets the permission bits (keeps the type bits). A set-id bit may be back: the next
+    /// write checks again what it must remove.
     pub fn set_mode(&mut self, mode: u32) {
-        let m = (self.inode.mode.load(Ordering::Relaxed) & S_IFMT) | (mode & !S_IFMT);
+        let old = self.inode.mode.load(Ordering::Relaxed);
+        let m = (old & S_IFMT) | (mode & !S_IFMT);
+        if m != old {
+            self.inode.set_nosec(false);
+        }
         self.inode.mode.store(m, Ordering::Relaxed);
     }
     /// Sets the owner.

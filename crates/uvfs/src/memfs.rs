@@ -6,7 +6,9 @@
 //! it, and it only accounts link counts, sizes and times the way tmpfs reports them
 //! (directory size 20 bytes per entry plus 40; symlinks of 128 bytes or more take a page).
 //! File contents are sparse 4 KiB pages, so `truncate` to a huge size costs nothing and
-//! `st_blocks` counts pages as tmpfs does. Optional size and inode limits give ENOSPC.
+//! `st_blocks` counts pages as tmpfs does. Size and inode limits give ENOSPC and are what
+//! `statfs` reports: by default tmpfs's (half of RAM, and as many inodes as half of RAM
+//! has pages), 0 for unlimited, as tmpfs's `size=` and `nr_inodes=`.
 //!
 //! Extended attributes (`user.`, `trusted.`, `security.`) live in the inode's private
 //! data, in name order, under a leaf lock. As in tmpfs, their space comes out of the inode
@@ -24,7 +26,7 @@ use crate::errno::{Errno, Result};
 use crate::flags::Timespec;
 use crate::inode::{Inode, NewInode};
 use crate::stat::{FileType, S_IFMT, StatFs};
-use crate::superblock::{CreateArgs, FileSystem, RenameReq, SuperBlock};
+use crate::superblock::{CreateArgs, FileSystem, RenameReq, SuperBlock, WriteAt};
 use crate::sync::{Mutex, RwLock};
 use crate::xattr::XattrFlags;
 
@@ -43,10 +45,37 @@ pub const TMPFS_MAGIC: u64 = 0x0102_1994;
 /// Limits of a memfs instance, as tmpfs's `size=` and `nr_inodes=`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MemFsLimits {
-    /// Bytes of file contents, rounded to pages.
+    /// Bytes of file contents, rounded to pages. `None`: tmpfs's default, half of RAM;
+    /// `Some(0)`: unlimited.
     pub max_bytes: Option<u64>,
-    /// Number of inodes.
+    /// Number of inodes. `None`: tmpfs's default, the number of pages in half of RAM;
+    /// `Some(0)`: unlimited.
     pub max_inodes: Option<u64>,
+}
+
+impl MemFsLimits {
+    /// No limit at all (tmpfs `size=0,nr_inodes=0`).
+    pub const UNLIMITED: MemFsLimits = MemFsLimits { max_bytes: Some(0), max_inodes: Some(0) };
+
+    /// The limits in force (`None`: unlimited), with tmpfs's defaults filled in
+    /// (`shmem_default_max_blocks`, `shmem_default_max_inodes`: half of RAM in pages).
+    fn resolve(self) -> (Option<u64>, Option<u64>) {
+        let half_ram_pages = || {
+            let si = rustix::system::sysinfo();
+            si.totalram.saturating_mul(u64::from(si.mem_unit)) / PAGE / 2
+        };
+        let bytes = match self.max_bytes {
+            None => Some(half_ram_pages() * PAGE),
+            Some(0) => None,
+            Some(b) => Some(b),
+        };
+        let inodes = match self.max_inodes {
+            None => Some(half_ram_pages()),
+            Some(0) => None,
+            Some(n) => Some(n),
+        };
+        (bytes, inodes)
+    }
 }
 
 /// Usage counters, shared with the inodes so freeing one gives its space back.
@@ -81,8 +110,10 @@ impl Usage {
 
 /// The memfs filesystem type.
 pub struct MemFs {
-    /// Immutable.
-    limits: MemFsLimits,
+    /// Immutable: bytes of file contents allowed (`None`: unlimited).
+    max_bytes: Option<u64>,
+    /// Immutable: inodes allowed (`None`: unlimited).
+    max_inodes: Option<u64>,
     /// Atomic: next inode number.
     next_ino: AtomicU64,
     /// Shared with inodes.
@@ -139,14 +170,15 @@ impl Drop for MemNode {
 }
 
 impl MemFs {
-    /// A memfs with no limits.
+    /// A memfs with tmpfs's default limits.
     pub fn new() -> MemFs {
         MemFs::with_limits(MemFsLimits::default())
     }
 
     /// A memfs with limits.
     pub fn with_limits(limits: MemFsLimits) -> MemFs {
-        MemFs { limits, next_ino: AtomicU64::new(1), usage: Arc::default() }
+        let (max_bytes, max_inodes) = limits.resolve();
+        MemFs { max_bytes, max_inodes, next_ino: AtomicU64::new(1), usage: Arc::default() }
     }
 
     fn mem(inode: &Inode) -> &MemNode {
@@ -166,7 +198,7 @@ impl MemFs {
 
     fn new_inode(&self, sb: &Arc<SuperBlock>, args: &CreateArgs<'_>, nlink: u32) -> Result<Arc<Inode>> {
         let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
-        self.usage.reserve_ispace(self.limits.max_inodes, BOGO_INODE_SIZE)?;
+        self.usage.reserve_ispace(self.max_inodes, BOGO_INODE_SIZE)?;
         let now = Timespec::now();
         let (node, size, blocks, link) = match ftype {
             FileType::Regular => (Node::File(RwLock::new(BTreeMap::new())), 0, 0, None),
@@ -265,8 +297,9 @@ impl FileSystem for MemFs {
     fn statfs(&self, _sb: &SuperBlock) -> StatFs {
         let pages = self.usage.pages.load(Ordering::Relaxed);
         let ispace = self.usage.ispace.load(Ordering::Relaxed);
-        let blocks = self.limits.max_bytes.map(|b| b / PAGE).unwrap_or(0);
-        let files = self.limits.max_inodes.unwrap_or(0);
+        // An unlimited tmpfs reports zeros (`shmem_statfs`).
+        let blocks = self.max_bytes.map(|b| b / PAGE).unwrap_or(0);
+        let files = self.max_inodes.unwrap_or(0);
         StatFs {
             fs_type: TMPFS_MAGIC,
             bsize: PAGE,
@@ -400,18 +433,22 @@ impl FileSystem for MemFs {
         Ok(n)
     }
 
-    fn write(&self, inode: &Inode, off: u64, buf: &[u8]) -> Result<usize> {
+    fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)> {
         let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::EINVAL) };
+        // Every write and truncate of the file holds this lock, so the size an append
+        // resolves against is the one it extends.
+        let mut pages = pages.write();
+        let (off, len) = at.resolve(inode.size(), buf.len())?;
+        let buf = &buf[..len];
         if buf.is_empty() {
-            return Ok(0);
+            return Ok((off, 0));
         }
         let end = off.checked_add(buf.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or(Errno::EFBIG)?;
-        let mut pages = pages.write();
         // Reserve the new pages first so a full filesystem fails before anything changes.
         let new_pages = (off / PAGE..end.div_ceil(PAGE)).filter(|i| !pages.contains_key(i)).count() as u64;
         if new_pages > 0 {
             let used = self.usage.pages.fetch_add(new_pages, Ordering::Relaxed) + new_pages;
-            if self.limits.max_bytes.is_some_and(|m| used > m / PAGE) {
+            if self.max_bytes.is_some_and(|m| used > m / PAGE) {
                 self.usage.pages.fetch_sub(new_pages, Ordering::Relaxed);
                 return Err(Errno::ENOSPC);
             }
@@ -433,7 +470,7 @@ impl FileSystem for MemFs {
             }
             w.set_blocks(blocks);
         });
-        Ok(buf.len())
+        Ok((off, buf.len()))
     }
 
     fn posix_acl(&self) -> bool {
@@ -464,7 +501,7 @@ impl FileSystem for MemFs {
         let mem = MemFs::mem(inode);
         // tmpfs charges the new value before it looks for the old one.
         let need = xattr_space(name, value);
-        self.usage.reserve_ispace(self.limits.max_inodes, need)?;
+        self.usage.reserve_ispace(self.max_inodes, need)?;
         let mut xattrs = mem.xattrs.write();
         let give_back = match xattrs.get_mut(name) {
             Some(_) if flags.contains(XattrFlags::CREATE) => Err(Errno::EEXIST),

@@ -33,8 +33,46 @@ enum OpenTarget {
     Create { parent: PathRef, name: crate::namei::NameBuf },
 }
 
+/// The xattr of a file capability (`XATTR_NAME_CAPS`).
+pub(crate) const XATTR_NAME_CAPS: &[u8] = b"security.capability";
+
+/// `file_remove_privs` (write, truncate, fallocate) of a regular file: the set-id bits a
+/// writer without `CAP_FSETID` clears ([`kill_suid`]) and the file capability, which goes
+/// whoever writes ([`kill_priv`]). While the inode is `I_NOSEC` this is one flag test;
+/// the first call that finds nothing to remove sets it.
+pub(crate) fn file_remove_privs(creds: &Credentials, inode: &Inode) -> Result<()> {
+    if inode.is_nosec() || inode.file_type() != FileType::Regular {
+        return Ok(());
+    }
+    kill_suid(creds, inode);
+    let had_caps = kill_priv(inode)?;
+    // `is_sxid`: setuid, or setgid with group execute (a setgid bit without it is a
+    // mandatory-locking mark that writes keep).
+    let mode = inode.mode();
+    if !had_caps && mode & S_ISUID == 0 && mode & (S_ISGID | 0o010) != (S_ISGID | 0o010) {
+        inode.set_nosec(true);
+    }
+    Ok(())
+}
+
+/// `security_inode_killpriv`: removes the file capability, if the file has one; true if
+/// it had. A filesystem without xattrs has none.
+pub(crate) fn kill_priv(inode: &Inode) -> Result<bool> {
+    let fs = inode.sb().fs();
+    match fs.getxattr(inode, XATTR_NAME_CAPS, &mut []) {
+        Ok(_) => {}
+        Err(Errno::ENODATA | Errno::EOPNOTSUPP) => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    let _g = inode.lock.lock();
+    match fs.removexattr(inode, XATTR_NAME_CAPS) {
+        Ok(()) | Err(Errno::ENODATA) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
 /// `should_remove_suid`: the privilege bits a write or truncate by `creds` clears.
-pub(crate) fn kill_privs(creds: &Credentials, inode: &Inode) {
+pub(crate) fn kill_suid(creds: &Credentials, inode: &Inode) {
     let mode = inode.mode();
     let mut kill = 0;
     if mode & S_ISUID != 0 {
@@ -364,7 +402,7 @@ impl Task {
     pub(crate) fn do_truncate(&self, creds: &Credentials, inode: &Inode, size: u64, from_open: bool) -> Result<()> {
         let old = inode.size();
         inode.sb().fs().truncate(inode, size)?;
-        kill_privs(creds, inode);
+        file_remove_privs(creds, inode)?;
         if old != size || from_open {
             let now = Timespec::now();
             inode.update(|w| {
@@ -592,6 +630,10 @@ impl Task {
             if !in_group_or_capable(gid.map_or(inode.gid(), |g| g.0)) {
                 mode &= !S_ISGID;
             }
+        }
+        // `ATTR_KILL_PRIV`: a chown of a non-directory takes its file capability too.
+        if !inode.is_dir() {
+            kill_priv(inode)?;
         }
         let now = Timespec::now();
         inode.update(|w| {

@@ -8,9 +8,10 @@ use crate::errno::{Errno, Result};
 use crate::file::{File, FileRef};
 use crate::flags::{OpenFlags, Timespec, Whence};
 use crate::fsnotify::{self, EventMask};
-use crate::open::kill_privs;
+use crate::open::file_remove_privs;
 use crate::rcu::LocalGuard;
 use crate::stat::FileType;
+use crate::superblock::WriteAt;
 use crate::task::Task;
 
 impl Task {
@@ -45,39 +46,38 @@ impl Task {
         }
     }
 
-    /// Writes at `off`; `pos` is the position the call was made at (the file position, or
-    /// pwrite's offset), which Linux checks before `O_APPEND` moves the write to the end.
-    fn write_at(&self, file: &File, off: u64, pos: u64, buf: &[u8], guard: &LocalGuard<'_>) -> Result<usize> {
+    /// Writes at `pos` (the file position, or pwrite's offset), or at the end of the file
+    /// for an `O_APPEND` file; returns where the data went and how much was written.
+    fn write_at(&self, file: &File, pos: u64, buf: &[u8], guard: &LocalGuard<'_>) -> Result<(u64, usize)> {
         if !file.flags().writable() {
             return Err(Errno::EBADF);
         }
         if file.inode.file_type() != FileType::Regular {
             return Err(Errno::EINVAL);
         }
+        // Linux checks the position the call was made at before `O_APPEND` moves the write
+        // to the end.
         rw_verify_area(pos, buf.len())?;
         if buf.is_empty() {
-            return Ok(0);
+            return Ok((pos, 0));
         }
-        // `generic_write_checks`, for every filesystem: a start at or past the largest file
-        // size is EFBIG (an append to a file of that size too), a write that would pass it
-        // is cut short.
-        if off >= MAX_LFS_FILESIZE {
-            return Err(Errno::EFBIG);
-        }
-        let buf = &buf[..buf.len().min((MAX_LFS_FILESIZE - off).try_into().unwrap_or(usize::MAX))];
+        let at = if file.flags().contains(OpenFlags::APPEND) { WriteAt::end() } else { WriteAt::offset(pos) };
         let inode = &file.inode;
-        // file_remove_privs: only when a privilege bit is set (one atomic load otherwise).
-        if inode.mode() & (crate::stat::S_ISUID | crate::stat::S_ISGID) != 0 {
-            kill_privs(self.creds.load(guard), inode);
+        // `generic_write_checks` (EFBIG) as far as it can be made before the append offset
+        // is known; the filesystem resolves `at` under its write lock.
+        if !at.is_append() {
+            at.resolve(0, buf.len())?;
         }
-        let n = inode.sb().fs().write(inode, off, buf)?;
+        // file_remove_privs: one flag test while nothing is there to remove (`S_NOSEC`).
+        file_remove_privs(self.creds.load(guard), inode)?;
+        let (off, n) = inode.sb().fs().write(inode, at, buf)?;
         let now = Timespec::now();
         inode.update(|w| {
             w.set_mtime(now);
             w.set_ctime(now);
         });
         self.notify_io(file, n, EventMask::MODIFY, guard);
-        Ok(n)
+        Ok((off, n))
     }
 
     /// `read(2)`.
@@ -96,8 +96,7 @@ impl Task {
     pub fn write<'f>(&self, fd: impl Into<FileRef<'f>>, buf: &[u8]) -> Result<usize> {
         self.with_file(fd.into(), |file, guard| {
             let mut pos = file.pos.lock();
-            let off = if file.flags().contains(OpenFlags::APPEND) { file.inode.size() } else { *pos };
-            let n = self.write_at(file, off, *pos, buf, guard)?;
+            let (off, n) = self.write_at(file, *pos, buf, guard)?;
             *pos = off + n as u64;
             Ok(n)
         })
@@ -122,11 +121,7 @@ impl Task {
         if off < 0 {
             return Err(Errno::EINVAL);
         }
-        self.with_file(fd.into(), |file, guard| {
-            let pos = off as u64;
-            let off = if file.flags().contains(OpenFlags::APPEND) { file.inode.size() } else { pos };
-            self.write_at(file, off, pos, buf, guard)
-        })
+        self.with_file(fd.into(), |file, guard| Ok(self.write_at(file, off as u64, buf, guard)?.1))
     }
 
     /// `lseek(2)`.

@@ -179,6 +179,18 @@ impl Task {
         Ok(file.inode().stat())
     }
 
+    /// `statfs(2)`: what the filesystem holding `path` has and has left.
+    pub fn statfs(&self, path: &[u8]) -> Result<StatFs> {
+        let p = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW)?;
+        Ok(p.mnt.sb.fs().statfs(&p.mnt.sb))
+    }
+
+    /// `fstatfs(2)` (works on `O_PATH` descriptors, as Linux).
+    pub fn fstatfs<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<StatFs> {
+        let file = self.file_arc(fd.into())?;
+        Ok(file.mnt.sb.fs().statfs(&file.mnt.sb))
+    }
+
     /// `readlinkat(2)`: copies at most `buf.len()` bytes of the target, no NUL.
     ///
     /// Seed 002: the body is cached in the inode, so this is one bounded copy with no

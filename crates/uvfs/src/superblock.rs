@@ -140,8 +140,12 @@ pub trait FileSystem: Send + Sync + 'static {
     fn truncate(&self, inode: &Inode, size: u64) -> Result<()>;
     /// Reads at `off`; returns bytes read (0 at end of file).
     fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize>;
-    /// Writes at `off`; returns bytes written and updates size/blocks in the inode.
-    fn write(&self, inode: &Inode, off: u64, buf: &[u8]) -> Result<usize>;
+    /// Writes `buf` where `at` says, which the filesystem resolves with
+    /// [`WriteAt::resolve`] against the file's size *under the lock that serializes its
+    /// writes*, so that an `O_APPEND` write lands at the end atomically across open file
+    /// descriptions (Linux holds the inode lock for this). Returns where the data went
+    /// and how many bytes were written, and updates size/blocks in the inode.
+    fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)>;
     /// Lists a directory from `cursor` (only for filesystems that are not dcache-complete).
     fn readdir(&self, _dir: &Inode, _cursor: u64, _out: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
         Err(Errno::ENOTDIR)
@@ -191,6 +195,43 @@ pub trait FileSystem: Send + Sync + 'static {
     }
     /// For downcasting.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// Where a write goes: at an offset, or (`O_APPEND`) at the end of the file as it is when
+/// the filesystem writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteAt {
+    off: u64,
+    append: bool,
+}
+
+impl WriteAt {
+    /// At `off` (`pwrite`, or `write` at the file position).
+    pub fn offset(off: u64) -> WriteAt {
+        WriteAt { off, append: false }
+    }
+
+    /// At the end of the file (`O_APPEND`, `RWF_APPEND`).
+    pub fn end() -> WriteAt {
+        WriteAt { off: 0, append: true }
+    }
+
+    /// Whether this is an append.
+    pub fn is_append(self) -> bool {
+        self.append
+    }
+
+    /// The offset to write at in a file now `size` bytes long, and how much of `len` may
+    /// be written there: Linux's `generic_write_checks`, EFBIG for a start at or past the
+    /// largest file size, a write that would pass it cut short.
+    pub fn resolve(self, size: u64, len: usize) -> Result<(u64, usize)> {
+        let off = if self.append { size } else { self.off };
+        let max = crate::read_write::MAX_LFS_FILESIZE;
+        if off >= max {
+            return Err(Errno::EFBIG);
+        }
+        Ok((off, len.min((max - off).try_into().unwrap_or(usize::MAX))))
+    }
 }
 
 /// A rename as the filesystem sees it.

@@ -273,6 +273,10 @@ impl Task {
             resolve_name(name)?;
             let _g = o.inode.lock.lock();
             o.inode.sb().fs().setxattr(&o.inode, name, value, flags)?;
+            if name.starts_with(b"security.") {
+                // A file capability, perhaps: the next write checks again (`S_NOSEC`).
+                o.inode.set_nosec(false);
+            }
             let now = Timespec::now();
             o.inode.update_locked(|w| w.set_ctime(now));
         }

@@ -10,9 +10,10 @@
 //! Known differences with the issue's wording, where the host decides: Linux refuses a
 //! wrong ACL version with EOPNOTSUPP (not EINVAL), and accepts named entries with
 //! duplicate or unsorted ids (only the order of entry kinds is checked); uvfs does the
-//! same, and the deterministic cases below pin it. `security.capability` is never
-//! generated: Linux converts its value (`cap_convert_nscap`), uvfs stores it as any
-//! `security.*` name.
+//! same, and the deterministic cases below pin it. `security.capability` is not
+//! generated (Linux converts values other than root's v2 (`cap_convert_nscap`), uvfs
+//! stores them as any `security.*` name); a deterministic case checks that writes,
+//! truncates and chowns remove it as Linux does.
 
 mod common;
 
@@ -762,5 +763,61 @@ fn who_may_change_acls() {
     for who in [OWNER, NAMED, MEMBER, OTHER, Who::Root] {
         host_ok();
         assert_same(who, &setup, &ops);
+    }
+}
+
+/// A file capability (`security.capability`, a v2 `vfs_cap_data`: revision 2, permitted
+/// `CAP_NET_RAW`) as root sets it.
+fn caps() -> V {
+    let mut v = 0x0200_0000u32.to_le_bytes().to_vec();
+    for w in [1u32 << 13, 0, 0, 0] {
+        v.extend_from_slice(&w.to_le_bytes());
+    }
+    V(v)
+}
+
+/// `file_remove_privs` and `ATTR_KILL_PRIV`: a write, a truncate (by path, by descriptor,
+/// by `O_TRUNC`) and a chown take a file's capability away whoever makes them (root too,
+/// whose `CAP_FSETID` only keeps the set-id bits); an empty write, a chmod and other
+/// xattrs leave it; set again, the next write takes it again (uvfs remembers "nothing to
+/// remove" until then).
+#[test]
+fn file_capability_goes_with_a_write() {
+    let caps_of = |path: &str| Op::Getxattr(X::Path(p(path)), p("security.capability"), 100);
+    let setcaps = |path: &str| set(path, "security.capability", caps());
+    let with_caps = |ops: Vec<Op>| {
+        let mut setup = base_tree();
+        setup.push(Op::Fchmodat(D::Cwd, p("f"), 0o6770, 0));
+        setup.push(setcaps("f"));
+        setup.extend(ops);
+        setup
+    };
+    let cases: Vec<Vec<Op>> = vec![
+        vec![Op::Open(D::Cwd, p("f"), O_WRONLY, 0), Op::Write(0, 0), caps_of("f"), Op::Write(0, 2), caps_of("f")],
+        vec![Op::Open(D::Cwd, p("f"), O_RDWR, 0), Op::Pwrite(0, 4, 100), caps_of("f"), stat("f")],
+        vec![Op::Fchmodat(D::Cwd, p("f"), 0o640, 0), caps_of("f"), Op::Truncate(p("f"), 1), caps_of("f")],
+        vec![Op::Open(D::Cwd, p("f"), O_WRONLY, 0), Op::Ftruncate(0, 3), caps_of("f"), stat("f")],
+        vec![Op::Open(D::Cwd, p("f"), O_WRONLY | libc::O_TRUNC, 0), caps_of("f"), lst("f")],
+        vec![Op::Fchownat(D::Cwd, p("f"), None, None, 0), caps_of("f"), stat("f")],
+        vec![
+            Op::Open(D::Cwd, p("f"), O_WRONLY, 0),
+            Op::Write(0, 1),
+            caps_of("f"),
+            Op::Write(0, 1),
+            setcaps("f"),
+            set("f", "user.b", V(b"b".to_vec())),
+            caps_of("f"),
+            Op::Write(0, 1),
+            caps_of("f"),
+            stat("f"),
+        ],
+    ];
+    for ops in &cases {
+        for who in [Who::Root, OWNER] {
+            host_ok();
+            // The capability is set as root in the setup; the calls run as `who`.
+            let setup = with_caps(Vec::new());
+            assert_same(who, &setup, ops);
+        }
     }
 }

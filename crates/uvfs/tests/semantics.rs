@@ -302,3 +302,57 @@ fn files_held_without_a_descriptor() {
         ]
     );
 }
+
+/// A memfs reports what a tmpfs mounted with default options reports (size limit half of
+/// RAM, the inode limit tmpfs computes from it), and what statfs says it has left is what
+/// writes can use: `df` sees a real filesystem, and ENOSPC comes where it says.
+#[test]
+fn statfs_is_tmpfs_s() {
+    // SAFETY: getuid has no preconditions.
+    assert_eq!(unsafe { libc::getuid() }, 0, "mounts a tmpfs to compare with (root)");
+    struct Tmpfs(tempfile::TempDir);
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            let c = std::ffi::CString::new(self.0.path().as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: valid C string.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let c = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: valid C strings; a fresh private tmpfs with default options.
+    let r = unsafe { libc::mount(c"tmpfs".as_ptr(), c.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
+    assert_eq!(r, 0, "mount tmpfs: {}", std::io::Error::last_os_error());
+    let tmp = Tmpfs(dir);
+    // SAFETY: a zeroed statfs is a valid out-parameter.
+    let mut host: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid path and out-parameter.
+    assert_eq!(unsafe { libc::statfs(c.as_ptr(), &mut host) }, 0);
+    drop(tmp);
+
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    let st = t.statfs(b"/").unwrap();
+    assert_eq!(st.fs_type, host.f_type as u64);
+    assert_eq!(st.bsize, host.f_bsize as u64);
+    assert_eq!((st.blocks, st.bfree, st.bavail), (host.f_blocks, host.f_bfree, host.f_bavail));
+    assert_eq!((st.files, st.ffree), (host.f_files, host.f_ffree));
+    assert_eq!(st.namelen, host.f_namelen as u64);
+    let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o600).unwrap();
+    t.write(fd, &[1u8; 3 * 4096 + 1]).unwrap();
+    let after = t.fstatfs(fd).unwrap();
+    assert_eq!((after.bfree, after.ffree), (st.bfree - 4, st.ffree - 1));
+
+    // With limits, what is left is what can be written; unlimited reports zeros.
+    let vfs = Vfs::new(VfsConfig { root_size_limit: Some(8 * 4096), root_inode_limit: Some(5), ..Default::default() });
+    let t = vfs.root_task();
+    let st = t.statfs(b"/").unwrap();
+    assert_eq!((st.blocks, st.bfree, st.files, st.ffree), (8, 8, 5, 4));
+    let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o600).unwrap();
+    assert_eq!(t.write(fd, &vec![7u8; st.bavail as usize * 4096]), Ok(8 * 4096));
+    assert_eq!(t.statfs(b"/").unwrap().bavail, 0);
+    assert_eq!(t.write(fd, b"x"), Err(Errno::ENOSPC));
+    let vfs = Vfs::new(VfsConfig { root_size_limit: Some(0), root_inode_limit: Some(0), ..Default::default() });
+    let st = vfs.root_task().statfs(b"/").unwrap();
+    assert_eq!((st.blocks, st.files), (0, 0));
+}
