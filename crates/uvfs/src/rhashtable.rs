@@ -17,6 +17,12 @@
 //! [`RHashTable::get_sure`] checks with the table's resize sequence. Readers whose misses
 //! are rechecked anyway (under the writer's lock, or inside another sequence) use `get`.
 //!
+//! **Seeds.** Every table hashes with a seed of its own, drawn from a per-thread
+//! generator that the OS's randomness seeds: names chosen inside a sandbox to collide
+//! (and so turn every lookup in a directory into a list walk) would have to be chosen
+//! against a seed nobody outside sees, and colliding in one directory says nothing about
+//! another or another run. (Linux salts the dcache hash with the parent's address.)
+//!
 //! (papaya was the first choice, but its `Drop` reclaims the whole collector, which is
 //! unsound with a collector shared by every directory while other threads run.)
 
@@ -76,8 +82,35 @@ pub struct RHashTable<K, V> {
     /// Atomic, written by the writer: odd while a grow moves nodes (a sequence count for
     /// [`RHashTable::get_sure`]).
     resizing: AtomicU64,
-    /// Immutable.
+    /// Immutable: keyed with [`table_seed`].
     hasher: foldhash::fast::FixedState,
+}
+
+/// A seed for a new table: the next output of a per-thread SplitMix64 generator whose
+/// state starts from the OS's randomness (`getrandom`).
+fn table_seed() -> u64 {
+    use std::cell::Cell;
+    fn os_seed() -> u64 {
+        let mut b = [0u8; 8];
+        // A failure leaves the address of a stack slot, which ASLR randomizes (foldhash's
+        // own fallback), mixed with the time.
+        if rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).is_ok_and(|n| n == 8) {
+            return u64::from_ne_bytes(b);
+        }
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        (&b as *const _ as u64) ^ t.as_nanos() as u64
+    }
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(os_seed());
+    }
+    STATE.with(|s| {
+        let x = s.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        s.set(x);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    })
 }
 
 // SAFETY: a table of K, V shared between threads: values are read by many threads and
@@ -116,7 +149,7 @@ where
             len: AtomicUsize::new(0),
             writing: AtomicBool::new(false),
             resizing: AtomicU64::new(0),
-            hasher: foldhash::fast::FixedState::with_seed(0x9e37_79b9_7f4a_7c15),
+            hasher: foldhash::fast::FixedState::with_seed(table_seed()),
         }
     }
 
@@ -151,13 +184,18 @@ where
         unsafe {
             let b = &*self.buckets.load(Ordering::Acquire);
             let mut p = b.heads[(h as usize) & (b.heads.len() - 1)].load(Ordering::Acquire);
+            // Nodes visited, counted in debug builds (the test suite's probe counts).
+            let mut probes = 0u64;
             while !p.is_null() {
+                probes += 1;
                 let n = &*p;
                 if n.hash == h && n.key.borrow() == key {
+                    count_probes(probes);
                     return Some(&n.value);
                 }
                 p = n.next.load(Ordering::Acquire);
             }
+            count_probes(probes);
         }
         None
     }
@@ -315,6 +353,15 @@ where
         // SAFETY: just published; only this writer replaces it.
         unsafe { &*new }
     }
+}
+
+/// Adds a lockless lookup's visited nodes to the thread's `hash_probes` counter (debug
+/// builds only: the release hot path does not pay for it).
+#[inline(always)]
+fn count_probes(n: u64) {
+    #[cfg(debug_assertions)]
+    crate::stats::bump(|c| c.hash_probes += n);
+    let _ = n;
 }
 
 /// Asserts (in debug builds) that writers do not overlap.

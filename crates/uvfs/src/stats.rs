@@ -24,12 +24,14 @@ pub struct Counters {
     pub dentries_invalidated: u64,
     /// Entries the dentry eviction looked at (evicted or kept).
     pub dcache_scanned: u64,
+    /// Hash-table nodes lockless lookups visited (debug builds only; 0 in release).
+    pub hash_probes: u64,
 }
 
 thread_local! {
     static COUNTERS: Cell<Counters> = const { Cell::new(Counters {
         locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0, notify_locks: 0,
-        dentries_invalidated: 0, dcache_scanned: 0,
+        dentries_invalidated: 0, dcache_scanned: 0, hash_probes: 0,
     }) };
 }
 
