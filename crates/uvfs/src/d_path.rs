@@ -13,7 +13,7 @@ impl Task {
     pub fn getcwd(&self) -> Result<Vec<u8>> {
         loop {
             let guard = self.vfs.rcu.pin();
-            let seq = self.vfs.rename_seq.read_begin();
+            let seq = self.vfs.rename_seq.read_begin().map_err(|_| Errno::EIO)?;
             let fsx = self.fs.load(&guard);
             let (root_m, root_d) = (&*fsx.root.mnt, &*fsx.root.dentry);
             let (m, d) = (&*fsx.cwd.mnt, &*fsx.cwd.dentry);

@@ -480,8 +480,10 @@ impl Task {
             target: tgt_inode.as_deref(),
             flags,
         })?;
-        // The dcache follows, inside the rename sequence.
-        vfs.rename_seq.write(|| {
+        // The dcache follows, inside the rename sequence; a panic in there poisons the
+        // instance (the dcache may be half moved): every later walk is EIO.
+        {
+            let _w = vfs.rename_seq.write_poisoning().map_err(|_| Errno::EIO)?;
             vfs.d_unhash(od, side(ol_ref, &mut nl_ref, false), oname, &guard);
             if exchange {
                 let t = tgt.clone().expect("exchange target");
@@ -493,7 +495,7 @@ impl Task {
             }
             src.set_parent_and_name(nd, nname, &vfs.rcu);
             vfs.d_insert(nd, side(ol_ref, &mut nl_ref, true), nname, src.clone(), &guard);
-        });
+        }
         if let (Some(l), Some(t)) = (tl.as_mut(), &tgt) {
             // A replaced directory: what was cached below it (misses) goes with it.
             vfs.d_prune(l, t.dir().expect("replaced directory"));

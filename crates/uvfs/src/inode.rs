@@ -283,7 +283,12 @@ impl Inode {
     #[inline]
     pub fn attrs(&self) -> Attrs {
         loop {
-            let start = self.attr_seq.read_begin();
+            // An inode's count is never poisoned (`SeqCount::write`): None means a writer
+            // is inside, for a moment.
+            let Some(start) = self.attr_seq.try_read_begin() else {
+                std::hint::spin_loop();
+                continue;
+            };
             let a = Attrs {
                 mode: self.mode.load(Ordering::Relaxed),
                 uid: self.uid.load(Ordering::Relaxed),
@@ -331,7 +336,10 @@ impl Inode {
 
     /// As [`Inode::update`], for a caller that already holds `lock`.
     pub(crate) fn update_locked<R>(&self, f: impl FnOnce(&mut AttrWriter<'_>) -> R) -> R {
-        self.attr_seq.write(|| f(&mut AttrWriter { inode: self }))
+        // Each attribute is an atomic valid on its own: a writer that panics leaves a mix
+        // of old and new values, and the count even.
+        let _w = self.attr_seq.write();
+        f(&mut AttrWriter { inode: self })
     }
 
     /// Registers an open file description. `ESTALE` if the contents were already evicted:

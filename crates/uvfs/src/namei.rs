@@ -751,7 +751,8 @@ impl Task {
         let mut rename_locked = None;
         loop {
             let guard = vfs.rcu.pin();
-            let seq = vfs.rename_seq.read_begin();
+            // Poisoned: a rename panicked halfway; nothing the dcache says can be trusted.
+            let seq = vfs.rename_seq.read_begin().map_err(|_| Errno::EIO)?;
             let r = match self.walk_tier(&guard, as_creds, dirfd, path, flags, true) {
                 Ok(o) => f(o),
                 Err(Stop::Err(e)) => Err(e),

@@ -193,12 +193,12 @@ impl Task {
                         clones.push(MountCopy { src: m.clone(), new });
                     }
                 }
-                vfs.rename_seq.write(|| {
-                    for c in &clones {
-                        let (p, d) = c.new.parent(&guard).expect("a copy has a parent");
-                        vfs.attach(&mut tree, p, d, c.new.clone());
-                    }
-                });
+                let _w = vfs.rename_seq.write_poisoning().map_err(|_| Errno::EIO)?;
+                for c in &clones {
+                    let (p, d) = c.new.parent(&guard).expect("a copy has a parent");
+                    vfs.attach(&mut tree, p, d, c.new.clone());
+                }
+                drop(_w);
                 drop(dir_lock);
                 Ok(())
             }
@@ -218,7 +218,9 @@ impl Task {
             return Err(Errno::ENOTDIR);
         }
         let m = Mount::new(tree.alloc_id(), sb, root, Some((pm.clone(), mp.clone())), flags);
-        vfs.rename_seq.write(|| vfs.attach(&mut tree, &pm, &mp, m));
+        let w = vfs.rename_seq.write_poisoning().map_err(|_| Errno::EIO)?;
+        vfs.attach(&mut tree, &pm, &mp, m);
+        drop(w);
         drop(dir_lock);
         Ok(())
     }
@@ -298,7 +300,9 @@ impl Task {
         if !flags.contains(UmountFlags::DETACH) && (tree.has_children(m, &guard) || !m.try_doom()) {
             return Err(Errno::EBUSY);
         }
-        let sbs: Vec<Arc<SuperBlock>> = vfs.rename_seq.write(|| vfs.detach_tree(&mut tree, m, &guard));
+        let w = vfs.rename_seq.write_poisoning().map_err(|_| Errno::EIO)?;
+        let sbs: Vec<Arc<SuperBlock>> = vfs.detach_tree(&mut tree, m, &guard);
+        drop(w);
         // A filesystem no longer mounted anywhere is shut down: its watches hear of it.
         // (Linux waits for the last user of a lazily detached mount; uvfs tells at once.)
         let orphaned: Vec<Arc<SuperBlock>> =

@@ -15,10 +15,20 @@ use loom::sync::atomic::{AtomicU32, Ordering, fence};
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU32, Ordering, fence};
 
-/// A sequence count. Even: stable; odd: a writer is inside.
+/// Bit of a poisoned count: a writer panicked inside a section whose data it may have
+/// left half-changed ([`SeqCount::write_poisoning`]). Set with the odd bit, for good.
+const POISON: u32 = 1 << 31;
+
+/// A writer panicked inside a poisoning section: the protected data cannot be trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Poisoned;
+
+/// A sequence count. Even: stable; odd: a writer is inside (or, with [`POISON`], it
+/// panicked there).
 #[derive(Debug, Default)]
 pub struct SeqCount {
-    /// Atomic; written only by the holder of the owner's write lock.
+    /// Atomic; written only by the holder of the owner's write lock. Counts in the low 31
+    /// bits; bit 31 is [`POISON`].
     seq: AtomicU32,
 }
 
@@ -35,20 +45,26 @@ impl SeqCount {
         SeqCount { seq: AtomicU32::new(0) }
     }
 
-    /// Starts a read section, or `None` while a writer is inside (the caller falls back
-    /// rather than spinning, so a stalled writer can never stall readers).
+    /// Starts a read section, or `None` while a writer is inside or the count is poisoned
+    /// (the caller falls back rather than spinning, so a stalled writer can never stall
+    /// readers, and a lockless reader never answers from poisoned data).
     #[inline]
     pub fn try_read_begin(&self) -> Option<u32> {
         let s = self.seq.load(Ordering::Acquire);
         if s & 1 == 0 { Some(s) } else { None }
     }
 
-    /// Starts a read section, spinning while a writer is inside.
+    /// Starts a read section, spinning while a writer is inside; `Poisoned` if a writer
+    /// panicked inside a poisoning section.
     #[inline]
-    pub fn read_begin(&self) -> u32 {
+    pub fn read_begin(&self) -> Result<u32, Poisoned> {
         loop {
-            if let Some(s) = self.try_read_begin() {
-                return s;
+            let s = self.seq.load(Ordering::Acquire);
+            if s & 1 == 0 {
+                return Ok(s);
+            }
+            if s & POISON != 0 {
+                return Err(Poisoned);
             }
             std::hint::spin_loop();
             #[cfg(loom)]
@@ -65,25 +81,58 @@ impl SeqCount {
 
     /// Enters a write section. The caller holds the owner's write lock.
     #[inline]
-    pub fn write_begin(&self) {
+    fn write_begin(&self) {
         let s = self.seq.load(Ordering::Relaxed);
         debug_assert!(s & 1 == 0, "nested seqcount writer");
-        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(1) & !POISON, Ordering::Relaxed);
         fence(Ordering::Release);
     }
 
     /// Leaves a write section.
     #[inline]
-    pub fn write_end(&self) {
-        self.seq.fetch_add(1, Ordering::Release);
+    fn write_end(&self) {
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(1) & !POISON, Ordering::Release);
     }
 
-    /// Runs `f` inside a write section.
-    pub fn write<R>(&self, f: impl FnOnce() -> R) -> R {
+    /// Enters a write section (the caller holds the owner's write lock) until the guard
+    /// goes. A panic inside leaves the count even like a normal end: for data each of
+    /// whose fields is an atomic that is valid on its own (an inode's attributes), so
+    /// readers see old or new values, never stall.
+    #[inline]
+    pub fn write(&self) -> SeqWriteGuard<'_> {
         self.write_begin();
-        let r = f();
-        self.write_end();
-        r
+        SeqWriteGuard { seq: self, poison_on_unwind: false }
+    }
+
+    /// As [`SeqCount::write`], for data a panic could leave half-changed (the dcache in a
+    /// rename): a panic inside poisons the count for good, so that lockless readers fall
+    /// back and [`SeqCount::read_begin`] answers `Poisoned` instead of spinning forever.
+    /// `Poisoned` if it already is.
+    #[inline]
+    pub fn write_poisoning(&self) -> Result<SeqWriteGuard<'_>, Poisoned> {
+        if self.seq.load(Ordering::Relaxed) & POISON != 0 {
+            return Err(Poisoned);
+        }
+        self.write_begin();
+        Ok(SeqWriteGuard { seq: self, poison_on_unwind: true })
+    }
+}
+
+/// A write section of a [`SeqCount`]; ends when dropped, also on unwind.
+pub struct SeqWriteGuard<'a> {
+    seq: &'a SeqCount,
+    poison_on_unwind: bool,
+}
+
+impl Drop for SeqWriteGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.poison_on_unwind && std::thread::panicking() {
+            self.seq.seq.store(POISON | 1, Ordering::Release);
+        } else {
+            self.seq.write_end();
+        }
     }
 }
 
@@ -102,10 +151,9 @@ mod tests {
             let w = s.clone();
             let writer = loom::thread::spawn(move || {
                 for v in 1..=2u64 {
-                    w.0.write_begin();
+                    let _w = w.0.write();
                     w.1.store(v, Ordering::Relaxed);
                     w.2.store(v, Ordering::Relaxed);
-                    w.0.write_end();
                 }
             });
             if let Some(start) = s.0.try_read_begin() {
@@ -136,12 +184,11 @@ mod tests {
             let writer = loom::thread::spawn(move || {
                 for to_b in [true, false] {
                     let _rename_lock = w.3.lock().unwrap();
-                    w.0.write_begin();
+                    let _w = w.0.write_poisoning().unwrap();
                     // d_unhash from the old directory, then d_insert in the new one.
                     let (from, to) = if to_b { (&w.1, &w.2) } else { (&w.2, &w.1) };
                     from.store(false, Ordering::Relaxed);
                     to.store(true, Ordering::Relaxed);
-                    w.0.write_end();
                 }
             });
             let mut answer = None;
@@ -169,10 +216,11 @@ mod tests {
             let s = Arc::new((SeqCount::new(), AtomicU64::new(0)));
             let w = s.clone();
             let writer = loom::thread::spawn(move || {
-                w.0.write(|| w.1.store(7, Ordering::Relaxed));
+                let _w = w.0.write();
+                w.1.store(7, Ordering::Relaxed);
             });
             writer.join().unwrap();
-            let start = s.0.read_begin();
+            let start = s.0.read_begin().unwrap();
             let v = s.1.load(Ordering::Relaxed);
             assert!(!s.0.read_retry(start));
             assert_eq!(v, 7);
@@ -188,11 +236,44 @@ mod tests {
     fn writer_makes_readers_retry() {
         let s = SeqCount::new();
         let start = s.try_read_begin().unwrap();
-        s.write_begin();
+        let w = s.write();
         assert!(s.try_read_begin().is_none(), "odd count must refuse a reader");
-        s.write_end();
+        drop(w);
         assert!(s.read_retry(start));
-        let again = s.read_begin();
+        let again = s.read_begin().unwrap();
         assert!(!s.read_retry(again));
+    }
+
+    /// A panic inside a write section never leaves readers spinning: a plain section
+    /// ends as usual, a poisoning one poisons the count for good.
+    #[test]
+    fn a_panicking_writer_never_stalls_readers() {
+        let s = SeqCount::new();
+        let before = s.read_begin().unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _w = s.write();
+            panic!("inside a write section");
+        }));
+        assert!(r.is_err());
+        let after = s.try_read_begin().expect("count left even");
+        assert!(s.read_retry(before) && !s.read_retry(after));
+
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _w = s.write_poisoning().unwrap();
+            panic!("inside a poisoning section");
+        }));
+        assert!(r.is_err());
+        assert_eq!(s.try_read_begin(), None, "lockless readers fall back");
+        assert_eq!(s.read_begin(), Err(Poisoned), "locked readers are told, not stalled");
+        assert!(s.read_retry(after));
+        assert!(s.write_poisoning().is_err(), "no writer proceeds on poisoned data");
+    }
+
+    /// Counts wrap within 31 bits and never set the poison bit.
+    #[test]
+    fn counts_wrap_without_poisoning() {
+        let s = SeqCount { seq: AtomicU32::new(!POISON - 1) };
+        drop(s.write());
+        assert_eq!(s.read_begin(), Ok(0));
     }
 }

@@ -396,7 +396,8 @@ impl VfsInner {
                 continue;
             }
             if tree.is_some() {
-                self.rename_seq.write(|| self.d_remove(&parent, &mut pl, name, &guard));
+                let Ok(_w) = self.rename_seq.write_poisoning() else { return };
+                self.d_remove(&parent, &mut pl, name, &guard);
             } else {
                 self.d_remove(&parent, &mut pl, name, &guard);
             }

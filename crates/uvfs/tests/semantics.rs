@@ -356,3 +356,28 @@ fn statfs_is_tmpfs_s() {
     let st = vfs.root_task().statfs(b"/").unwrap();
     assert_eq!((st.blocks, st.files), (0, 0));
 }
+
+/// A panic inside an attribute change (a filesystem's code runs there) leaves the inode
+/// readable: the sequence count ends the section on unwind instead of staying odd, which
+/// made every later stat of the inode spin forever. (The receive timeout only turns such a
+/// hang into a failure; nothing here measures time.)
+#[test]
+fn a_panic_inside_an_attribute_change_stalls_nobody() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    let file = t.file(fd).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        file.inode().update(|w| {
+            w.set_size(7);
+            panic!("a filesystem bug");
+        })
+    }));
+    assert!(r.is_err());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send((t.stat(b"/f").map(|s| s.size), t.fstat(fd).map(|s| s.size)));
+    });
+    let got = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("stat hung after the panic");
+    assert_eq!(got, (Ok(7), Ok(7)));
+}
