@@ -134,7 +134,7 @@ pub struct Dir {
     pub(crate) children: ChildMap,
     /// The directory lock (Linux's `i_rwsem` of the directory): shared for locked lookups,
     /// exclusive for changes.
-    pub(crate) lock: RwLock<DirLocked>,
+    pub(crate) lock: RwLock<DirLocked, { crate::sync::rank::DIR }>,
 }
 
 /// What the directory lock protects besides the map.

@@ -82,7 +82,7 @@ pub struct File {
     pub(crate) fds: AtomicU32,
     /// The file position (Linux's `f_pos` under `f_pos_lock`); for directories, the
     /// readdir cursor.
-    pub(crate) pos: Mutex<u64>,
+    pub(crate) pos: Mutex<u64, { crate::sync::rank::FILE_POS }>,
     /// Atomic: the file still holds its open count on `inode` and its user count on `mnt`
     /// (and its writer count, if opened for writing); given back once, at the last close
     /// or at drop if it was never installed.

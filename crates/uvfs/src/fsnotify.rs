@@ -164,13 +164,13 @@ impl Marks {
 /// A lock of the notify machinery: counts itself separately, so tests can prove the fast
 /// path takes none.
 #[derive(Default)]
-pub(crate) struct NotifyMutex<T>(crate::sync::Mutex<T>);
+pub(crate) struct NotifyMutex<T, const R: u8 = { crate::sync::rank::NOTIFY_MARKS }>(crate::sync::Mutex<T, R>);
 
-impl<T> NotifyMutex<T> {
+impl<T, const R: u8> NotifyMutex<T, R> {
     pub(crate) fn new(v: T) -> Self {
         NotifyMutex(crate::sync::Mutex::new(v))
     }
-    pub(crate) fn lock(&self) -> crate::sync::MutexGuard<'_, T> {
+    pub(crate) fn lock(&self) -> crate::sync::MutexGuard<'_, T, R> {
         stats::bump(|c| c.notify_locks += 1);
         self.0.lock()
     }

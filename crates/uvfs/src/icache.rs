@@ -36,7 +36,7 @@ pub struct InodeCache {
     /// Probed without a lock; written only under `lock`.
     table: RHashTable<(u64, u64), Weak<Inode>>,
     /// Serializes inserts and removals (Linux's `inode_hash_lock`).
-    lock: Mutex<()>,
+    lock: Mutex<(), { crate::sync::rank::FS_META }>,
     /// Keys whose inode was dropped, to remove at the next locked insert. A leaf lock,
     /// never held while calling anything.
     dead: parking_lot::Mutex<Vec<(u64, u64)>>,

@@ -57,7 +57,7 @@ pub struct Inode {
     pub(crate) acl_default: AclSlot,
     /// The inode lock (Linux's `i_rwsem` for attribute changes): serializes attribute
     /// writers, ACL and xattr changes, and the slow-path ACL load.
-    pub(crate) lock: Mutex<()>,
+    pub(crate) lock: Mutex<(), { crate::sync::rank::INODE }>,
     /// Inotify marks on this inode (their mask is read by the notify fast path).
     pub(crate) marks: crate::fsnotify::Marks,
     /// Atomic: open file descriptions of this inode, and [`OPENS_EVICTED`]; with `nlink`,

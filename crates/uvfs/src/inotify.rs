@@ -93,7 +93,7 @@ struct GroupState {
 /// A group: the watches of one instance and its queue.
 pub struct Group {
     /// The group lock (a notify lock; a leaf after the marks' locks).
-    state: NotifyMutex<GroupState>,
+    state: NotifyMutex<GroupState, { crate::sync::rank::NOTIFY_GROUP }>,
     /// Signalled when an event is queued or the group is closed.
     cond: parking_lot::Condvar,
     /// Readable (count > 0) while events are queued.
@@ -284,11 +284,11 @@ impl Inotify {
             }
             match deadline {
                 Some(d) => {
-                    if g.cond.wait_until(&mut st, d).timed_out() && st.queue.is_empty() {
+                    if g.cond.wait_until(st.parking_lot(), d).timed_out() && st.queue.is_empty() {
                         return Err(Errno::EAGAIN);
                     }
                 }
-                None => g.cond.wait(&mut st),
+                None => g.cond.wait(st.parking_lot()),
             }
             if st.closed {
                 return Err(Errno::EBADF);
@@ -317,7 +317,7 @@ impl Inotify {
             if g.nonblock {
                 return Err(Errno::EAGAIN);
             }
-            g.cond.wait(&mut st);
+            g.cond.wait(st.parking_lot());
         }
         let mut used = 0;
         while let Some(ev) = st.queue.front() {

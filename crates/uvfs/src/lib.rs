@@ -30,13 +30,16 @@
 //! | [`seqcount`], [`rcu`], [`rhashtable`], [`sync`] | primitives | `seqcount_t`, RCU, the dcache hash, locks |
 //!
 //! ## Lock order
-//! `rename_lock` (renames, mount changes; it holds the list of mounts) -> parent
-//! directory lock (ancestor first) ->
-//! child directory lock -> inode lock -> file position lock -> memfs leaf locks (pages,
-//! xattrs, ACLs) -> notify locks (a mark list, then an inotify group).
-//! The fd table lock and a task's `fs_lock` are leaves taken alone (a closed file is
-//! released after the fd table lock is dropped). Every struct field
-//! says whether it is immutable, atomic, or protected by which lock.
+//! `rename_lock` (renames, mount changes; it holds the list of mounts) -> file position
+//! lock (`read`, `write`, `getdents` take it first, as Linux's `f_pos_lock`) -> directory
+//! locks (parent before child, a rename's two parents ancestor first) -> a file's data
+//! (memfs pages) -> inode lock -> a filesystem's per-inode metadata (memfs xattrs and
+//! ACLs; the inode cache's insert lock) -> an inotify group -> the mark lists of what it
+//! watches. The fd table lock, a task's `fs_lock` and hostfs's name of a file are leaves
+//! taken alone (a closed file is released after the fd table lock is dropped). Each lock's
+//! rank is part of its type, and debug builds (the test suite) panic on an acquisition out
+//! of this order ([`sync`]). Every struct field says whether it is immutable, atomic, or
+//! protected by which lock.
 //!
 //! ## The reclamation rule
 //! Dentries, inodes, names, files, ACLs and mounts that a lockless reader can reach are

@@ -123,7 +123,7 @@ pub struct MemFs {
 /// Per-inode private data.
 enum Node {
     /// Regular file contents: page index -> page. Leaf lock.
-    File(RwLock<BTreeMap<u64, Box<[u8; PAGE as usize]>>>),
+    File(RwLock<BTreeMap<u64, Box<[u8; PAGE as usize]>>, { crate::sync::rank::FILE_DATA }>),
     /// Symlink body (the filesystem's own copy; the inode caches one too).
     Link(Box<[u8]>),
     /// Directories and special files carry nothing.
@@ -137,9 +137,9 @@ type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
 struct MemNode {
     node: Node,
     /// Extended attributes by full name, in name order. Leaf lock.
-    xattrs: RwLock<Xattrs>,
+    xattrs: RwLock<Xattrs, { crate::sync::rank::FS_META }>,
     /// The access and default ACLs. Leaf lock; changed under the inode lock too.
-    acls: Mutex<[Option<Arc<Acl>>; 2]>,
+    acls: Mutex<[Option<Arc<Acl>>; 2], { crate::sync::rank::FS_META }>,
     usage: Arc<Usage>,
     /// Atomic: the space was given back (evict), so the final drop must not again.
     evicted: AtomicBool,

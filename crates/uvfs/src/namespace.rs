@@ -386,7 +386,7 @@ impl Task {
 }
 
 /// A directory's lock held shared.
-type DirReadGuard<'g> = crate::sync::RwLockReadGuard<'g, crate::dentry::DirLocked>;
+type DirReadGuard<'g> = crate::sync::RwLockReadGuard<'g, crate::dentry::DirLocked, { crate::sync::rank::DIR }>;
 
 /// glibc's `major`/`minor`, the inverse of [`crate::stat::makedev`].
 fn major_minor(dev: u64) -> (u64, u64) {

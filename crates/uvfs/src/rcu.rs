@@ -52,7 +52,7 @@ impl Rcu {
         let ptr = Box::into_raw(Box::new(value));
         // SAFETY: `ptr` is fresh from `Box::into_raw` and owned by nobody else; the reclaimer
         // frees it as the same `Box`.
-        unsafe { self.collector.retire(ptr, seize::reclaim::boxed) };
+        unsafe { self.collector.retire(ptr, reclaim_box::<T>) };
     }
 }
 
@@ -64,7 +64,7 @@ impl Rcu {
     /// now on, and is not used by the caller afterwards.
     pub(crate) unsafe fn retire_box<T: Send>(&self, ptr: *mut T) {
         // SAFETY: per the contract.
-        unsafe { self.collector.retire(ptr, seize::reclaim::boxed) };
+        unsafe { self.collector.retire(ptr, reclaim_box::<T>) };
     }
 }
 
@@ -116,13 +116,24 @@ impl<T: Send + Sync + 'static> RcuArc<T> {
     }
 }
 
-/// Reclaimer for pointers from `Arc::into_raw`.
+/// Reclaimer for pointers from `Arc::into_raw`. Destructors run on whichever thread
+/// reclaims the batch, under whatever locks it holds: a lock-order context of their own
+/// (see [`crate::sync`]).
 ///
 /// # Safety
 /// `ptr` comes from `Arc::into_raw` and carries one strong count.
 unsafe fn reclaim_arc<T>(ptr: *mut T, _: &seize::Collector) {
     // SAFETY: per the function contract.
-    drop(unsafe { Arc::from_raw(ptr) });
+    crate::sync::in_reclaim_context(|| drop(unsafe { Arc::from_raw(ptr) }));
+}
+
+/// Reclaimer for pointers from `Box::into_raw` (as [`reclaim_arc`]).
+///
+/// # Safety
+/// `ptr` comes from `Box::into_raw` and is owned by the collector.
+unsafe fn reclaim_box<T>(ptr: *mut T, _: &seize::Collector) {
+    // SAFETY: per the function contract.
+    crate::sync::in_reclaim_context(|| drop(unsafe { Box::from_raw(ptr) }));
 }
 
 impl<T> Drop for RcuArc<T> {
@@ -163,7 +174,7 @@ impl<T: Send + Sync + 'static> RcuBox<T> {
     pub fn replace(&self, value: T, rcu: &Rcu) {
         let old = self.ptr.swap(Box::into_raw(Box::new(value)), Ordering::AcqRel);
         // SAFETY: `old` is a `Box` no longer published by this cell.
-        unsafe { rcu.collector.retire(old, seize::reclaim::boxed) };
+        unsafe { rcu.collector.retire(old, reclaim_box::<T>) };
     }
 }
 

@@ -23,7 +23,7 @@ const POISON: u32 = 1 << 31;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Poisoned;
 
-/// A sequence count. Even: stable; odd: a writer is inside (or, with [`POISON`], it
+/// A sequence count. Even: stable; odd: a writer is inside (or, with `POISON`, it
 /// panicked there).
 #[derive(Debug, Default)]
 pub struct SeqCount {

@@ -41,7 +41,7 @@ pub(crate) struct VfsInner {
     pub(crate) rename_seq: SeqCount,
     /// Serializes renames (Linux's `s_vfs_rename_mutex`) and mount changes (Linux's
     /// `namespace_sem`), and protects the list of mounts (see [`crate::namespace`]).
-    pub(crate) rename_lock: Mutex<MountTree>,
+    pub(crate) rename_lock: Mutex<MountTree, { crate::sync::rank::RENAME }>,
     /// Mounts by mountpoint, probed locklessly when a dentry says it is mounted on.
     pub(crate) mounts: crate::rhashtable::RHashTable<MountKey, Arc<Mount>>,
     /// Immutable: the root mount.
