@@ -31,6 +31,12 @@ fi
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
   rustup component add rustfmt clippy
 fi
+# Miri (a pinned nightly, so that a new nightly cannot break the test command) for the
+# core's unit tests of its unsafe primitives.
+MIRI_TOOLCHAIN=nightly-2026-10-30
+if ! rustup run "$MIRI_TOOLCHAIN" cargo miri --version >/dev/null 2>&1; then
+  rustup toolchain install "$MIRI_TOOLCHAIN" --profile minimal --component miri
+fi
 # pjdfstest (crates.io) for the FUSE conformance test.
 have pjdfstest || [ -x "$HOME/.cargo/bin/pjdfstest" ] || cargo install --locked pjdfstest
 # The unprivileged user and group pjdfstest switches to (nobody/nogroup come with Debian).

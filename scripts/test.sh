@@ -2,7 +2,8 @@
 # The test command: sets up what is missing, then runs every check CI runs.
 #   format, lints, the whole workspace's tests (unit, differential against the host
 #   kernel, allocation/lock counts, concurrency), the loom models of the sequence-count
-#   handoff, and the concurrency stress tests under valgrind (use-after-free check): the
+#   handoff, Miri on the core's unsafe primitives, and the concurrency stress tests under
+#   valgrind (use-after-free check): the
 #   core's, and host changes racing hostfs walks (cached directories dropped and pruned
 #   while lockless walks stand in them).
 set -euo pipefail
@@ -17,6 +18,12 @@ echo "== cargo test"
 cargo test --workspace
 echo "== loom models (seqcount)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p uvfs --lib seqcount --release
+echo "== Miri: the core's unsafe primitives and the instance teardown"
+# Unit tests of rcu (borrows tied to guard and cell, the orphans' domain), seqcount
+# (unwinding writers), rhashtable, the lock-order checker and a Vfs dropped while files
+# and watches outlive it. Isolation off: the tables seed from getrandom.
+MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly-2026-10-30 miri test -p uvfs --lib -- \
+  rcu:: seqcount:: rhashtable:: sync:: vfs::
 echo "== concurrency stress under valgrind"
 bin=$(cargo test -p uvfs --test concurrency --no-run --message-format=json 2>/dev/null \
   | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)

@@ -36,7 +36,7 @@ use crate::flags::AtFlags;
 use crate::fsnotify::EventMask;
 use crate::inode::Inode;
 use crate::permission::owner_or_capable;
-use crate::rcu::{LocalGuard, Rcu};
+use crate::rcu::{Guard, LocalGuard, Rcu};
 use crate::stat::{FileType, S_IFMT, S_ISGID};
 use crate::superblock::SetAttr;
 use crate::task::Task;
@@ -428,36 +428,35 @@ impl AclSlot {
         AclSlot { ptr: AtomicPtr::new(p) }
     }
 
-    /// Reads the state without a lock.
+    /// Reads the state without a lock, for as long as both `guard` and the slot are
+    /// borrowed.
     #[inline]
-    pub fn load<'g>(&self, _guard: &'g LocalGuard<'_>) -> AclState<'g> {
-        let p = self.ptr.load(Ordering::Acquire);
+    pub(crate) fn load<'g>(&'g self, guard: &'g LocalGuard<'_>) -> AclState<'g> {
+        let p = guard.protect(&self.ptr, Ordering::Acquire);
         if p.is_null() {
             AclState::None
         } else if p == NOT_CACHED {
             AclState::NotCached
         } else {
             // SAFETY: a real pointer came from `Arc::into_raw` and is retired through the
-            // collector only after being unpublished, so it lives as long as `_guard`.
+            // collector only after being unpublished, so it lives as long as `guard`; the
+            // slot's own drop is excluded by the borrow of `self`.
             AclState::Some(unsafe { &*p })
         }
     }
 
     /// The cached answer with a count of its own: `None` when not cached.
-    pub fn get(&self, _guard: &LocalGuard<'_>) -> Option<Option<Arc<Acl>>> {
-        let p = self.ptr.load(Ordering::Acquire);
+    pub(crate) fn get(&self, guard: &LocalGuard<'_>) -> Option<Option<Arc<Acl>>> {
+        let p = guard.protect(&self.ptr, Ordering::Acquire);
         if p.is_null() {
             Some(None)
         } else if p == NOT_CACHED {
             None
         } else {
             // SAFETY: `p` came from `Arc::into_raw`; the slot's count is dropped only
-            // through the collector after `_guard` is released, so the count is at least
-            // one while we add ours.
-            Some(Some(unsafe {
-                Arc::increment_strong_count(p);
-                Arc::from_raw(p)
-            }))
+            // through the collector after `guard` is released, so it lives while we add
+            // ours.
+            Some(Some(unsafe { crate::rcu::ArcBorrow::from_raw(p) }.to_arc()))
         }
     }
 
@@ -524,7 +523,7 @@ pub(crate) fn supported(inode: &Inode) -> bool {
 /// lock (which orders it against [`set_posix_acl`] and chmod).
 pub(crate) fn load_locked(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
     let acl = inode.sb().fs().get_acl(inode, ty)?;
-    slot(inode, ty).set(acl.clone(), inode.sb().rcu());
+    slot(inode, ty).set(acl.clone(), &inode.sb().rcu());
     Ok(acl)
 }
 
@@ -599,7 +598,7 @@ pub(crate) fn set_posix_acl(creds: &Credentials, inode: &Inode, ty: AclType, acl
         w.set_mode(mode);
         w.set_ctime(now);
     });
-    slot(inode, ty).set(acl, inode.sb().rcu());
+    slot(inode, ty).set(acl, &inode.sb().rcu());
     if mode != old_mode {
         fs.setattr(inode, &SetAttr { mode: Some(mode & !S_IFMT), ..Default::default() })?;
     }
@@ -618,7 +617,7 @@ pub(crate) fn posix_acl_chmod_locked(inode: &Inode, mode: u32) -> Result<()> {
     acl.chmod_masq(mode);
     let acl = Arc::new(acl);
     inode.sb().fs().set_acl(inode, AclType::Access, Some(&acl))?;
-    slot(inode, AclType::Access).set(Some(acl), inode.sb().rcu());
+    slot(inode, AclType::Access).set(Some(acl), &inode.sb().rcu());
     Ok(())
 }
 

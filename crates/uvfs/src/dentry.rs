@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::inode::Inode;
-use crate::rcu::{LocalGuard, Rcu, RcuArc, RcuBox};
+use crate::rcu::{ArcBorrow, LocalGuard, Rcu, RcuArc, RcuBox};
 use crate::sync::RwLock;
 
 /// A name in a directory: bytes, not UTF-8, at most 255 of them.
@@ -185,7 +185,7 @@ impl Dentry {
     }
 
     /// The root dentry of a filesystem.
-    pub fn new_root(inode: Arc<Inode>, rcu: &Rcu) -> Arc<Dentry> {
+    pub(crate) fn new_root(inode: Arc<Inode>, rcu: &Rcu) -> Arc<Dentry> {
         let _ = rcu;
         Dentry::alloc(Some(inode), None, b"/", None)
     }
@@ -267,15 +267,21 @@ impl Dentry {
 
     /// The parent, read under a guard (`self` for a root).
     #[inline]
-    pub fn parent<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g Dentry {
+    pub(crate) fn parent<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g Dentry {
         match &self.hot.parent {
-            Some(p) => p.load(guard),
+            Some(p) => p.load(guard).get(),
             None => self,
         }
     }
 
+    /// The parent as a borrow that can be counted (`None` for a root).
+    #[inline]
+    pub(crate) fn parent_borrow<'g>(&'g self, guard: &'g LocalGuard<'_>) -> Option<ArcBorrow<'g, Dentry>> {
+        self.hot.parent.as_ref().map(|p| p.load(guard))
+    }
+
     /// The parent as a counted reference (`None` for a root).
-    pub fn parent_arc(&self, guard: &LocalGuard<'_>) -> Option<Arc<Dentry>> {
+    pub(crate) fn parent_arc(&self, guard: &LocalGuard<'_>) -> Option<Arc<Dentry>> {
         self.hot.parent.as_ref().map(|p| p.get(guard))
     }
 
@@ -295,7 +301,7 @@ impl Dentry {
     }
 
     /// The name, read under a guard.
-    pub fn name<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g [u8] {
+    pub(crate) fn name<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g [u8] {
         self.hot.name.load(guard).as_bytes()
     }
 
@@ -303,7 +309,7 @@ impl Dentry {
     /// `Some(Some(child))`, `Some(None)` for a certain miss, `None` when a miss overlapped
     /// the map growing (see [`crate::rhashtable`]) and the caller must look again locked.
     #[inline]
-    pub(crate) fn lookup_rcu<'g>(&self, name: &[u8], guard: &'g LocalGuard<'_>) -> Option<Option<&'g Arc<Dentry>>> {
+    pub(crate) fn lookup_rcu<'g>(&'g self, name: &[u8], guard: &'g LocalGuard<'_>) -> Option<Option<&'g Arc<Dentry>>> {
         match self.dir() {
             Some(d) => d.children.get_sure(name, guard),
             None => Some(None),

@@ -20,7 +20,7 @@ use crate::namei::{LastType, LookupFlags, NameBuf, Outcome, PATH_MAX, check_path
 use crate::permission::{
     MAY_READ, MAY_WRITE, generic_permission, init_owner, may_create_in, may_delete, owner_or_capable,
 };
-use crate::rcu::{LocalGuard, arc_from_ref};
+use crate::rcu::LocalGuard;
 use crate::stat::{FileType, S_IALLUGO, S_IFMT, S_ISGID, S_ISUID, S_ISVTX};
 use crate::superblock::{CreateArgs, RenameReq};
 use crate::task::{PathRef, Task};
@@ -45,14 +45,9 @@ impl ParentOf {
 impl Task {
     fn parent_of(&self, dirfd: DirFd, path: &[u8]) -> Result<ParentOf> {
         self.walk(dirfd, path, LookupFlags::PARENT, |o| match o {
-            Outcome::Parent { parent, last, name, trailing_slash, too_long } => Ok(ParentOf {
-                // SAFETY: positions are alive under the walk's guard; both live in Arcs.
-                parent: unsafe { PathRef { mnt: arc_from_ref(parent.mnt), dentry: arc_from_ref(parent.dentry) } },
-                last,
-                name,
-                trailing_slash,
-                too_long,
-            }),
+            Outcome::Parent { parent, last, name, trailing_slash, too_long } => {
+                Ok(ParentOf { parent: parent.to_path(), last, name, trailing_slash, too_long })
+            }
             _ => Err(Errno::ENOENT),
         })
     }
@@ -75,7 +70,7 @@ impl Task {
         let name = p.name.as_bytes();
         let vfs = &*self.vfs;
         let guard = vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let want_write = p.parent.mnt.want_write();
@@ -102,7 +97,7 @@ impl Task {
     pub fn mkdirat(&self, dirfd: DirFd, path: &[u8], mode: u32) -> Result<()> {
         let umask = self.current_umask();
         self.create_node(dirfd, path, true, &|_, _| Ok(()), |parent, name, guard| {
-            let creds = self.creds.load(guard);
+            let creds = self.creds.load(guard).get();
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
             let args =
                 new_node_args(creds, dir_inode, (mode & (0o777 | S_ISVTX)) | FileType::Directory.mode_bits(), umask)?;
@@ -127,7 +122,7 @@ impl Task {
         };
         let umask = self.current_umask();
         self.create_node(dirfd, path, false, &|_, _| Ok(()), |parent, name, guard| {
-            let creds = self.creds.load(guard);
+            let creds = self.creds.load(guard).get();
             if matches!(ftype, FileType::CharDevice | FileType::BlockDevice) && !creds.capable(Capabilities::MKNOD) {
                 return Err(Errno::EPERM);
             }
@@ -148,7 +143,7 @@ impl Task {
         }
         check_path(target)?;
         self.create_node(dirfd, path, false, &|_, _| Ok(()), |parent, name, guard| {
-            let creds = self.creds.load(guard);
+            let creds = self.creds.load(guard).get();
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
             let m = FileType::Symlink.mode_bits() | 0o777;
             let (gid, _) = init_owner(creds, dir_inode, m, false);
@@ -203,7 +198,7 @@ impl Task {
             if !Arc::ptr_eq(&parent.mnt, &src.mnt) {
                 return Err(Errno::EXDEV);
             }
-            let creds = self.creds.load(guard);
+            let creds = self.creds.load(guard).get();
             if !owner_or_capable(creds, &inode) {
                 let mode = inode.mode();
                 let safe = inode.file_type() == FileType::Regular
@@ -260,7 +255,7 @@ impl Task {
         let name = p.name.as_bytes();
         let vfs = &*self.vfs;
         let guard = vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
@@ -311,7 +306,7 @@ impl Task {
         let name = p.name.as_bytes();
         let vfs = &*self.vfs;
         let guard = vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
@@ -372,7 +367,7 @@ impl Task {
         let exchange = flags.contains(RenameFlags::EXCHANGE);
         let _rename = vfs.rename_lock.lock();
         let guard = vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         let (od, nd) = (&op.parent.dentry, &np.parent.dentry);
         let (oname, nname) = (op.name.as_bytes(), np.name.as_bytes());
         let same = Arc::ptr_eq(od, nd);

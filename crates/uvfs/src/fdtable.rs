@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use crate::errno::{Errno, Result};
 use crate::file::File;
 use crate::flags::Fd;
-use crate::rcu::{LocalGuard, Rcu, RcuBox};
+use crate::rcu::{ArcBorrow, Guard, LocalGuard, Rcu, RcuBox};
 use crate::sync::Mutex;
 
 /// Default limit on descriptors (`RLIMIT_NOFILE`).
@@ -112,9 +112,9 @@ impl FdTable {
         for (i, s) in arr.slots.iter().enumerate() {
             let p = s.load(Ordering::Acquire);
             if !p.is_null() && p != RESERVED {
-                // SAFETY: `p` is owned by the slot we hold the lock of; we add a count for
-                // the new table.
-                let f = unsafe { crate::rcu::arc_from_ref(&*p) };
+                // SAFETY: `p` is the slot's `Arc<File>` count (from `Arc::into_raw`), alive
+                // while we hold the table lock; we add a count for the new table.
+                let f = unsafe { ArcBorrow::from_raw(p) }.to_arc();
                 f.fds.fetch_add(1, Ordering::AcqRel);
                 new.slots[i].store(Arc::into_raw(f).cast_mut(), Ordering::Release);
                 new.cloexec[i].store(arr.cloexec[i].load(Ordering::Relaxed), Ordering::Relaxed);
@@ -129,18 +129,20 @@ impl FdTable {
         }
     }
 
-    /// The file at `fd`, valid while `guard` lives. No lock, no reference count.
+    /// The file at `fd`, valid while `guard` and the table are borrowed. No lock, no
+    /// reference count.
     #[inline]
-    pub fn get<'g>(&self, fd: Fd, guard: &'g LocalGuard<'_>) -> Result<&'g File> {
+    pub(crate) fn get<'g>(&'g self, fd: Fd, guard: &'g LocalGuard<'_>) -> Result<ArcBorrow<'g, File>> {
         let arr = self.array.load(guard);
         let slot = usize::try_from(fd.0).ok().and_then(|i| arr.slots.get(i)).ok_or(Errno::EBADF)?;
-        let p = guard.protect_file(slot);
+        let p = guard.protect(slot, Ordering::Acquire);
         if p.is_null() || p == RESERVED {
             return Err(Errno::EBADF);
         }
-        // SAFETY: a non-null slot pointer is an `Arc<File>` count, retired through the
-        // collector on close, so it outlives `guard`.
-        Ok(unsafe { &*p })
+        // SAFETY: a slot's pointer other than null and RESERVED is an `Arc<File>` count
+        // (from `Arc::into_raw`), retired through the collector on close, so it outlives
+        // `guard`.
+        Ok(unsafe { ArcBorrow::from_raw(p) })
     }
 
     /// Installs `file` at the lowest free descriptor >= `min`.
@@ -293,18 +295,5 @@ impl Drop for Reservation<'_> {
         let _l = self.table.lock.lock();
         let guard = self.table.rcu.pin();
         self.table.array.load(&guard).slots[self.idx].store(std::ptr::null_mut(), Ordering::Release);
-    }
-}
-
-/// Protected load of a slot.
-trait ProtectFile {
-    fn protect_file(&self, slot: &AtomicPtr<File>) -> *mut File;
-}
-
-impl ProtectFile for LocalGuard<'_> {
-    #[inline]
-    fn protect_file(&self, slot: &AtomicPtr<File>) -> *mut File {
-        use seize::Guard;
-        self.protect(slot, Ordering::Acquire)
     }
 }

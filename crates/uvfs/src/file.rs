@@ -136,7 +136,8 @@ impl File {
     /// The open completed: `fsnotify_open`, and from now on its release is a close.
     pub(crate) fn announce_open(&self, fast: crate::config::FastPaths) {
         if !self.is_path() {
-            let guard = self.inode.sb().rcu().pin();
+            let rcu = self.inode.sb().rcu();
+            let guard = rcu.pin();
             fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, EventMask::OPEN.bits(), &guard);
         }
         self.announced.store(true, Ordering::Release);
@@ -187,7 +188,8 @@ impl File {
     /// Called when the last descriptor referring to this file is closed (Linux's `__fput`,
     /// minus the memory, which the collector frees later).
     pub(crate) fn release(&self, fast: crate::config::FastPaths) {
-        let guard = self.inode.sb().rcu().pin();
+        let rcu = self.inode.sb().rcu();
+        let guard = rcu.pin();
         if !self.is_path() {
             let mask = if self.flags().writable() { EventMask::CLOSE_WRITE } else { EventMask::CLOSE_NOWRITE };
             fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, mask.bits(), &guard);
@@ -210,7 +212,8 @@ impl Drop for File {
                 // Held outside any table (`Task::openat_file`): this was its last user.
                 self.release(crate::config::FastPaths::all());
             } else {
-                let guard = self.inode.sb().rcu().pin();
+                let rcu = self.inode.sb().rcu();
+                let guard = rcu.pin();
                 self.put_counts(crate::config::FastPaths::all(), &guard);
             }
         }

@@ -280,8 +280,8 @@ pub(crate) fn notify_name(
         inode,
         dir: Some((dir_inode, name)),
         dentry: None,
-        dir_dentry: Some(dir.dentry),
-        mnt: Some(dir.mnt),
+        dir_dentry: Some(dir.dentry.get()),
+        mnt: Some(dir.mnt.get()),
         cookie,
     };
     dispatch(&ev, fast, guard);

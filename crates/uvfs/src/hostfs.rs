@@ -18,7 +18,7 @@
 //! (the parent's descriptor and the name) and open a host descriptor on first I/O
 //! (`openat(parent, name, O_NOFOLLOW)`, checked to be the same (device, inode)); so a
 //! cold scan that only stats costs one `fstatat` per file and no descriptor. Inodes are
-//! found through the superblock's [`InodeCache`](crate::icache::InodeCache) by the host's
+//! found through the superblock's `InodeCache` (`icache`) by the host's
 //! (device, inode number), and their attributes are refreshed from the host after every
 //! change uvfs makes (so `stat` shows the host's own sizes, link counts and times).
 //!
@@ -171,8 +171,10 @@ fn component(name: &[u8]) -> Result<&[u8]> {
     Ok(name)
 }
 
-fn ts(sec: i64, nsec: u64) -> Timespec {
-    Timespec { sec, nsec: nsec as u32 }
+/// A host timestamp (`st_*time_nsec` is unsigned in rustix's raw-syscall backend, signed
+/// in its libc one, which Miri builds use).
+fn ts(sec: i64, nsec: impl TryInto<u32>) -> Timespec {
+    Timespec { sec, nsec: nsec.try_into().unwrap_or(0) }
 }
 
 fn node(inode: &Inode) -> &HostNode {
@@ -286,7 +288,7 @@ impl HostFs {
         let mut io = io;
         let inode = sb.icache().iget(
             key,
-            sb.rcu(),
+            &sb.rcu(),
             |i| i.file_type() == ftype,
             || {
                 let dir = if ftype == FileType::Directory {
@@ -458,7 +460,7 @@ impl HostFs {
             });
         }
         if inode.nlink() == 0 {
-            inode.sb().icache().remove(n.key, inode, inode.sb().rcu());
+            inode.sb().icache().remove(n.key, inode, &inode.sb().rcu());
             *n.loc.lock() = None;
         }
     }
@@ -554,7 +556,7 @@ impl FileSystem for HostFs {
         let root = self.root.clone();
         sb.icache().iget(
             key,
-            sb.rcu(),
+            &sb.rcu(),
             |_| true,
             || {
                 let n = HostNode::new(sb, &self.live, key, Some(root), None);
@@ -671,7 +673,7 @@ impl FileSystem for HostFs {
         Ok(inode)
     }
 
-    fn link(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
+    fn link(&self, dir: &Inode, name: &[u8], inode: &Arc<Inode>) -> Result<()> {
         let name = component(name)?;
         let dfd = Self::dir_fd(dir)?;
         let n = node(inode);
@@ -693,7 +695,7 @@ impl FileSystem for HostFs {
             }
         }
         let sb = inode.sb();
-        if sb.icache().iget(n.key, sb.rcu(), |_| true, || Ok(arc_of(inode))).is_err() {
+        if sb.icache().iget(n.key, &sb.rcu(), |_| true, || Ok(inode.clone())).is_err() {
             return Err(Errno::EIO);
         }
         Self::refresh(inode)?;
@@ -1021,11 +1023,4 @@ impl XTarget<'_> {
         }
         .map_err(host)
     }
-}
-
-/// A counted reference to an inode the caller holds by reference.
-fn arc_of(inode: &Inode) -> Arc<Inode> {
-    // SAFETY: every inode is constructed as `Arc<Inode>` ([`Inode::new`]) and the caller's
-    // reference keeps it alive for the call.
-    unsafe { crate::rcu::arc_from_ref(inode) }
 }

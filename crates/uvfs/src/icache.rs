@@ -55,16 +55,6 @@ impl InodeCache {
         }
     }
 
-    /// Number of entries in the table (live inodes plus dead ones not yet removed).
-    pub fn len(&self) -> usize {
-        self.table.len()
-    }
-
-    /// Whether the table is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// `iget5_locked_rcu`: the cached inode `key` if `valid` accepts it, else the one
     /// `make` builds, inserted. `valid` sees a cached inode and says whether it still is
     /// the file (hostfs: the same type); a rejected one is replaced.

@@ -1,7 +1,7 @@
 //! `Inode`: one file object of a filesystem. Mirrors Linux's `struct inode`.
 //!
 //! The attribute group (mode, ids, nlink, size, times) is a set of atomics under the
-//! inode's [`SeqCount`]: `stat` reads it locklessly and retries if a writer intervened;
+//! inode's `SeqCount`: `stat` reads it locklessly and retries if a writer intervened;
 //! writers hold `Inode::lock` and bump the count. The fields a walk reads (type, mode,
 //! ids, ACL slot, symlink body) come first; the lock and the filesystem's private data
 //! come after, on other cache lines.
@@ -196,8 +196,8 @@ impl Inode {
     /// permission check loads them again.
     pub fn forget_cached_acls(&self) {
         let _g = self.lock.lock();
-        self.acl_access.forget(self.sb.rcu());
-        self.acl_default.forget(self.sb.rcu());
+        self.acl_access.forget(&self.sb.rcu());
+        self.acl_default.forget(&self.sb.rcu());
     }
 
     /// Inode number.

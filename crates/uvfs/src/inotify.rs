@@ -180,7 +180,9 @@ impl Group {
         };
         self.push(&mut st, ev);
         if mmask & EventMask::ONESHOT.bits() != 0 {
-            self.remove_watch_locked(&mut st, m.wd);
+            let gone = self.remove_watch_locked(&mut st, m.wd);
+            drop(st);
+            drop(gone);
         }
     }
 
@@ -220,13 +222,16 @@ impl Group {
         self.push(&mut st, e);
     }
 
-    /// Removes a watch: unhooks the mark and queues `IN_IGNORED`.
-    fn remove_watch_locked(&self, st: &mut GroupState, wd: i32) -> bool {
-        let Some(m) = st.watches.remove(&wd) else { return false };
+    /// Removes a watch: unhooks the mark and queues `IN_IGNORED`. Returns the mark, for
+    /// the caller to drop after the group lock: it may hold the last reference of an inode,
+    /// whose destructor takes the filesystem's locks.
+    #[must_use]
+    fn remove_watch_locked(&self, st: &mut GroupState, wd: i32) -> Option<Arc<Mark>> {
+        let m = st.watches.remove(&wd)?;
         unhook(&m);
         let ev = InotifyEvent { wd, mask: EventMask::IGNORED, cookie: 0, name: None, path: None };
         self.push(st, ev);
-        true
+        Some(m)
     }
 
     /// The filesystem of `m` was unmounted: `IN_UNMOUNT`, then `IN_IGNORED`.
@@ -235,7 +240,9 @@ impl Group {
         if st.watches.get(&m.wd).is_some_and(|w| Arc::ptr_eq(w, m)) {
             let ev = InotifyEvent { wd: m.wd, mask: EventMask::UNMOUNT, cookie: 0, name: None, path: None };
             self.push(&mut st, ev);
-            self.remove_watch_locked(&mut st, m.wd);
+            let gone = self.remove_watch_locked(&mut st, m.wd);
+            drop(st);
+            drop(gone);
         }
     }
 
@@ -243,7 +250,9 @@ impl Group {
     pub(crate) fn object_gone(&self, m: &Arc<Mark>) {
         let mut st = self.state.lock();
         if st.watches.get(&m.wd).is_some_and(|w| Arc::ptr_eq(w, m)) {
-            self.remove_watch_locked(&mut st, m.wd);
+            let gone = self.remove_watch_locked(&mut st, m.wd);
+            drop(st);
+            drop(gone);
         }
     }
 }
@@ -356,11 +365,16 @@ impl Inotify {
             return Err(Errno::EBADF);
         }
         st.closed = true;
-        for (_, m) in std::mem::take(&mut st.watches) {
-            unhook(&m);
+        let watches = std::mem::take(&mut st.watches);
+        for m in watches.values() {
+            unhook(m);
         }
         st.queue.clear();
         g.signal(&st);
+        // The marks may hold the last references of inodes, whose destructors take the
+        // filesystem's locks: dropped after the group lock.
+        drop(st);
+        drop(watches);
         Ok(())
     }
 }
@@ -418,7 +432,7 @@ impl Task {
         let inode = p.dentry.inode().ok_or(Errno::ENOENT)?.clone();
         {
             let guard = self.vfs.rcu.pin();
-            generic_permission(self.creds.load(&guard), &inode, MAY_READ, self.vfs.fast, &guard)?;
+            generic_permission(self.creds.load(&guard).get(), &inode, MAY_READ, self.vfs.fast, &guard)?;
         }
         let keep = (EventMask::ALL_EVENTS | EventMask::ONESHOT | EventMask::EXCL_UNLINK).bits();
         let g = &ino.group;
@@ -465,7 +479,9 @@ impl Task {
         if st.closed {
             return Err(Errno::EBADF);
         }
-        if g.remove_watch_locked(&mut st, wd) { Ok(()) } else { Err(Errno::EINVAL) }
+        let gone = g.remove_watch_locked(&mut st, wd);
+        drop(st);
+        if gone.is_some() { Ok(()) } else { Err(Errno::EINVAL) }
     }
 
     /// A mark on the whole mount or filesystem of `path` (fanotify's mark kinds): every

@@ -16,8 +16,8 @@
 //! | [`mount`] | [`Mount`]: flags, users (umount EBUSY), writers (remount-ro EBUSY) | `struct mount` |
 //! | `namespace` | `mount`, `remount`, `umount2`, `mountinfo` on [`Task`] | `fs/namespace.c` |
 //! | `openat2` | [`OpenHow`], [`ResolveFlags`]: scoped resolution | `fs/open.c` (`build_open_flags`) |
-//! | [`file`](mod@file), [`fdtable`] | [`File`], [`FdTable`] | `struct file`, `files_struct` |
-//! | [`namei`] | the path walk | `fs/namei.c` |
+//! | [`file`](mod@file), `fdtable` | [`File`], `FdTable` | `struct file`, `files_struct` |
+//! | `namei` | the path walk | `fs/namei.c` |
 //! | [`permission`] | mode bits, capabilities, sticky, setgid | `generic_permission` |
 //! | [`acl`] | POSIX ACLs: the slot, evaluation, xattr format, inheritance | `fs/posix_acl.c` |
 //! | [`xattr`] | extended attributes: names, namespaces, permission | `fs/xattr.c` |
@@ -25,9 +25,9 @@
 //! | [`inotify`] | [`Inotify`] instances: watches, the bounded event queue | `fs/notify/inotify/` |
 //! | [`memfs`] | tmpfs semantics in memory | `mm/shmem.c` |
 //! | [`hostfs`] | passthrough to a host directory, by descriptors only | disk filesystems' `lookup` |
-//! | [`icache`] | the inode cache: lockless probe, locked insert | `fs/inode.c` (inode hash) |
+//! | `icache` | the inode cache: lockless probe, locked insert | `fs/inode.c` (inode hash) |
 //! | `open`, `stat`, `dir_ops`, `read_write`, `readdir`, `utimes`, `d_path` | the calls | `fs/open.c`, `fs/stat.c`, ... |
-//! | [`seqcount`], [`rcu`], [`rhashtable`], [`sync`] | primitives | `seqcount_t`, RCU, the dcache hash, locks |
+//! | `seqcount`, `rcu`, `rhashtable`, `sync` | primitives | `seqcount_t`, RCU, the dcache hash, locks |
 //!
 //! ## Lock order
 //! `rename_lock` (renames, mount changes; it holds the list of mounts) -> file position
@@ -38,22 +38,22 @@
 //! watches. The fd table lock, a task's `fs_lock` and hostfs's name of a file are leaves
 //! taken alone (a closed file is released after the fd table lock is dropped). Each lock's
 //! rank is part of its type, and debug builds (the test suite) panic on an acquisition out
-//! of this order ([`sync`]). Every struct field says whether it is immutable, atomic, or
+//! of this order (`sync`). Every struct field says whether it is immutable, atomic, or
 //! protected by which lock.
 //!
 //! ## The reclamation rule
 //! Dentries, inodes, names, files, ACLs and mounts that a lockless reader can reach are
 //! freed only after every reader pinned at the time has left: every reference that makes
 //! an object reachable without a lock is dropped through the instance's
-//! [`seize`](rcu) collector. That is what lets a walk read everything with plain loads and
-//! take no reference count. Details in [`rcu`].
+//! `seize` collector. That is what lets a walk read everything with plain loads and
+//! take no reference count. Details in `rcu`.
 //!
 //! ## Fast paths (see `shared/DESIGN.md`), each with a [`FastPaths`] switch
-//! - **Lockless walk, no shared write on lookup** (seed 004): [`namei`]. A stat, access,
+//! - **Lockless walk, no shared write on lookup** (seed 004): `namei`. A stat, access,
 //!   readlink or failed open of cached names takes no lock, allocates nothing and writes
 //!   no shared memory; the `Arc` count of a dentry lives on the cache line before it
 //!   (`align(64)`), away from the lookup fields ([`dentry`]).
-//! - **Lockless inode-cache probe** (seed 004, hash half): [`icache`]. Filesystems that
+//! - **Lockless inode-cache probe** (seed 004, hash half): `icache`. Filesystems that
 //!   load inodes (hostfs) find them by (device, inode number) in a table probed without
 //!   its lock; only an insert locks (and probes again under the lock).
 //! - **Symlink body in the inode** (seed 002): [`Inode::cached_link`], used by the walk and
@@ -70,7 +70,7 @@
 //! Each falls back to a general path that exists anyway (the locked walk tier, asking the
 //! filesystem, the locked ACL load); the switch forces it. A lockless reader that sees an
 //! inconsistent state (the rename sequence moved, or a directory's map grew under a miss:
-//! [`rhashtable`]'s `get_sure`) falls back; it never answers wrong. A walk that fell back
+//! `rhashtable`'s `get_sure`) falls back; it never answers wrong. A walk that fell back
 //! still finds cached names without locks and locks only where it misses (Linux's
 //! ref-walk `lookup_fast`).
 //!
@@ -117,30 +117,30 @@ mod d_path;
 pub mod dentry;
 mod dir_ops;
 pub mod errno;
-pub mod fdtable;
+mod fdtable;
 pub mod file;
 pub mod flags;
 pub mod fsnotify;
 pub mod hostfs;
-pub mod icache;
+mod icache;
 pub mod inode;
 pub mod inotify;
 pub mod memfs;
 pub mod mount;
-pub mod namei;
+mod namei;
 mod namespace;
 mod open;
 mod openat2;
 pub mod permission;
-pub mod rcu;
+mod rcu;
 mod read_write;
 mod readdir;
-pub mod rhashtable;
-pub mod seqcount;
+mod rhashtable;
+mod seqcount;
 pub mod stat;
 pub mod stats;
 pub mod superblock;
-pub mod sync;
+mod sync;
 pub mod task;
 mod utimes;
 pub mod vfs;
@@ -151,7 +151,6 @@ pub use config::{FastPaths, VfsConfig};
 pub use cred::{Capabilities, Credentials, Gid, Uid};
 pub use dentry::Dentry;
 pub use errno::{Errno, Result};
-pub use fdtable::FdTable;
 pub use file::{DirFd, File, FileRef};
 pub use flags::{AccessMode, AtFlags, Fd, OpenFlags, RenameFlags, TimeSpec, Timespec, Whence};
 pub use fsnotify::EventMask;

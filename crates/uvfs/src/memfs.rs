@@ -323,7 +323,7 @@ impl FileSystem for MemFs {
         self.new_inode(sb, args, 0)
     }
 
-    fn link(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
+    fn link(&self, dir: &Inode, _name: &[u8], inode: &Arc<Inode>) -> Result<()> {
         let now = Timespec::now();
         inode.update(|w| {
             let a = w.get();

@@ -40,7 +40,7 @@ use bitflags::bitflags;
 use crate::dentry::Dentry;
 use crate::errno::{Errno, Result};
 use crate::memfs::MemFsLimits;
-use crate::rcu::{LocalGuard, RcuBox};
+use crate::rcu::{ArcBorrow, LocalGuard, RcuBox};
 use crate::superblock::{FileSystem, SuperBlock};
 
 bitflags! {
@@ -205,8 +205,16 @@ impl Mount {
     /// The parent mount and the mountpoint, read under a guard (`None`: the root of the
     /// tree, or detached).
     #[inline]
-    pub(crate) fn parent<'g>(&self, guard: &'g LocalGuard<'_>) -> Option<(&'g Mount, &'g Dentry)> {
+    pub(crate) fn parent<'g>(&'g self, guard: &'g LocalGuard<'_>) -> Option<(&'g Mount, &'g Dentry)> {
         self.parent.load(guard).as_ref().map(|(m, d)| (&**m, &**d))
+    }
+
+    /// [`Mount::parent`] as borrows that can be counted.
+    pub(crate) fn parent_borrow<'g>(
+        &'g self,
+        guard: &'g LocalGuard<'_>,
+    ) -> Option<(ArcBorrow<'g, Mount>, ArcBorrow<'g, Dentry>)> {
+        self.parent.load(guard).as_ref().map(|(m, d)| (ArcBorrow::from_arc(m), ArcBorrow::from_arc(d)))
     }
 
     /// Replaces the parent link (attach, detach). Caller holds the rename lock, inside the

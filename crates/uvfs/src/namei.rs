@@ -36,7 +36,7 @@ use crate::file::DirFd;
 
 use crate::mount::Mount;
 use crate::permission::{MAY_EXEC, generic_permission};
-use crate::rcu::LocalGuard;
+use crate::rcu::{ArcBorrow, LocalGuard};
 use crate::stat::FileType;
 use crate::stats;
 use crate::task::Task;
@@ -88,25 +88,45 @@ impl LookupFlags {
     pub const SCOPED: LookupFlags = LookupFlags::BENEATH.union(LookupFlags::IN_ROOT);
 }
 
-/// A position: a dentry as seen through a mount.
+/// A position: a dentry as seen through a mount (Linux's `struct path`, uncounted): both
+/// borrowed for the walk's guard, and countable when the caller keeps them
+/// ([`Pos::to_path`]).
 #[derive(Clone, Copy)]
-pub struct Pos<'a> {
+pub(crate) struct Pos<'a> {
     /// The mount.
-    pub mnt: &'a Mount,
-    /// The dentry (positive, except as the parent of a missing name... never: always positive).
-    pub dentry: &'a Dentry,
+    pub(crate) mnt: ArcBorrow<'a, Mount>,
+    /// The dentry (always positive).
+    pub(crate) dentry: ArcBorrow<'a, Dentry>,
 }
 
 impl<'a> Pos<'a> {
+    /// The position of a counted path, for as long as it is borrowed.
+    #[inline]
+    pub(crate) fn of(p: &'a crate::task::PathRef) -> Pos<'a> {
+        Pos { mnt: ArcBorrow::from_arc(&p.mnt), dentry: ArcBorrow::from_arc(&p.dentry) }
+    }
+
     #[inline]
     fn same(&self, o: &Pos<'_>) -> bool {
-        std::ptr::eq(self.mnt, o.mnt) && std::ptr::eq(self.dentry, o.dentry)
+        std::ptr::eq(self.mnt.as_ptr(), o.mnt.as_ptr()) && std::ptr::eq(self.dentry.as_ptr(), o.dentry.as_ptr())
     }
 
     /// The inode of a positive position.
     #[inline]
-    pub fn inode(&self) -> &'a crate::inode::Inode {
-        self.dentry.inode().expect("walk positions are positive")
+    pub(crate) fn inode(&self) -> &'a crate::inode::Inode {
+        self.dentry.get().inode().expect("walk positions are positive")
+    }
+
+    /// The position a file was opened at, for as long as it is borrowed.
+    #[inline]
+    pub(crate) fn of_file(f: &'a crate::file::File) -> Pos<'a> {
+        Pos { mnt: ArcBorrow::from_arc(&f.mnt), dentry: ArcBorrow::from_arc(&f.dentry) }
+    }
+
+    /// The position as a counted path (the caller keeps it).
+    #[inline]
+    pub(crate) fn to_path(self) -> crate::task::PathRef {
+        crate::task::PathRef { mnt: self.mnt.to_arc(), dentry: self.dentry.to_arc() }
     }
 }
 
@@ -362,7 +382,7 @@ struct Nameidata<'a, 't> {
     fresh: bool,
 }
 
-impl<'a, 't> Nameidata<'a, 't> {
+impl<'a, 't: 'a> Nameidata<'a, 't> {
     /// Whether everything below the top segment is used up.
     fn lower_at_end(&self) -> bool {
         self.stack.lower().all(|s| s.at_end())
@@ -435,12 +455,12 @@ impl<'a, 't> Nameidata<'a, 't> {
     #[cold]
     fn cross_mounts(&mut self) -> std::result::Result<(), Stop> {
         while self.cur.dentry.flags() & DENTRY_MOUNTED != 0 {
-            match self.task.vfs.lookup_mount(self.cur.mnt, self.cur.dentry, self.guard) {
+            match self.task.vfs.lookup_mount(&self.cur.mnt, &self.cur.dentry, self.guard) {
                 Some(m) => {
                     if self.flags.contains(LookupFlags::NO_XDEV) {
                         return Err(Stop::Err(Errno::EXDEV));
                     }
-                    self.cur = Pos { mnt: m, dentry: &m.root };
+                    self.cur = Pos { mnt: m, dentry: ArcBorrow::from_arc(&m.get().root) };
                     self.fresh = false;
                 }
                 None => break,
@@ -462,19 +482,20 @@ impl<'a, 't> Nameidata<'a, 't> {
         if self.cur.same(&self.root) {
             return self.dotdot_in_root();
         }
-        if std::ptr::eq(self.cur.dentry, &*self.cur.mnt.root) {
+        if std::ptr::eq(self.cur.dentry.as_ptr(), &*self.cur.mnt.root) {
             // `choose_mountpoint`: the mountpoint below this mount, skipping mounts stacked
             // on a mount's root; none if that would be the root itself or the top.
             let mut m = self.cur.mnt;
             let up = loop {
-                match m.parent(self.guard) {
+                match m.get().parent_borrow(self.guard) {
                     None => break None,
                     Some((pm, mp)) => {
-                        if std::ptr::eq(pm, self.root.mnt) && std::ptr::eq(mp, self.root.dentry) {
+                        let up = Pos { mnt: pm, dentry: mp };
+                        if up.same(&self.root) {
                             break None;
                         }
-                        if !std::ptr::eq(mp, &*pm.root) {
-                            break Some(Pos { mnt: pm, dentry: mp });
+                        if !std::ptr::eq(mp.as_ptr(), &*pm.root) {
+                            break Some(up);
                         }
                         m = pm;
                     }
@@ -486,7 +507,9 @@ impl<'a, 't> Nameidata<'a, 't> {
                 return Err(Stop::Err(Errno::EXDEV));
             }
         }
-        self.cur.dentry = self.cur.dentry.parent(self.guard);
+        if let Some(parent) = self.cur.dentry.get().parent_borrow(self.guard) {
+            self.cur.dentry = parent;
+        }
         self.follow_mounts()
     }
 
@@ -503,7 +526,7 @@ impl<'a, 't> Nameidata<'a, 't> {
     /// roots. A final check of every scoped answer, as Linux's `complete_walk` does: the
     /// walk itself already cannot leave the scope (see `dotdot`).
     fn is_under_root(&self, p: Pos<'a>) -> bool {
-        crate::d_path::climb(p.mnt, p.dentry, Some((self.root.mnt, self.root.dentry)), self.guard, |_| {})
+        crate::d_path::climb(p.mnt.get(), p.dentry.get(), Some((&self.root.mnt, &self.root.dentry)), self.guard, |_| {})
     }
 
     /// Jumps to the root for an absolute symlink (`nd_jump_root`).
@@ -511,7 +534,7 @@ impl<'a, 't> Nameidata<'a, 't> {
         if self.flags.contains(LookupFlags::BENEATH) {
             return Err(Stop::Err(Errno::EXDEV));
         }
-        if self.flags.contains(LookupFlags::NO_XDEV) && !std::ptr::eq(self.cur.mnt, self.root.mnt) {
+        if self.flags.contains(LookupFlags::NO_XDEV) && !self.cur.mnt.ptr_eq(self.root.mnt) {
             return Err(Stop::Err(Errno::EXDEV));
         }
         self.cur = self.root;
@@ -519,14 +542,15 @@ impl<'a, 't> Nameidata<'a, 't> {
     }
 
     /// Looks `name` up in the current directory: the dentry, or `None` for a miss.
-    fn lookup(&mut self, name: &[u8]) -> std::result::Result<Option<&'a Dentry>, Stop> {
-        let dir = self.cur.dentry;
+    fn lookup(&mut self, name: &[u8]) -> std::result::Result<Option<ArcBorrow<'a, Dentry>>, Stop> {
+        let dir = self.cur.dentry.get();
         if !self.locked {
             let Some(found) = dir.lookup_rcu(name, self.guard) else { return Err(Stop::Fallback) };
             if let Some(d) = found {
+                let d = ArcBorrow::from_arc(d);
                 // `d_revalidate` in RCU mode: a dentry its filesystem no longer vouches for
                 // is replaced by the locked tier.
-                if d.needs_revalidate() && !revalidate(self.cur, name, d)? {
+                if d.needs_revalidate() && !revalidate(self.cur, name, &d)? {
                     return Err(Stop::Fallback);
                 }
                 return Ok(if d.inode().is_some() { Some(d) } else { None });
@@ -540,7 +564,7 @@ impl<'a, 't> Nameidata<'a, 't> {
             && let Some(Some(d)) = dir.lookup_rcu(name, self.guard)
             && (!d.needs_revalidate() || revalidate(self.cur, name, d)?)
         {
-            return Ok(if d.inode().is_some() { Some(d) } else { None });
+            return Ok(if d.inode().is_some() { Some(ArcBorrow::from_arc(d)) } else { None });
         }
         let d = self.task.vfs.lookup_locked(self.cur, name, self.guard)?;
         Ok(d)
@@ -659,7 +683,7 @@ impl<'a, 't> Nameidata<'a, 't> {
                     let ftype = d.inode().expect("positive").file_type();
                     if ftype == FileType::Symlink && (!is_last || trailing_slash || flags.contains(LookupFlags::FOLLOW))
                     {
-                        self.push_link(d)?;
+                        self.push_link(d.get())?;
                         continue;
                     }
                     self.cur = Pos { mnt: self.cur.mnt, dentry: d };
@@ -771,7 +795,7 @@ impl Task {
     }
 
     fn walk_tier<'a>(
-        &self,
+        &'a self,
         guard: &'a LocalGuard<'a>,
         as_creds: Option<&'a Credentials>,
         dirfd: DirFd<'a>,
@@ -779,9 +803,9 @@ impl Task {
         flags: LookupFlags,
         locked: bool,
     ) -> std::result::Result<Outcome<'a>, Stop> {
-        let creds = as_creds.unwrap_or_else(|| self.creds.load(guard));
+        let creds = as_creds.unwrap_or_else(|| self.creds.load(guard).get());
         let fsx = self.fs.load(guard);
-        let mut root = Pos { mnt: &fsx.root.mnt, dentry: &fsx.root.dentry };
+        let mut root = Pos::of(&fsx.root);
         let absolute = path.first() == Some(&b'/');
         // `path_init`: an absolute path jumps to the root, which a `BENEATH` walk may not;
         // an `IN_ROOT` walk starts at its directory whatever the path says.
@@ -792,14 +816,14 @@ impl Task {
             root
         } else {
             match dirfd {
-                DirFd::Cwd => Pos { mnt: &fsx.cwd.mnt, dentry: &fsx.cwd.dentry },
+                DirFd::Cwd => Pos::of(&fsx.cwd),
                 DirFd::Fd(_) | DirFd::File(_) => {
                     let file: &'a crate::file::File = match dirfd {
                         DirFd::File(f) => f,
-                        DirFd::Fd(fd) => self.files.get(fd, guard)?,
+                        DirFd::Fd(fd) => self.files.get(fd, guard)?.get(),
                         DirFd::Cwd => unreachable!(),
                     };
-                    let p = Pos { mnt: &file.mnt, dentry: &file.dentry };
+                    let p = Pos::of_file(file);
                     if path.is_empty() {
                         // AT_EMPTY_PATH on a file of any type.
                         if !flags.contains(LookupFlags::EMPTY) {

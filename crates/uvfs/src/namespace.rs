@@ -23,7 +23,7 @@ use crate::file::DirFd;
 use crate::memfs::MemFs;
 use crate::mount::{Mount, MountFlags, MountInfo, MountSource, UmountFlags};
 use crate::namei::LookupFlags;
-use crate::rcu::LocalGuard;
+use crate::rcu::{ArcBorrow, LocalGuard};
 use crate::superblock::{FileSystem, SuperBlock};
 use crate::task::{PathRef, Task};
 use crate::vfs::VfsInner;
@@ -105,13 +105,18 @@ impl VfsInner {
 
     /// The topmost mount on (`mnt`, `dentry`) (`lock_mount` follows mounts that appeared
     /// since the caller's walk). Caller holds the rename lock.
-    fn topmost<'g>(&self, mnt: &'g Mount, dentry: &'g Dentry, guard: &'g LocalGuard<'_>) -> (&'g Mount, &'g Dentry) {
+    fn topmost<'g>(
+        &'g self,
+        mnt: ArcBorrow<'g, Mount>,
+        dentry: ArcBorrow<'g, Dentry>,
+        guard: &'g LocalGuard<'_>,
+    ) -> (ArcBorrow<'g, Mount>, ArcBorrow<'g, Dentry>) {
         let (mut m, mut d) = (mnt, dentry);
         while d.flags() & DENTRY_MOUNTED != 0 {
-            match self.lookup_mount(m, d, guard) {
+            match self.lookup_mount(&m, &d, guard) {
                 Some(c) => {
                     m = c;
-                    d = &c.root;
+                    d = ArcBorrow::from_arc(&c.get().root);
                 }
                 None => break,
             }
@@ -181,8 +186,7 @@ impl Task {
                         if pc == 0 && !pmp.is_subdir(&sp.dentry, &guard) {
                             continue;
                         }
-                        // SAFETY: `pmp` is alive under `guard` and dentries live in Arcs.
-                        let pmp = unsafe { crate::rcu::arc_from_ref(pmp) };
+                        let pmp = m.parent_borrow(&guard).map(|(_, d)| d.to_arc()).expect("a child has a parent");
                         let new = Mount::new(
                             tree.alloc_id(),
                             m.sb.clone(),
@@ -231,23 +235,20 @@ impl Task {
     /// with a concurrent rmdir or unlink (which check `cold.mounts` and mark the dentry
     /// dead under that lock).
     fn lock_target<'g>(
-        &self,
-        tp: &PathRef,
+        &'g self,
+        tp: &'g PathRef,
         guard: &'g LocalGuard<'_>,
     ) -> Result<(Arc<Mount>, Arc<Dentry>, Option<DirReadGuard<'g>>)> {
-        // SAFETY: `tp`'s mount and dentry outlive the guard's pin (the caller holds them);
-        // what `topmost` returns is alive under `guard`.
-        let (m, d): (&'g Mount, &'g Dentry) = unsafe { (&*Arc::as_ptr(&tp.mnt), &*Arc::as_ptr(&tp.dentry)) };
-        let (m, d) = self.vfs.topmost(m, d, guard);
-        let l = if d.is_root() { None } else { d.parent(guard).dir().map(|dir| dir.lock.read()) };
+        let p = crate::namei::Pos::of(tp);
+        let (m, d) = self.vfs.topmost(p.mnt, p.dentry, guard);
+        let l = if d.is_root() { None } else { d.get().parent(guard).dir().map(|dir| dir.lock.read()) };
+        let (m, d) = (m.to_arc(), d.to_arc());
         if d.is_dead() {
             return Err(Errno::ENOENT);
         }
         if !m.is_attached() {
             return Err(Errno::EINVAL);
         }
-        // SAFETY: both are alive under `guard` and live in Arcs.
-        let (m, d) = unsafe { (crate::rcu::arc_from_ref(m), crate::rcu::arc_from_ref(d)) };
         Ok((m, d, l))
     }
 

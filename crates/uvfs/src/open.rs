@@ -20,7 +20,6 @@ use crate::inode::Inode;
 use crate::mount::MountFlags;
 use crate::namei::{LookupFlags, Outcome};
 use crate::permission::{MAY_EXEC, MAY_READ, MAY_WRITE, generic_permission, may_create_in, owner_or_capable};
-use crate::rcu::arc_from_ref;
 use crate::stat::{FileType, S_IALLUGO, S_ISGID, S_ISUID};
 use crate::superblock::SetAttr;
 use crate::task::{PathRef, Task};
@@ -187,22 +186,13 @@ impl Task {
                             return Err(Errno::EISDIR);
                         }
                     }
-                    // SAFETY: positions are alive under the walk's guard; both live in Arcs.
-                    Ok(OpenTarget::Existing(unsafe {
-                        PathRef { mnt: arc_from_ref(p.mnt), dentry: arc_from_ref(p.dentry) }
-                    }))
+                    Ok(OpenTarget::Existing(p.to_path()))
                 }
                 Outcome::Missing { parent, name, trailing_slash } => {
                     if trailing_slash {
                         return Err(Errno::EISDIR);
                     }
-                    // SAFETY: as above.
-                    Ok(OpenTarget::Create {
-                        parent: unsafe {
-                            PathRef { mnt: arc_from_ref(parent.mnt), dentry: arc_from_ref(parent.dentry) }
-                        },
-                        name,
-                    })
+                    Ok(OpenTarget::Create { parent: parent.to_path(), name })
                 }
                 Outcome::Parent { .. } => Err(Errno::EINVAL),
             })?;
@@ -281,7 +271,7 @@ impl Task {
     fn open_create(&self, parent: &PathRef, name: &[u8], flags: OpenFlags, mode: u32) -> Result<Option<File>> {
         let vfs = &*self.vfs;
         let guard = vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
@@ -315,7 +305,7 @@ impl Task {
     ) -> Result<Arc<File>> {
         let dir = self.resolve(dirfd, path, resolve | LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
         let guard = self.vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         let dir_inode = dir.dentry.inode().ok_or(Errno::ENOENT)?;
         dir.mnt.want_write()?;
         may_create_in(creds, dir_inode, self.vfs.fast, &guard)?;
@@ -336,7 +326,7 @@ impl Task {
             return File::new(p.mnt, p.dentry, inode, flags);
         }
         let guard = self.vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         let mut acc = 0;
         if flags.readable() || flags.access_mode() == 3 {
             acc |= MAY_READ;
@@ -416,8 +406,7 @@ impl Task {
     /// Resolves a path to a counted reference.
     pub(crate) fn resolve(&self, dirfd: DirFd, path: &[u8], flags: LookupFlags) -> Result<PathRef> {
         self.walk(dirfd, path, flags, |o| match o {
-            // SAFETY: positions are alive under the walk's guard; both live in Arcs.
-            Outcome::Found(p) => Ok(unsafe { PathRef { mnt: arc_from_ref(p.mnt), dentry: arc_from_ref(p.dentry) } }),
+            Outcome::Found(p) => Ok(p.to_path()),
             _ => Err(Errno::ENOENT),
         })
     }
@@ -436,7 +425,7 @@ impl Task {
         }
         p.mnt.want_write()?;
         let guard = self.vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         generic_permission(creds, inode, MAY_WRITE, self.vfs.fast, &guard)?;
         self.do_truncate(creds, inode, len as u64, false)?;
         self.notify_attr(&p.mnt, &p.dentry, inode, EventMask::MODIFY);
@@ -456,7 +445,7 @@ impl Task {
             return Err(Errno::EINVAL);
         }
         let guard = self.vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         self.do_truncate(creds, &file.inode, len as u64, false)?;
         self.notify_attr(&file.mnt, &file.dentry, &file.inode, EventMask::MODIFY);
         Ok(())
@@ -480,7 +469,7 @@ impl Task {
         // task whose real and effective ids differ builds them (allocates).
         let alt = {
             let guard = self.vfs.rcu.pin();
-            let creds = self.creds.load(&guard);
+            let creds = self.creds.load(&guard).get();
             (!flags.contains(AtFlags::EACCESS) && !creds.uses_own_ids_for_access()).then(|| creds.for_access())
         };
         self.walk_as(alt.as_ref(), dirfd, path, lf, |o| {
@@ -489,7 +478,7 @@ impl Task {
             let guard = self.vfs.rcu.pin();
             let creds = match &alt {
                 Some(c) => c,
-                None => self.creds.load(&guard),
+                None => self.creds.load(&guard).get(),
             };
             if mode.contains(AccessMode::X_OK)
                 && inode.file_type() == FileType::Regular
@@ -701,7 +690,7 @@ impl Task {
 
     fn check_exec(&self, p: &PathRef) -> Result<()> {
         let guard = self.vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         generic_permission(creds, p.dentry.inode().ok_or(Errno::ENOENT)?, MAY_EXEC, self.vfs.fast, &guard)
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! uvfs uses one [`seize::Collector`] per [`Vfs`](crate::Vfs). A reader pins it
 //! ([`Rcu::pin`]) for the length of one call; the dentry and mount hash tables
-//! ([`crate::rhashtable`]) and the [`RcuArc`]/[`RcuBox`] cells below retire what they unlink through it.
+//! (`rhashtable`) and the [`RcuArc`]/[`RcuBox`] cells below retire what they unlink
+//! through it.
 //!
 //! **The reclamation rule.** Every `Arc` that makes an object reachable to a lockless
 //! reader (a map entry, a parent pointer, an fd slot, a task's cwd) is dropped only through
@@ -10,53 +11,67 @@
 //! then dies only after its reader-visible references were reclaimed, i.e. after every
 //! reader that could have seen it has unpinned. This is what lets a walk take no
 //! reference counts at all.
+//!
+//! **Borrows.** A guarded load returns a borrow whose lifetime is tied to both the guard
+//! and the cell it was loaded from ([`RcuArc::load`], [`RcuBox::load`]), so safe code
+//! cannot keep it past either. An object that lives in an `Arc` is borrowed as an
+//! [`ArcBorrow`], made only here from pointers known to be `Arc` allocations, which can
+//! be turned into a counted reference without assuming anything of a plain `&T` (which
+//! `Arc::into_inner` could have moved out of its `Arc`).
+//!
+//! **The domain's life.** The collector lives as long as the instance: the instance and
+//! the descriptor tables of its tasks hold it ([`Rcu`]). Objects that outlive the
+//! instance (superblocks, and through them inodes, open files, inotify marks) hold it
+//! weakly ([`RcuWeak`]): a strong hold there would make a cycle through the objects the
+//! collector itself keeps until it reclaims them. Once the instance's collector is gone
+//! there is no reader of it, and what such objects still read or retire (a file released
+//! after its `Vfs` was dropped) goes through one process-wide collector for orphans. When
+//! the last strong hold goes, the collector frees what it still keeps: no guard can exist
+//! then, so nothing is freed under a reader.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, LazyLock, Weak};
 
-pub use seize::{Guard, LocalGuard};
+pub(crate) use seize::{Guard, LocalGuard};
 
-/// The reclamation domain of one VFS instance.
+/// The reclamation domain of one VFS instance, held strongly.
 #[derive(Clone)]
-pub struct Rcu {
-    /// Immutable; shared with every dentry map of the instance.
+pub(crate) struct Rcu {
+    /// Immutable; shared with the instance's descriptor tables, weakly with its
+    /// superblocks.
     collector: Arc<seize::Collector>,
 }
 
-impl Default for Rcu {
-    fn default() -> Self {
-        Rcu::new()
-    }
-}
+/// The domain of objects that outlived their instance (see the module docs).
+static ORPHANS: LazyLock<Rcu> = LazyLock::new(Rcu::new);
 
 impl Rcu {
     /// A new domain.
-    pub fn new() -> Rcu {
+    pub(crate) fn new() -> Rcu {
         Rcu { collector: Arc::new(seize::Collector::new().batch_size(64)) }
     }
 
     /// Pins the domain for a read section. Nesting is allowed.
     #[inline]
-    pub fn pin(&self) -> LocalGuard<'_> {
+    pub(crate) fn pin(&self) -> LocalGuard<'_> {
         self.collector.enter()
     }
 
-    /// The collector, for building maps that share it.
-    pub fn collector(&self) -> &Arc<seize::Collector> {
-        &self.collector
+    /// A weak hold on this domain, for objects that may outlive the instance.
+    pub(crate) fn downgrade(&self) -> RcuWeak {
+        RcuWeak(Arc::downgrade(&self.collector))
     }
 
     /// Drops `value` once every reader pinned now has left.
-    pub fn defer_drop<T: Send + 'static>(&self, value: T) {
+    pub(crate) fn defer_drop<T: Send + 'static>(&self, value: T) {
         let ptr = Box::into_raw(Box::new(value));
         // SAFETY: `ptr` is fresh from `Box::into_raw` and owned by nobody else; the reclaimer
         // frees it as the same `Box`.
         unsafe { self.collector.retire(ptr, reclaim_box::<T>) };
     }
-}
 
-impl Rcu {
     /// Frees the box at `ptr` once every reader pinned now has left.
     ///
     /// # Safety
@@ -68,9 +83,113 @@ impl Rcu {
     }
 }
 
+/// A weak hold on an instance's domain (see the module docs).
+#[derive(Clone)]
+pub(crate) struct RcuWeak(Weak<seize::Collector>);
+
+impl RcuWeak {
+    /// The instance's domain while it lives; afterwards the domain of orphans.
+    pub(crate) fn get(&self) -> Rcu {
+        match self.0.upgrade() {
+            Some(collector) => Rcu { collector },
+            None => ORPHANS.clone(),
+        }
+    }
+}
+
+/// A borrow, valid for `'g`, of an object that lives in an `Arc`; it derefs to the object
+/// and can be turned into a counted reference ([`ArcBorrow::to_arc`]). Made only in this
+/// module, from an `&Arc` or a pointer that came from `Arc::into_raw`.
+pub(crate) struct ArcBorrow<'g, T> {
+    /// Points into a live `Arc` allocation for `'g`.
+    ptr: NonNull<T>,
+    _life: PhantomData<&'g T>,
+}
+
+impl<T> Clone for ArcBorrow<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for ArcBorrow<'_, T> {}
+
+// SAFETY: it is a shared borrow of `T`.
+unsafe impl<T: Sync> Send for ArcBorrow<'_, T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for ArcBorrow<'_, T> {}
+
+impl<'g, T> ArcBorrow<'g, T> {
+    /// Borrows what `arc` holds for as long as `arc` is borrowed.
+    #[inline]
+    pub fn from_arc(arc: &'g Arc<T>) -> ArcBorrow<'g, T> {
+        // `Arc::as_ptr`, not `&**arc`: the pointer keeps the provenance of the whole
+        // allocation, counts included, which `to_arc` touches.
+        // SAFETY: an `Arc`'s pointer is never null.
+        ArcBorrow { ptr: unsafe { NonNull::new_unchecked(Arc::as_ptr(arc).cast_mut()) }, _life: PhantomData }
+    }
+
+    /// Borrows the object `ptr` points to.
+    ///
+    /// # Safety
+    /// `ptr` came from `Arc::into_raw` (or `Arc::as_ptr`) and that allocation stays alive
+    /// with a strong count for `'g` (a count held by something a guard of lifetime `'g`
+    /// keeps from being reclaimed).
+    #[inline]
+    pub(crate) unsafe fn from_raw(ptr: *const T) -> ArcBorrow<'g, T> {
+        // SAFETY: per the contract `ptr` is an `Arc` allocation, never null.
+        ArcBorrow { ptr: unsafe { NonNull::new_unchecked(ptr.cast_mut()) }, _life: PhantomData }
+    }
+
+    /// The borrow as a plain reference for `'g`.
+    #[inline]
+    pub fn get(self) -> &'g T {
+        // SAFETY: alive for `'g` (constructor contracts).
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// A counted reference to the object.
+    #[inline]
+    pub fn to_arc(self) -> Arc<T> {
+        // SAFETY: the pointer is an `Arc` allocation with a strong count >= 1 for `'g`
+        // (constructor contracts), so a count may be added and owned.
+        unsafe {
+            Arc::increment_strong_count(self.ptr.as_ptr());
+            Arc::from_raw(self.ptr.as_ptr())
+        }
+    }
+
+    /// Whether both borrow the same object.
+    #[inline]
+    pub fn ptr_eq(self, other: ArcBorrow<'_, T>) -> bool {
+        self.ptr == other.ptr
+    }
+
+    /// The address (for identity keys).
+    #[inline]
+    pub fn as_ptr(self) -> *const T {
+        self.ptr.as_ptr()
+    }
+}
+
+impl<T> std::ops::Deref for ArcBorrow<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: alive for the borrow's lifetime, which outlives `self`.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for ArcBorrow<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
 /// An atomically replaceable `Arc<T>` that readers load under a guard without touching
 /// the reference count.
-pub struct RcuArc<T> {
+pub(crate) struct RcuArc<T> {
     /// Atomic; holds one strong count of the `Arc` it points to (from `Arc::into_raw`).
     ptr: AtomicPtr<T>,
     _owns: PhantomData<Arc<T>>,
@@ -83,32 +202,27 @@ unsafe impl<T: Send + Sync> Sync for RcuArc<T> {}
 
 impl<T: Send + Sync + 'static> RcuArc<T> {
     /// A cell holding `value`.
-    pub fn new(value: Arc<T>) -> RcuArc<T> {
+    pub(crate) fn new(value: Arc<T>) -> RcuArc<T> {
         RcuArc { ptr: AtomicPtr::new(Arc::into_raw(value).cast_mut()), _owns: PhantomData }
     }
 
-    /// Reads the current value for as long as `guard` lives.
+    /// The current value, for as long as both `guard` and the cell are borrowed.
     #[inline]
-    pub fn load<'g>(&self, guard: &'g LocalGuard<'_>) -> &'g T {
+    pub(crate) fn load<'g>(&'g self, guard: &'g LocalGuard<'_>) -> ArcBorrow<'g, T> {
         let p = guard.protect(&self.ptr, Ordering::Acquire);
         // SAFETY: the pointer came from `Arc::into_raw` and its count is released only by
-        // `replace`, which retires it through the collector, so it outlives this guard.
-        unsafe { &*p }
+        // `replace`, which retires it through the collector (so it outlives `guard`), or by
+        // the cell's drop (which the borrow of `self` excludes).
+        unsafe { ArcBorrow::from_raw(p) }
     }
 
     /// Takes a counted reference to the current value.
-    pub fn get(&self, guard: &LocalGuard<'_>) -> Arc<T> {
-        let p = guard.protect(&self.ptr, Ordering::Acquire);
-        // SAFETY: as in `load`, the value is alive while `guard` is; its strong count is at
-        // least the one this cell (or a retired copy of it) holds.
-        unsafe {
-            Arc::increment_strong_count(p);
-            Arc::from_raw(p)
-        }
+    pub(crate) fn get(&self, guard: &LocalGuard<'_>) -> Arc<T> {
+        self.load(guard).to_arc()
     }
 
     /// Installs `value`; the previous one is released after current readers leave.
-    pub fn replace(&self, value: Arc<T>, rcu: &Rcu) {
+    pub(crate) fn replace(&self, value: Arc<T>, rcu: &Rcu) {
         let old = self.ptr.swap(Arc::into_raw(value).cast_mut(), Ordering::AcqRel);
         // SAFETY: `old` came from `Arc::into_raw` and this cell no longer publishes it; new
         // readers cannot load it, pinned ones are waited for by the collector.
@@ -145,7 +259,7 @@ impl<T> Drop for RcuArc<T> {
 }
 
 /// An atomically replaceable boxed value that readers load under a guard.
-pub struct RcuBox<T> {
+pub(crate) struct RcuBox<T> {
     /// Atomic; owns the `Box` it points to.
     ptr: AtomicPtr<T>,
     _owns: PhantomData<Box<T>>,
@@ -158,20 +272,21 @@ unsafe impl<T: Send + Sync> Sync for RcuBox<T> {}
 
 impl<T: Send + Sync + 'static> RcuBox<T> {
     /// A cell holding `value`.
-    pub fn new(value: T) -> RcuBox<T> {
+    pub(crate) fn new(value: T) -> RcuBox<T> {
         RcuBox { ptr: AtomicPtr::new(Box::into_raw(Box::new(value))), _owns: PhantomData }
     }
 
-    /// Reads the current value for as long as `guard` lives.
+    /// The current value, for as long as both `guard` and the cell are borrowed.
     #[inline]
-    pub fn load<'g>(&self, guard: &'g LocalGuard<'_>) -> &'g T {
+    pub(crate) fn load<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g T {
         let p = guard.protect(&self.ptr, Ordering::Acquire);
-        // SAFETY: the box is freed only through the collector after `replace`.
+        // SAFETY: the box is freed only through the collector after `replace` (so it
+        // outlives `guard`), or by the cell's drop (which the borrow of `self` excludes).
         unsafe { &*p }
     }
 
     /// Installs `value`; the previous one is freed after current readers leave.
-    pub fn replace(&self, value: T, rcu: &Rcu) {
+    pub(crate) fn replace(&self, value: T, rcu: &Rcu) {
         let old = self.ptr.swap(Box::into_raw(Box::new(value)), Ordering::AcqRel);
         // SAFETY: `old` is a `Box` no longer published by this cell.
         unsafe { rcu.collector.retire(old, reclaim_box::<T>) };
@@ -185,16 +300,44 @@ impl<T> Drop for RcuBox<T> {
     }
 }
 
-/// Takes a counted reference to an object reached under a guard.
-///
-/// # Safety
-/// `value` must live inside an `Arc` (every uvfs object that this is used on is only
-/// ever constructed as `Arc<T>`), and be protected by a guard or a count for the call.
-pub(crate) unsafe fn arc_from_ref<T>(value: &T) -> Arc<T> {
-    let p: *const T = value;
-    // SAFETY: per the contract the object is alive with a strong count >= 1.
-    unsafe {
-        Arc::increment_strong_count(p);
-        Arc::from_raw(p)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Replaced values stay readable for a reader pinned before the replacement, and
+    /// are freed once it leaves (Miri checks both).
+    #[test]
+    fn replaced_values_outlive_their_readers() {
+        let rcu = Rcu::new();
+        let cell = RcuArc::new(Arc::new(String::from("old")));
+        let boxed = RcuBox::new(vec![1u8, 2, 3]);
+        let g = rcu.pin();
+        let seen = cell.load(&g);
+        let seen_box = boxed.load(&g);
+        cell.replace(Arc::new(String::from("new")), &rcu);
+        boxed.replace(vec![4], &rcu);
+        assert_eq!(&*seen, "old");
+        assert_eq!(seen_box, &[1, 2, 3]);
+        let kept = seen.to_arc();
+        drop(g);
+        let g = rcu.pin();
+        assert_eq!(&*cell.load(&g), "new");
+        assert_eq!(boxed.load(&g), &[4]);
+        assert_eq!(&*kept, "old");
+    }
+
+    /// Objects that outlive the instance's domain retire into the orphans' domain.
+    #[test]
+    fn a_weak_hold_outlives_the_domain() {
+        let rcu = Rcu::new();
+        let weak = rcu.downgrade();
+        let cell = RcuArc::new(Arc::new(1u32));
+        cell.replace(Arc::new(2), &weak.get());
+        drop(rcu);
+        let orphan = weak.get();
+        let g = orphan.pin();
+        assert_eq!(*cell.load(&g), 2);
+        cell.replace(Arc::new(3), &orphan);
+        assert_eq!(*cell.load(&g), 3);
     }
 }

@@ -69,7 +69,7 @@ impl Task {
             at.resolve(0, buf.len())?;
         }
         // file_remove_privs: one flag test while nothing is there to remove (`S_NOSEC`).
-        file_remove_privs(self.creds.load(guard), inode)?;
+        file_remove_privs(self.creds.load(guard).get(), inode)?;
         let (off, n) = inode.sb().fs().write(inode, at, buf)?;
         let now = Timespec::now();
         inode.update(|w| {

@@ -30,7 +30,7 @@ use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
 
-use crate::rcu::{LocalGuard, Rcu};
+use crate::rcu::{Guard, LocalGuard, Rcu};
 
 struct Node<K, V> {
     /// Immutable.
@@ -172,18 +172,18 @@ where
     /// miss may be wrong if a grow overlapped it (see the module docs): callers recheck a
     /// miss under the writers' lock, or use [`RHashTable::get_sure`].
     #[inline]
-    pub fn get<'g, Q>(&self, key: &Q, guard: &'g LocalGuard<'_>) -> Option<&'g V>
+    pub(crate) fn get<'g, Q>(&'g self, key: &Q, guard: &'g LocalGuard<'_>) -> Option<&'g V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let _ = guard;
         let h = self.hash(key);
         // SAFETY: the array is retired through the collector only after being replaced, so
-        // it outlives `guard`; likewise every node reachable from it.
+        // it outlives `guard`; likewise every node reachable from it. The table's own drop,
+        // which frees them directly, is excluded by the borrow of `self`.
         unsafe {
-            let b = &*self.buckets.load(Ordering::Acquire);
-            let mut p = b.heads[(h as usize) & (b.heads.len() - 1)].load(Ordering::Acquire);
+            let b = &*guard.protect(&self.buckets, Ordering::Acquire);
+            let mut p = guard.protect(&b.heads[(h as usize) & (b.heads.len() - 1)], Ordering::Acquire);
             // Nodes visited, counted in debug builds (the test suite's probe counts).
             let mut probes = 0u64;
             while !p.is_null() {
@@ -193,7 +193,7 @@ where
                     count_probes(probes);
                     return Some(&n.value);
                 }
-                p = n.next.load(Ordering::Acquire);
+                p = guard.protect(&n.next, Ordering::Acquire);
             }
             count_probes(probes);
         }
@@ -204,7 +204,7 @@ where
     /// grow overlapped a miss (the caller looks again, or takes the writers' lock). Two
     /// extra loads, on the miss path only.
     #[inline]
-    pub fn get_sure<'g, Q>(&self, key: &Q, guard: &'g LocalGuard<'_>) -> Option<Option<&'g V>>
+    pub(crate) fn get_sure<'g, Q>(&'g self, key: &Q, guard: &'g LocalGuard<'_>) -> Option<Option<&'g V>>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -231,7 +231,7 @@ where
     /// Inserts unless present; returns the value now in the table. The caller serializes
     /// writers.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn get_or_insert<'g>(&self, key: K, value: V, rcu: &Rcu, guard: &'g LocalGuard<'_>) -> &'g V {
+    pub(crate) fn get_or_insert<'g>(&'g self, key: K, value: V, rcu: &Rcu, guard: &'g LocalGuard<'_>) -> &'g V {
         let _w = WriterCheck::enter(&self.writing);
         if let Some(v) = self.get(&key, guard) {
             return v;

@@ -175,7 +175,7 @@ impl Task {
     pub fn fstat<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<Stat> {
         let guard = self.vfs.rcu.pin();
         let file = self.fget(fd.into(), &guard)?;
-        crate::namei::getattr(crate::namei::Pos { mnt: &file.mnt, dentry: &file.dentry })?;
+        crate::namei::getattr(crate::namei::Pos::of_file(file))?;
         Ok(file.inode().stat())
     }
 

@@ -15,7 +15,7 @@ use crate::acl::{Acl, AclType};
 use crate::errno::{Errno, Result};
 use crate::flags::{RenameFlags, Timespec};
 use crate::inode::Inode;
-use crate::rcu::Rcu;
+use crate::rcu::{Rcu, RcuWeak};
 use crate::stat::StatFs;
 use crate::xattr::XattrFlags;
 
@@ -123,7 +123,7 @@ pub trait FileSystem: Send + Sync + 'static {
         Err(Errno::EOPNOTSUPP)
     }
     /// Adds a hard link to `inode` as `name` in `dir`.
-    fn link(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()>;
+    fn link(&self, dir: &Inode, name: &[u8], inode: &Arc<Inode>) -> Result<()>;
     /// Removes the non-directory `inode` named `name` from `dir`.
     fn unlink(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()>;
     /// Removes the empty directory `inode` named `name` from `dir`.
@@ -260,8 +260,9 @@ pub struct SuperBlock {
     dev: u64,
     /// Immutable: the filesystem.
     fs: Box<dyn FileSystem>,
-    /// Immutable: the instance's reclamation domain.
-    rcu: Rcu,
+    /// Immutable: the instance's reclamation domain, held weakly (see [`crate::rcu`]: a
+    /// superblock outlives its instance when an open file does).
+    rcu: RcuWeak,
     /// Notification state: the watched-object count and filesystem-wide marks.
     pub(crate) notify: crate::fsnotify::SbNotify,
     /// The inode cache of a filesystem that loads inodes (hostfs); internally locked.
@@ -277,18 +278,23 @@ pub struct SuperBlock {
 
 impl SuperBlock {
     /// A new instance of `fs` with the default configuration.
-    pub fn new(fs: Box<dyn FileSystem>, rcu: &Rcu) -> Arc<SuperBlock> {
+    #[cfg(test)]
+    pub(crate) fn new(fs: Box<dyn FileSystem>, rcu: &Rcu) -> Arc<SuperBlock> {
         SuperBlock::with_config(fs, rcu, &crate::config::VfsConfig::default())
     }
 
     /// A new instance of `fs`; `config` gives the inode cache its probe mode
     /// ([`FastPaths::INODE_HASH`](crate::FastPaths::INODE_HASH)).
-    pub fn with_config(fs: Box<dyn FileSystem>, rcu: &Rcu, config: &crate::config::VfsConfig) -> Arc<SuperBlock> {
+    pub(crate) fn with_config(
+        fs: Box<dyn FileSystem>,
+        rcu: &Rcu,
+        config: &crate::config::VfsConfig,
+    ) -> Arc<SuperBlock> {
         let minor = NEXT_DEV.fetch_add(1, Ordering::Relaxed);
         Arc::new(SuperBlock {
             dev: crate::stat::makedev(0, 0x40 + minor as u32),
             fs,
-            rcu: rcu.clone(),
+            rcu: rcu.downgrade(),
             notify: Default::default(),
             icache: crate::icache::InodeCache::new(config.fast_paths.contains(crate::config::FastPaths::INODE_HASH)),
             mountpoints: Default::default(),
@@ -307,7 +313,7 @@ impl SuperBlock {
 
     /// The inode cache (used by filesystems that load inodes, such as hostfs).
     #[inline]
-    pub fn icache(&self) -> &crate::icache::InodeCache {
+    pub(crate) fn icache(&self) -> &crate::icache::InodeCache {
         &self.icache
     }
 
@@ -323,8 +329,8 @@ impl SuperBlock {
         &*self.fs
     }
 
-    /// The reclamation domain.
-    pub fn rcu(&self) -> &Rcu {
-        &self.rcu
+    /// The reclamation domain: the instance's while it lives, else the orphans'.
+    pub(crate) fn rcu(&self) -> Rcu {
+        self.rcu.get()
     }
 }

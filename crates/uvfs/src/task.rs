@@ -31,7 +31,7 @@ pub struct PathRef {
 impl PathRef {
     /// The same position, borrowed (for calls that take a walk position).
     pub(crate) fn pos(&self) -> crate::namei::Pos<'_> {
-        crate::namei::Pos { mnt: &self.mnt, dentry: &self.dentry }
+        crate::namei::Pos::of(self)
     }
 }
 
@@ -201,9 +201,9 @@ impl Task {
 
     /// The file `fd` names, alive under `guard` (no reference count taken).
     #[inline]
-    pub(crate) fn fget<'g>(&self, fd: FileRef<'g>, guard: &'g crate::rcu::LocalGuard<'_>) -> Result<&'g File> {
+    pub(crate) fn fget<'g>(&'g self, fd: FileRef<'g>, guard: &'g crate::rcu::LocalGuard<'_>) -> Result<&'g File> {
         match fd {
-            FileRef::Fd(fd) => self.files.get(fd, guard),
+            FileRef::Fd(fd) => Ok(self.files.get(fd, guard)?.get()),
             FileRef::File(f) => Ok(f),
         }
     }
@@ -213,9 +213,7 @@ impl Task {
         match fd {
             FileRef::Fd(fd) => {
                 let guard = self.vfs.rcu.pin();
-                let f = self.files.get(fd, &guard)?;
-                // SAFETY: `f` is alive under `guard`, and files live only in `Arc`s.
-                Ok(unsafe { crate::rcu::arc_from_ref(f) })
+                Ok(self.files.get(fd, &guard)?.to_arc())
             }
             FileRef::File(f) => Ok(f.clone()),
         }

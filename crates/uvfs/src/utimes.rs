@@ -30,7 +30,7 @@ impl Task {
         p.mnt.want_write()?;
         let inode = p.dentry.inode().ok_or(Errno::ENOENT)?;
         let guard = self.vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         if !owner_or_capable(creds, inode) {
             match times {
                 None => generic_permission(creds, inode, MAY_WRITE, self.vfs.fast, &guard)?,

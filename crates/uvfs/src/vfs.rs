@@ -13,7 +13,7 @@ use crate::memfs::{MemFs, MemFsLimits};
 use crate::mount::{Mount, MountFlags};
 use crate::namei::Pos;
 use crate::namespace::MountTree;
-use crate::rcu::{LocalGuard, Rcu, arc_from_ref};
+use crate::rcu::{ArcBorrow, LocalGuard, Rcu};
 use crate::seqcount::SeqCount;
 use crate::stats;
 use crate::superblock::SuperBlock;
@@ -141,8 +141,12 @@ impl Drop for VfsInner {
     /// Tears the dentry trees down. A directory's children map and a child's parent
     /// pointer make a cycle, so without this the whole tree (and, for hostfs, every host
     /// descriptor it holds) would outlive the instance. Children maps are emptied from the
-    /// roots down, and then everything the instance retired (which holds references into
-    /// the tree, and the collector itself through the superblocks) is freed at once.
+    /// roots down. What the instance retired is freed when its collector goes, with the
+    /// last strong hold on it (this instance's, or a descriptor table's that is being
+    /// dropped with its task): no guard of it can exist then. Files, inodes and inotify
+    /// instances that outlive the instance hold the collector only weakly (see
+    /// [`crate::rcu`]), so nothing here waits for them, and nothing they still read is
+    /// freed under them.
     fn drop(&mut self) {
         let mut stack: Vec<Arc<Dentry>> = vec![self.root.root().clone()];
         stack.extend(self.rename_lock.lock().take_mounts().iter().map(|m| m.root().clone()));
@@ -152,9 +156,6 @@ impl Drop for VfsInner {
                 stack.extend(dir.children.drain(&self.rcu));
             }
         }
-        // SAFETY: no reader of this instance is pinned: every task, file and walk holds an
-        // `Arc<VfsInner>` (or runs inside a call on one), and this is its last one.
-        unsafe { self.rcu.collector().reclaim_all() };
     }
 }
 
@@ -162,12 +163,12 @@ impl VfsInner {
     /// The mount on `dentry` as seen from `mnt`, if any (lockless).
     #[inline]
     pub(crate) fn lookup_mount<'g>(
-        &self,
+        &'g self,
         mnt: &Mount,
         dentry: &Dentry,
         guard: &'g LocalGuard<'_>,
-    ) -> Option<&'g Mount> {
-        self.mounts.get(&(mnt.id, dentry as *const Dentry as usize), guard).map(|m| &**m)
+    ) -> Option<ArcBorrow<'g, Mount>> {
+        self.mounts.get(&(mnt.id, dentry as *const Dentry as usize), guard).map(ArcBorrow::from_arc)
     }
 
     /// The locked-tier lookup: under the directory lock; asks the filesystem on a miss in
@@ -179,26 +180,26 @@ impl VfsInner {
         cur: Pos<'g>,
         name: &[u8],
         guard: &'g LocalGuard<'_>,
-    ) -> Result<Option<&'g Dentry>> {
-        let dir = cur.dentry.dir().ok_or(Errno::ENOTDIR)?;
+    ) -> Result<Option<ArcBorrow<'g, Dentry>>> {
+        let dir = cur.dentry.get().dir().ok_or(Errno::ENOTDIR)?;
         let sb = &cur.mnt.sb;
         {
             let _l = dir.lock.read();
             if let Some(d) = dir.children.get(name, guard) {
                 if !d.needs_revalidate() || sb.fs().d_revalidate(cur.inode(), name, d)? {
-                    return Ok(d.inode().map(|_| &**d));
+                    return Ok(d.inode().map(|_| ArcBorrow::from_arc(d)));
                 }
             } else if sb.fs().dcache_complete() {
                 return Ok(None);
             }
         }
         let mut l = dir.lock.write();
-        // SAFETY: `cur.dentry` is alive under `guard` and every dentry lives in an Arc.
-        let parent = unsafe { arc_from_ref(cur.dentry) };
+        let parent = cur.dentry.to_arc();
         let found = self.lookup_excl(sb, &parent, &mut l, name, guard)?;
         // The map holds what was found: hand out its reference (alive under `guard`, for the
         // caller's walk), taken while no writer can be growing the map.
-        let r = found.and_then(|d| dir.children.get(name, guard).filter(|x| Arc::ptr_eq(x, &d))).map(|d| &**d);
+        let r =
+            found.and_then(|d| dir.children.get(name, guard).filter(|x| Arc::ptr_eq(x, &d))).map(ArcBorrow::from_arc);
         drop(l);
         Ok(r)
     }
@@ -210,7 +211,7 @@ impl VfsInner {
     /// dentry, or `None` for a name that does not exist.
     pub(crate) fn lookup_excl(
         &self,
-        sb: &SuperBlock,
+        sb: &Arc<SuperBlock>,
         parent: &Arc<Dentry>,
         locked: &mut DirLocked,
         name: &[u8],
@@ -228,9 +229,7 @@ impl VfsInner {
         if sb.fs().dcache_complete() || parent.is_dead() {
             return Ok(None);
         }
-        // SAFETY: the superblock of a walk position lives in an Arc (its mount holds one).
-        let sb_arc = unsafe { arc_from_ref(sb) };
-        let found = sb.fs().lookup(&sb_arc, dir_inode, name)?;
+        let found = sb.fs().lookup(sb, dir_inode, name)?;
         let d = Dentry::new_cached(parent, name, found, &self.dcache_counts);
         if d.needs_revalidate() {
             sb.fs().d_init(&d);
@@ -499,5 +498,41 @@ impl VfsInner {
             locked.count -= 1;
         }
         Some(old)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DirFd, InotifyFlags, OpenFlags};
+
+    /// Dropping the instance while files and an inotify instance outlive it: they stay
+    /// usable and are released safely afterwards (run under Miri by the test command).
+    #[test]
+    fn files_and_watches_outlive_the_instance() {
+        // Explicit limits: no `sysinfo` call, which Miri does not have.
+        let vfs = Vfs::new(VfsConfig { root_size_limit: Some(0), root_inode_limit: Some(0), ..Default::default() });
+        let t = vfs.root_task();
+        t.mkdir(b"/d", 0o755).unwrap();
+        let f = t.openat_file(DirFd::Cwd, b"/d/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+        assert_eq!(t.pwrite(&f, b"hello", 0), Ok(5));
+        let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+        t.inotify_add_watch(&ino, b"/d", crate::EventMask::ALL_EVENTS).unwrap();
+        // Retire a few things (an old name, an old parent link) before the instance goes.
+        t.mkdir(b"/e", 0o755).unwrap();
+        t.rename(b"/d/f", b"/e/g").unwrap();
+        t.rename(b"/e/g", b"/d/h").unwrap();
+        let fd = t.open(b"/d/h", OpenFlags::RDONLY, 0).unwrap();
+        let kept = t.file(fd).unwrap();
+        drop(t);
+        drop(vfs);
+        assert_eq!(f.inode().stat().size, 5);
+        assert_eq!(kept.inode().ino(), f.inode().ino());
+        // Released now: the close reaches the watch, which still works.
+        drop(f);
+        drop(kept);
+        let events = ino.read_events(usize::MAX, None).unwrap();
+        assert!(events.iter().any(|e| e.mask.contains(crate::EventMask::CLOSE_WRITE)), "{events:?}");
+        drop(ino);
     }
 }

@@ -243,7 +243,7 @@ impl Task {
             },
             None => {
                 let guard = self.vfs.rcu.pin();
-                let creds = self.creds.load(&guard);
+                let creds = self.creds.load(&guard).get();
                 xattr_permission(creds, &o.inode, name, MAY_READ, self.vfs.fast, &guard)?;
                 resolve_name(name)?;
                 o.inode.sb().fs().getxattr(&o.inode, name, buf)
@@ -264,7 +264,7 @@ impl Task {
         let o = self.xattr_object(t)?;
         o.mnt.want_write()?;
         let guard = self.vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         if let Some(ty) = AclType::from_xattr_name(name) {
             acl::set_posix_acl(creds, &o.inode, ty, Acl::from_xattr(value)?)?;
         } else {
@@ -313,7 +313,7 @@ impl Task {
         let o = self.xattr_object(t)?;
         o.mnt.want_write()?;
         let guard = self.vfs.rcu.pin();
-        let creds = self.creds.load(&guard);
+        let creds = self.creds.load(&guard).get();
         if let Some(ty) = AclType::from_xattr_name(name) {
             acl::set_posix_acl(creds, &o.inode, ty, None)?;
         } else {
