@@ -34,8 +34,9 @@ fi
 # Miri (a pinned nightly, so that a new nightly cannot break the test command) for the
 # core's unit tests of its unsafe primitives.
 MIRI_TOOLCHAIN=nightly-2026-10-30
-if ! rustup run "$MIRI_TOOLCHAIN" cargo miri --version >/dev/null 2>&1; then
-  rustup toolchain install "$MIRI_TOOLCHAIN" --profile minimal --component miri
+if ! rustup run "$MIRI_TOOLCHAIN" cargo miri --version >/dev/null 2>&1 \
+  || ! rustup component list --toolchain "$MIRI_TOOLCHAIN" --installed 2>/dev/null | grep -q rust-src; then
+  rustup toolchain install "$MIRI_TOOLCHAIN" --profile minimal --component miri,rust-src
 fi
 # pjdfstest (crates.io) for the FUSE conformance test.
 have pjdfstest || [ -x "$HOME/.cargo/bin/pjdfstest" ] || cargo install --locked pjdfstest
