@@ -153,7 +153,6 @@ impl Session {
 
     /// Waits until INIT was answered; the flags it settled, or `None` if the connection
     /// went away first.
-    #[allow(dead_code)] // the io_uring transport uses it
     pub(crate) fn wait_init(&self) -> Option<InitFlags> {
         let mut st = self.state.lock();
         loop {
@@ -173,7 +172,6 @@ impl Session {
     }
 
     /// A queue registered its entries (`Ok`) or could not (`Err(why)`).
-    #[allow(dead_code)] // the io_uring transport uses it
     pub(crate) fn uring_registered(&self, r: Result<(), String>) {
         let mut st = self.state.lock();
         match (&st.uring, r) {
@@ -210,7 +208,6 @@ impl Session {
     }
 
     /// Whether the connection ended.
-    #[allow(dead_code)] // the io_uring transport uses it
     pub(crate) fn is_gone(&self) -> bool {
         self.state.lock().gone
     }
