@@ -72,7 +72,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use uvfs::{AtFlags, DirFd, OpenFlags, Vfs};
+use uvfs::{DirFd, OpenFlags, Vfs};
 
 pub use cli::{MountArgs, run};
 use session::{Session, UringState};
@@ -159,10 +159,11 @@ fn rustix_is_root() -> bool {
 fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>> {
     let base = Arc::new(vfs.root_task());
     let e = |e: uvfs::Errno| io::Error::from_raw_os_error(e.raw());
-    let root = base.openat(DirFd::Cwd, b"/", OpenFlags::PATH | OpenFlags::DIRECTORY, 0).map_err(e)?;
-    let st = base.fstatat(DirFd::Fd(root), b"", AtFlags::EMPTY_PATH).map_err(e)?;
+    let root = base.openat_file(DirFd::Cwd, b"/", OpenFlags::PATH | OpenFlags::DIRECTORY, 0).map_err(e)?;
+    let st = base.fstat(&root).map_err(e)?;
     Ok(Arc::new(server::Server {
         nodes: nodes::Nodes::new(root, (st.dev, st.ino)),
+        handles: nodes::Handles::default(),
         tasks: ident::Tasks::new(base),
         opts: opts.clone(),
         expect: expect::Expect::default(),
@@ -305,11 +306,11 @@ impl Drop for MountHandle {
     }
 }
 
-/// Closes what the kernel left open (its nodes) after the session ended.
+/// Releases what the kernel left open (its nodes and open files) after the session
+/// ended.
 fn release(s: &server::Server) {
-    for fd in s.nodes.drain() {
-        let _ = s.tasks.base().close(fd);
-    }
+    drop(s.nodes.drain());
+    drop(s.handles.drain());
     s.tasks.clear();
 }
 

@@ -1,6 +1,7 @@
 //! The request handlers: each [`Op`] over a [`uvfs::Vfs`].
 //!
-//! Every handler resolves the node ids of the request to descriptors ([`crate::nodes`]),
+//! Every handler resolves the node ids and file handles of the request to files
+//! ([`crate::nodes`]),
 //! picks the task of the caller ([`crate::ident`]) and makes one or two uvfs calls with
 //! it, so uvfs's permission checks see the caller. Errors go back as the errno uvfs
 //! returned. [`Server::handle`] runs each handler under `catch_unwind`: a panic is logged
@@ -11,12 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use uvfs::{AccessMode, AtFlags, DirFd, Errno, Fd, Gid, OpenFlags, RenameFlags, Stat, Task, Uid, Whence};
+use uvfs::{AccessMode, AtFlags, DirFd, Errno, File, Gid, OpenFlags, RenameFlags, Stat, Task, Uid, Whence};
 
 use crate::abi::{self, Attr, FopenFlags, InHeader, InitFlags};
 use crate::expect::{Expect, Expected};
 use crate::ident::{Caller, DEFAULT_UMASK, Tasks};
-use crate::nodes::{Inserted, Key, Nodes};
+use crate::nodes::{Handles, Inserted, Key, Nodes};
 use crate::reply::{self, Reply, ReplyBuf};
 use crate::request::{Op, Request, forget_ones};
 use crate::{MountOptions, Permissions};
@@ -29,6 +30,8 @@ pub(crate) struct Server {
     pub(crate) tasks: Tasks,
     /// Node table (own lock).
     pub(crate) nodes: Nodes,
+    /// Open files by handle (own lock).
+    pub(crate) handles: Handles,
     /// Immutable.
     pub(crate) opts: MountOptions,
     /// Records of changes made through the mount (own lock).
@@ -163,8 +166,12 @@ impl Server {
         self.tasks.get(&caller(h), DEFAULT_UMASK, false)
     }
 
-    fn node(&self, id: u64) -> Result<Fd> {
-        self.nodes.fd(id).ok_or(Errno::ESTALE)
+    fn node(&self, id: u64) -> Result<Arc<File>> {
+        self.nodes.file(id).ok_or(Errno::ESTALE)
+    }
+
+    fn handle_file(&self, fh: u64) -> Result<Arc<File>> {
+        self.handles.get(fh)
     }
 
     fn entry_ttl(&self) -> Duration {
@@ -180,36 +187,27 @@ impl Server {
         reply::entry(a.ino, a, self.entry_ttl(), self.opts.attr_timeout)
     }
 
-    /// Registers the node of the `O_PATH` descriptor `fd` (one lookup) and returns its
-    /// attributes.
-    fn register(&self, fd: Fd) -> Result<Attr> {
-        let st = match self.base().fstat(fd) {
-            Ok(st) => st,
-            Err(e) => {
-                let _ = self.base().close(fd);
-                return Err(e);
-            }
-        };
-        match self.nodes.insert(key_of(&st), fd) {
+    /// Registers the node of the `O_PATH` file `file` (one lookup) and returns its
+    /// attributes. A file that is not kept is released on return.
+    fn register(&self, file: Arc<File>) -> Result<Attr> {
+        let st = self.base().fstat(&file)?;
+        match self.nodes.insert(key_of(&st), file) {
             Inserted::New(_) => {}
-            Inserted::Existing(_, fd) => {
-                let _ = self.base().close(fd);
-            }
+            Inserted::Existing(_, dup) => drop(dup),
         }
         Ok(self.attr(&st))
     }
 
     /// Looks `name` up in `parent` as `t` (search permission is checked), making it a
     /// node.
-    fn lookup_in(&self, t: &Task, parent: Fd, name: &[u8]) -> Result<Attr> {
-        let fd = t.openat(DirFd::Fd(parent), name, OpenFlags::PATH | OpenFlags::NOFOLLOW, 0)?;
-        self.register(fd)
+    fn lookup_in(&self, t: &Task, parent: &Arc<File>, name: &[u8]) -> Result<Attr> {
+        let f = t.openat_file(DirFd::File(parent), name, OpenFlags::PATH | OpenFlags::NOFOLLOW, 0)?;
+        self.register(f)
     }
 
     fn forget_node(&self, id: u64, n: u64) {
-        if let Some(fd) = self.nodes.forget(id, n) {
-            let _ = self.base().close(fd);
-        }
+        // Released here, outside the table's lock.
+        drop(self.nodes.forget(id, n));
     }
 
     /// Runs a change with the invalidation thread told to expect its event(s), so it does
@@ -275,7 +273,7 @@ impl Server {
         match &req.op {
             Op::Lookup { name } => self.lookup(h, name, out),
             Op::Getattr { .. } => {
-                let st = self.base().fstat(self.node(id)?)?;
+                let st = self.base().fstat(&self.node(id)?)?;
                 out.push(&reply::attr_out(self.attr(&st), self.opts.attr_timeout))
             }
             Op::Setattr(a) => {
@@ -285,46 +283,46 @@ impl Server {
             Op::Readlink => {
                 let node = self.node(id)?;
                 let t = self.task(h);
-                out.fill(4096, |buf| t.readlinkat(DirFd::Fd(node), b"", buf)).map(drop)
+                out.fill(4096, |buf| t.readlinkat(DirFd::File(&node), b"", buf)).map(drop)
             }
             Op::Mknod { arg, name } => {
                 let name = component(name)?;
                 let p = self.node(id)?;
                 let t = self.tasks.get(&caller(h), arg.umask, false);
                 self.expecting(&self.name_expect(id, name), || {
-                    t.mknodat(DirFd::Fd(p), name, arg.mode, decode_dev(arg.rdev))
+                    t.mknodat(DirFd::File(&p), name, arg.mode, decode_dev(arg.rdev))
                 })?;
-                let a = self.lookup_in(&t, p, name)?;
+                let a = self.lookup_in(&t, &p, name)?;
                 out.push(&self.entry_out(a))
             }
             Op::Mkdir { arg, name } => {
                 let name = component(name)?;
                 let p = self.node(id)?;
                 let t = self.tasks.get(&caller(h), arg.umask, false);
-                self.expecting(&self.name_expect(id, name), || t.mkdirat(DirFd::Fd(p), name, arg.mode & 0o7777))?;
-                let a = self.lookup_in(&t, p, name)?;
+                self.expecting(&self.name_expect(id, name), || t.mkdirat(DirFd::File(&p), name, arg.mode & 0o7777))?;
+                let a = self.lookup_in(&t, &p, name)?;
                 out.push(&self.entry_out(a))
             }
             Op::Unlink { name } => {
                 let name = component(name)?;
                 let p = self.node(id)?;
                 self.expecting(&self.name_expect(id, name), || {
-                    self.task(h).unlinkat(DirFd::Fd(p), name, AtFlags::empty())
+                    self.task(h).unlinkat(DirFd::File(&p), name, AtFlags::empty())
                 })
             }
             Op::Rmdir { name } => {
                 let name = component(name)?;
                 let p = self.node(id)?;
                 self.expecting(&self.name_expect(id, name), || {
-                    self.task(h).unlinkat(DirFd::Fd(p), name, AtFlags::REMOVEDIR)
+                    self.task(h).unlinkat(DirFd::File(&p), name, AtFlags::REMOVEDIR)
                 })
             }
             Op::Symlink { name, target } => {
                 let name = component(name)?;
                 let p = self.node(id)?;
                 let t = self.task(h);
-                self.expecting(&self.name_expect(id, name), || t.symlinkat(target, DirFd::Fd(p), name))?;
-                let a = self.lookup_in(&t, p, name)?;
+                self.expecting(&self.name_expect(id, name), || t.symlinkat(target, DirFd::File(&p), name))?;
+                let a = self.lookup_in(&t, &p, name)?;
                 out.push(&self.entry_out(a))
             }
             Op::Rename { newdir, flags, name, newname } => {
@@ -335,7 +333,7 @@ impl Server {
                 let fl = RenameFlags::from_bits(*flags).ok_or(Errno::EINVAL)?;
                 let mut exp = self.name_expect(id, name);
                 exp.extend(self.name_expect(*newdir, newname));
-                self.expecting(&exp, || self.task(h).renameat2(DirFd::Fd(p), name, DirFd::Fd(np), newname, fl))
+                self.expecting(&exp, || self.task(h).renameat2(DirFd::File(&p), name, DirFd::File(&np), newname, fl))
             }
             Op::Link { oldnodeid, name } => {
                 let name = component(name)?;
@@ -347,9 +345,9 @@ impl Server {
                 // bypass.
                 let lt = self.tasks.get(&caller(h), DEFAULT_UMASK, true);
                 self.expecting(&self.name_expect(id, name), || {
-                    lt.linkat(DirFd::Fd(src), b"", DirFd::Fd(np), name, AtFlags::EMPTY_PATH)
+                    lt.linkat(DirFd::File(&src), b"", DirFd::File(&np), name, AtFlags::EMPTY_PATH)
                 })?;
-                let a = self.lookup_in(&self.task(h), np, name)?;
+                let a = self.lookup_in(&self.task(h), &np, name)?;
                 out.push(&self.entry_out(a))
             }
             Op::Open { flags } => {
@@ -357,24 +355,24 @@ impl Server {
                     & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::CLOEXEC);
                 let node = self.node(id)?;
                 let exp = if fl.contains(OpenFlags::TRUNC) { self.object_expect(id) } else { Vec::new() };
-                let fd = self.expecting(&exp, || self.task(h).reopen(node, fl))?;
-                out.push(&reply::open_out(fd.0 as u64, FopenFlags::empty()))
+                let f = self.expecting(&exp, || self.task(h).reopen_file(&node, fl))?;
+                out.push(&reply::open_out(self.handles.insert(f), FopenFlags::empty()))
             }
             Op::Read(r) => {
                 let off = i64::try_from(r.offset).map_err(|_| Errno::EINVAL)?;
-                let fd = Fd(r.fh as i32);
-                out.fill(r.size as usize, |buf| self.base().pread(fd, buf, off)).map(drop)
+                let f = self.handle_file(r.fh)?;
+                out.fill(r.size as usize, |buf| self.base().pread(&f, buf, off)).map(drop)
             }
             Op::Write { arg, data } => {
                 let off = i64::try_from(arg.offset).map_err(|_| Errno::EFBIG)?;
                 // The writer's task: a write by a caller without CAP_FSETID clears
                 // setuid/setgid.
-                let n =
-                    self.expecting(&self.object_expect(id), || self.task(h).pwrite(Fd(arg.fh as i32), data, off))?;
+                let f = self.handle_file(arg.fh)?;
+                let n = self.expecting(&self.object_expect(id), || self.task(h).pwrite(&f, data, off))?;
                 out.push(&abi::WriteOut { size: n as u32, padding: 0 })
             }
             Op::Statfs => {
-                let f = self.base().file(self.node(id)?)?;
+                let f = self.node(id)?;
                 let sb = f.inode().sb();
                 let st = sb.fs().statfs(sb);
                 out.push(&abi::StatfsOut {
@@ -392,10 +390,10 @@ impl Server {
                     },
                 })
             }
-            Op::Release(r) | Op::Releasedir(r) => self.base().close(Fd(r.fh as i32)),
+            Op::Release(r) | Op::Releasedir(r) => self.handles.remove(r.fh).map(drop),
             Op::Fsync { fh, datasync } => {
-                let fd = Fd(*fh as i32);
-                if *datasync { self.base().fdatasync(fd) } else { self.base().fsync(fd) }
+                let f = self.handle_file(*fh)?;
+                if *datasync { self.base().fdatasync(&f) } else { self.base().fsync(&f) }
             }
             Op::Flush { .. } | Op::Fsyncdir { .. } => Ok(()),
             Op::Setxattr { flags, name, value } => {
@@ -403,7 +401,7 @@ impl Server {
                 let node = self.node(id)?;
                 self.expecting(&self.object_expect(id), || {
                     self.task(h).setxattrat(
-                        DirFd::Fd(node),
+                        DirFd::File(&node),
                         b"",
                         AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW,
                         name,
@@ -416,7 +414,7 @@ impl Server {
                 let node = self.node(id)?;
                 let t = self.task(h);
                 let v = read_sized(|buf| {
-                    t.getxattrat(DirFd::Fd(node), b"", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW, name, buf)
+                    t.getxattrat(DirFd::File(&node), b"", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW, name, buf)
                 })?;
                 xattr_reply(*size, &v, out)
             }
@@ -424,7 +422,7 @@ impl Server {
                 let node = self.node(id)?;
                 let t = self.task(h);
                 let v = read_sized(|buf| {
-                    t.listxattrat(DirFd::Fd(node), b"", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW, buf)
+                    t.listxattrat(DirFd::File(&node), b"", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW, buf)
                 })?;
                 xattr_reply(*size, &v, out)
             }
@@ -432,7 +430,7 @@ impl Server {
                 let node = self.node(id)?;
                 self.expecting(&self.object_expect(id), || {
                     self.task(h).removexattrat(
-                        DirFd::Fd(node),
+                        DirFd::File(&node),
                         b"",
                         AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW,
                         name,
@@ -441,8 +439,8 @@ impl Server {
             }
             Op::Opendir { flags } => {
                 let fl = OpenFlags::from_bits_truncate(*flags) & (OpenFlags::NOATIME | OpenFlags::NONBLOCK);
-                let fd = self.task(h).reopen(self.node(id)?, fl | OpenFlags::RDONLY | OpenFlags::DIRECTORY)?;
-                out.push(&reply::open_out(fd.0 as u64, FopenFlags::empty()))
+                let f = self.task(h).reopen_file(&self.node(id)?, fl | OpenFlags::RDONLY | OpenFlags::DIRECTORY)?;
+                out.push(&reply::open_out(self.handles.insert(f), FopenFlags::empty()))
             }
             Op::Readdir(r) => self.readdir(h, r, false, out),
             Op::Readdirplus(r) => self.readdir(h, r, true, out),
@@ -451,7 +449,7 @@ impl Server {
                 // The kernel already switched to the real ids for access(2): check with the
                 // ids the request carries.
                 self.task(h).faccessat(
-                    DirFd::Fd(self.node(id)?),
+                    DirFd::File(&self.node(id)?),
                     b"",
                     mode,
                     AtFlags::EMPTY_PATH | AtFlags::EACCESS | AtFlags::SYMLINK_NOFOLLOW,
@@ -477,7 +475,7 @@ impl Server {
             panic!("test panic on lookup");
         }
         let p = self.node(h.nodeid)?;
-        match self.lookup_in(&self.task(h), p, name) {
+        match self.lookup_in(&self.task(h), &p, name) {
             Ok(a) => out.push(&self.entry_out(a)),
             Err(Errno::ENOENT) if !self.negative_ttl().is_zero() => {
                 // Node id 0 with an entry timeout: the kernel caches the miss.
@@ -491,41 +489,37 @@ impl Server {
         use abi::fattr;
         let t = self.task(h);
         let node = self.node(h.nodeid)?;
-        let here = DirFd::Fd(node);
+        let here = || DirFd::File(&node);
         let at = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
         let v = a.valid;
         self.expecting(&self.object_expect(h.nodeid), || {
             if v & (fattr::UID | fattr::GID) != 0 {
                 let uid = (v & fattr::UID != 0).then_some(Uid(a.uid));
                 let gid = (v & fattr::GID != 0).then_some(Gid(a.gid));
-                t.fchownat(here, b"", uid, gid, at)?;
+                t.fchownat(here(), b"", uid, gid, at)?;
             }
             if v & fattr::MODE != 0 {
-                t.fchmodat(here, b"", a.mode & 0o7777, AtFlags::EMPTY_PATH)?;
+                t.fchmodat(here(), b"", a.mode & 0o7777, AtFlags::EMPTY_PATH)?;
             }
             if v & fattr::SIZE != 0 {
                 let len = i64::try_from(a.size).map_err(|_| Errno::EFBIG)?;
                 let own = (v & fattr::FH != 0)
-                    .then_some(Fd(a.fh as i32))
-                    .filter(|&fd| t.file(fd).is_ok_and(|f| f.flags().writable()));
+                    .then(|| self.handles.get(a.fh).ok())
+                    .flatten()
+                    .filter(|f| f.flags().writable());
                 match own {
-                    Some(fd) => t.ftruncate(fd, len)?,
-                    None => {
-                        let fd = t.reopen(node, OpenFlags::WRONLY)?;
-                        let r = t.ftruncate(fd, len);
-                        let _ = t.close(fd);
-                        r?;
-                    }
+                    Some(f) => t.ftruncate(&f, len)?,
+                    None => t.ftruncate(&t.reopen_file(&node, OpenFlags::WRONLY)?, len)?,
                 }
             }
             if v & (fattr::ATIME | fattr::MTIME | fattr::ATIME_NOW | fattr::MTIME_NOW) != 0 {
                 let atime = setattr_time(v & fattr::ATIME != 0, v & fattr::ATIME_NOW != 0, a.atime, a.atimensec);
                 let mtime = setattr_time(v & fattr::MTIME != 0, v & fattr::MTIME_NOW != 0, a.mtime, a.mtimensec);
-                t.utimensat(here, b"", Some([atime, mtime]), at)?;
+                t.utimensat(here(), b"", Some([atime, mtime]), at)?;
             }
             Ok(())
         })?;
-        Ok(self.attr(&self.base().fstat(node)?))
+        Ok(self.attr(&self.base().fstat(&node)?))
     }
 
     /// READDIR and READDIRPLUS: entries from the directory handle's offset, as many as fit
@@ -535,15 +529,15 @@ impl Server {
     /// "no node" and still lists with that inode number.
     fn readdir(&self, h: &InHeader, r: &abi::ReadIn, plus: bool, out: &mut ReplyBuf<'_>) -> Result<()> {
         let t = self.base();
-        let fd = Fd(i32::try_from(r.fh).map_err(|_| Errno::EBADF)?);
+        let fd = self.handle_file(r.fh)?;
         let dir = self.node(h.nodeid)?;
         let offset = i64::try_from(r.offset).map_err(|_| Errno::EINVAL)?;
-        t.lseek(fd, offset, Whence::Set)?;
-        let dev = t.fstat(fd)?.dev;
+        t.lseek(&fd, offset, Whence::Set)?;
+        let dev = t.fstat(&fd)?.dev;
         let limit = r.size as usize;
         let caller_task = if plus { Some(self.task(h)) } else { None };
         loop {
-            let batch = t.getdents(fd, 64)?;
+            let batch = t.getdents(&fd, 64)?;
             if batch.is_empty() {
                 return Ok(());
             }
@@ -554,7 +548,7 @@ impl Server {
                     None => out.dirent(limit, ino, e.next, typ, &e.name),
                     Some(ct) => {
                         let dots = e.name == b"." || e.name == b"..";
-                        let attr = if dots { None } else { self.lookup_in(ct, dir, &e.name).ok() };
+                        let attr = if dots { None } else { self.lookup_in(ct, &dir, &e.name).ok() };
                         let entry = match attr {
                             Some(a) => self.entry_out(a),
                             None => reply::entry(0, Attr::default(), Duration::ZERO, Duration::ZERO),
@@ -580,35 +574,23 @@ impl Server {
         let t = self.tasks.get(&caller(h), arg.umask, false);
         let fl =
             (OpenFlags::from_bits_truncate(arg.flags) & !(OpenFlags::NOCTTY | OpenFlags::CLOEXEC)) | OpenFlags::CREAT;
-        let fd =
-            self.expecting(&self.name_expect(h.nodeid, name), || t.openat(DirFd::Fd(p), name, fl, arg.mode & 0o7777))?;
-        let path = match t.reopen(fd, OpenFlags::PATH) {
-            Ok(pfd) => pfd,
-            Err(e) => {
-                let _ = t.close(fd);
-                return Err(e);
-            }
-        };
-        let a = match self.register(path) {
-            Ok(a) => a,
-            Err(e) => {
-                let _ = t.close(fd);
-                return Err(e);
-            }
-        };
+        let f = self.expecting(&self.name_expect(h.nodeid, name), || {
+            t.openat_file(DirFd::File(&p), name, fl, arg.mode & 0o7777)
+        })?;
+        let a = self.register(t.reopen_file(&f, OpenFlags::PATH)?)?;
         out.push(&self.entry_out(a))?;
-        out.push(&reply::open_out(fd.0 as u64, FopenFlags::empty()))
+        out.push(&reply::open_out(self.handles.insert(f), FopenFlags::empty()))
     }
 
     fn fallocate(&self, h: &InHeader, f: &abi::FallocateIn) -> Result<()> {
-        let fd = Fd(f.fh as i32);
+        let fd = self.handle_file(f.fh)?;
         let t = self.task(h);
         let end = f.offset.checked_add(f.length).filter(|&e| e <= i64::MAX as u64).ok_or(Errno::EFBIG)?;
         match f.mode {
             // Allocation without holes: memfs allocates on write, so only the size moves.
             0 => {
-                if end > t.fstat(fd)?.size {
-                    self.expecting(&self.object_expect(h.nodeid), || t.ftruncate(fd, end as i64))?;
+                if end > t.fstat(&fd)?.size {
+                    self.expecting(&self.object_expect(h.nodeid), || t.ftruncate(&fd, end as i64))?;
                 }
                 Ok(())
             }
@@ -627,15 +609,16 @@ impl Server {
         let mut buf = vec![0u8; len.min(1 << 20)];
         let mut done = 0usize;
         let exp = self.object_expect(c.nodeid_out);
+        let (fin, fout) = (self.handle_file(c.fh_in)?, self.handle_file(c.fh_out)?);
         while done < len {
             let want = (len - done).min(buf.len());
             let off_in = i64::try_from(c.off_in + done as u64).map_err(|_| Errno::EINVAL)?;
-            let n = t.pread(Fd(c.fh_in as i32), &mut buf[..want], off_in)?;
+            let n = t.pread(&fin, &mut buf[..want], off_in)?;
             if n == 0 {
                 break;
             }
             let off_out = i64::try_from(c.off_out + done as u64).map_err(|_| Errno::EFBIG)?;
-            let w = self.expecting(&exp, || t.pwrite(Fd(c.fh_out as i32), &buf[..n], off_out))?;
+            let w = self.expecting(&exp, || t.pwrite(&fout, &buf[..n], off_out))?;
             done += w;
             if w < n {
                 break;
