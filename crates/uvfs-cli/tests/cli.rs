@@ -85,3 +85,18 @@ fn mount_host_unchanged_is_documented_and_needs_a_host_dir() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("--host-unchanged needs --fs host:DIR"), "{err}");
 }
+
+#[test]
+fn mount_transport_is_documented_and_checked() {
+    let o = uvfs(&["mount", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("--transport"), "{out}");
+    assert!(out.contains("io_uring"), "{out}");
+    // A bad value is refused by the parser, before anything is mounted.
+    let o = uvfs(&["mount", "/nonexistent-mnt", "--transport", "carrier-pigeon"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("carrier-pigeon"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
