@@ -121,6 +121,10 @@ pub struct MountOptions {
     /// answered with EIO and the mount keeps serving).
     #[doc(hidden)]
     pub panic_on_lookup: Option<Vec<u8>>,
+    /// Tests only: mount through `fusermount3` also as root (the path taken without the
+    /// privilege to call `mount(2)`).
+    #[doc(hidden)]
+    pub fusermount: bool,
 }
 
 impl Default for MountOptions {
@@ -135,6 +139,7 @@ impl Default for MountOptions {
             watch: true,
             allow_other: rustix_is_root(),
             panic_on_lookup: None,
+            fusermount: false,
         }
     }
 }
@@ -193,7 +198,7 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
             Err(why) => (None, UringState::Off(why)),
         },
     };
-    let m = match mount::mount(mountpoint, opts.allow_other) {
+    let m = match mount::mount(mountpoint, opts.allow_other, opts.fusermount) {
         Ok(m) => m,
         Err(e) => {
             if let Some(q) = queues {

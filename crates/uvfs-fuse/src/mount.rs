@@ -31,11 +31,13 @@ fn fusermount_options(allow_other: bool) -> String {
     o
 }
 
-/// Mounts on `mountpoint`.
-pub(crate) fn mount(mountpoint: &Path, allow_other: bool) -> io::Result<Mount> {
+/// Mounts on `mountpoint` (with `fusermount`, through `fusermount3` even if `mount(2)`
+/// is permitted).
+pub(crate) fn mount(mountpoint: &Path, allow_other: bool, fusermount: bool) -> io::Result<Mount> {
     let canon = mountpoint.canonicalize()?;
     let mp = CString::new(canon.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let dev = match mount_sys(&canon, &mp, allow_other)? {
+    let sys = if fusermount { None } else { mount_sys(&canon, &mp, allow_other)? };
+    let dev = match sys {
         Some(fd) => fd,
         None => mount_fusermount(&canon, allow_other)?,
     };
