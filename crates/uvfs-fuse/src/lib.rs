@@ -176,14 +176,19 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
     }))
 }
 
-/// A mount being served: the session, its threads and the invalidation thread.
+/// A mount being served: the session, its threads and the invalidation thread. Owned by
+/// one thread (the `MountHandle`'s or `serve`'s caller); the fields are immutable once
+/// started, except the thread handles, taken when joined.
 struct Running {
     session: Arc<Session>,
     server: Arc<server::Server>,
+    /// The canonical mount point.
     mountpoint: CString,
     /// The fusectl connection id (the mount's minor device number; 0 if unknown).
     conn: u64,
+    /// `/dev/fuse` workers and io_uring queue threads; they end with the connection.
     workers: Vec<JoinHandle<()>>,
+    /// Atomic: tells the invalidation thread to stop.
     stop: Arc<AtomicBool>,
     watcher: Option<JoinHandle<()>>,
 }
@@ -257,6 +262,7 @@ impl Running {
 
 /// A mount served in the background; dropping it unmounts.
 pub struct MountHandle {
+    /// The mount, until unmounted (owned by the handle).
     run: Option<Running>,
     /// The fusectl connection id registered with the exit guard.
     live: u64,

@@ -37,8 +37,11 @@ use crate::session::{MAX_WRITE, Session, UringState};
 pub const DEPTH: usize = 8;
 
 /// The io_uring queues, set up and waiting for the session.
+/// Owned by the mounting thread until handed over.
 pub(crate) struct Queues {
+    /// One per queue (qid = index = CPU).
     threads: Vec<JoinHandle<()>>,
+    /// Each queue's start signal: the session, or `None` to give up.
     go: Vec<mpsc::Sender<Option<Arc<Session>>>>,
 }
 
@@ -176,6 +179,7 @@ impl Drop for Entry {
 
 /// A queue's ring and entries. Field order matters: the ring (and with it every command
 /// the kernel still holds) goes before the buffers those commands point into.
+/// Owned by its queue thread.
 struct Ring {
     ring: IoUring<squeue::Entry128, cqueue::Entry>,
     entries: Vec<Entry>,
