@@ -1,10 +1,10 @@
 //! The connection: INIT negotiation, the requests the protocol itself answers (INIT,
 //! DESTROY, INTERRUPT; FORGET needs no reply), and notifications to the kernel.
 //!
-//! The transports hand every decoded request to [`Session::dispatch`]; the filesystem's
-//! requests go on to the [`Server`]. INIT always arrives through `/dev/fuse` (a ring can
+//! The transports hand every decoded request to `Session::dispatch`; the filesystem's
+//! requests go on to the `Server`. INIT always arrives through `/dev/fuse` (a ring can
 //! only be registered once the connection is initialized); the transport that wrote its
-//! reply calls [`Session::init_replied`], which lets the io_uring queues register.
+//! reply calls `Session::init_replied`, which lets the io_uring queues register.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
