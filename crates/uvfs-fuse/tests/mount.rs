@@ -1,11 +1,16 @@
 //! Mounting and unmounting: through `fusermount3` (the path taken without the privilege to
-//! call `mount(2)`, forced here as root), and nothing left behind by an unmount. Needs
-//! root, /dev/fuse and fuse3.
+//! call `mount(2)`, forced here as root), nothing left behind by an unmount, and io_uring
+//! asked for where the kernel has it off. Needs root, /dev/fuse and fuse3.
 
 mod common;
 
 use common::{TempDir, require};
-use uvfs_fuse::MountOptions;
+use parking_lot::Mutex;
+use uvfs_fuse::{MountOptions, Transport};
+
+/// The tests here take turns: one of them turns `enable_uring` off, which the others'
+/// mounts would see.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 fn fuse_mounts_on(dir: &std::path::Path) -> usize {
     let canon = dir.canonicalize().unwrap();
@@ -18,6 +23,7 @@ fn fuse_mounts_on(dir: &std::path::Path) -> usize {
 
 #[test]
 fn mount_through_fusermount3_serves_and_unmounts() {
+    let _turn = SERIAL.lock();
     require(&[("fusermount3", "fuse3")]);
     let dir = TempDir::new("fusermount");
     let vfs = uvfs::Vfs::new(uvfs::VfsConfig::default());
@@ -38,6 +44,7 @@ fn mount_through_fusermount3_serves_and_unmounts() {
 
 #[test]
 fn unmount_with_a_file_still_open_detaches_and_returns() {
+    let _turn = SERIAL.lock();
     require(&[]);
     let dir = TempDir::new("busy");
     let vfs = uvfs::Vfs::new(uvfs::VfsConfig::default());
@@ -47,4 +54,45 @@ fn unmount_with_a_file_still_open_detaches_and_returns() {
     handle.unmount().unwrap();
     assert_eq!(fuse_mounts_on(dir.path()), 0);
     drop(open);
+}
+
+const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Sets `enable_uring` to N while alive; puts the old value back.
+struct UringOff(Option<String>);
+
+impl UringOff {
+    fn new() -> UringOff {
+        let old = std::fs::read_to_string(ENABLE_URING).ok();
+        if old.is_some() {
+            std::fs::write(ENABLE_URING, "N").expect("set enable_uring (as root)");
+        }
+        UringOff(old)
+    }
+}
+
+impl Drop for UringOff {
+    fn drop(&mut self) {
+        if let Some(old) = self.0.take() {
+            let _ = std::fs::write(ENABLE_URING, old.trim());
+        }
+    }
+}
+
+#[test]
+fn uring_asked_for_while_off_serves_over_dev_fuse_and_says_why() {
+    let _turn = SERIAL.lock();
+    require(&[]);
+    let _off = UringOff::new();
+    let dir = TempDir::new("uringoff");
+    let vfs = uvfs::Vfs::new(uvfs::VfsConfig::default());
+    let opts = MountOptions { transport: Transport::Uring, ..MountOptions::default() };
+    let handle = uvfs_fuse::spawn(&vfs, dir.path(), &opts).expect("a missing speed-up never fails a mount");
+    assert_eq!(handle.transport(), Transport::Dev);
+    let why = handle.uring_unavailable().expect("a reason");
+    assert!(why == "enable_uring is off" || why.contains("no io_uring support"), "unexpected reason: {why}");
+    std::fs::write(dir.path().join("f"), b"over /dev/fuse").unwrap();
+    assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"over /dev/fuse");
+    handle.unmount().unwrap();
+    assert_eq!(fuse_mounts_on(dir.path()), 0);
 }
