@@ -85,3 +85,67 @@ fn mount_host_unchanged_is_documented_and_needs_a_host_dir() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("--host-unchanged needs --fs host:DIR"), "{err}");
 }
+
+#[test]
+fn mount_transport_is_documented_and_checked() {
+    let o = uvfs(&["mount", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("--transport"), "{out}");
+    assert!(out.contains("io_uring"), "{out}");
+    // A bad value is refused by the parser, before anything is mounted.
+    let o = uvfs(&["mount", "/nonexistent-mnt", "--transport", "carrier-pigeon"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("carrier-pigeon"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Sets the `fuse` module's `enable_uring` to N while alive; puts the old value back.
+struct UringOff(Option<String>);
+
+impl Drop for UringOff {
+    fn drop(&mut self) {
+        if let Some(old) = self.0.take() {
+            let _ = std::fs::write("/sys/module/fuse/parameters/enable_uring", old.trim());
+        }
+    }
+}
+
+/// Unmounts on drop (a failed assertion must not leave the mount behind) and waits until
+/// the daemon serving it has exited (bounded generously, only so a bug cannot hang).
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let needle = self.0.as_os_str().as_encoded_bytes().to_vec();
+        let serving = || {
+            std::fs::read_dir("/proc").into_iter().flatten().flatten().any(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle.as_slice()))
+            })
+        };
+        let start = std::time::Instant::now();
+        while serving() && start.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+#[test]
+fn mount_without_uring_says_so_in_one_line_and_serves() {
+    let p = "/sys/module/fuse/parameters/enable_uring";
+    let old = std::fs::read_to_string(p).expect("the fuse module with io_uring support (Linux 6.14+)");
+    std::fs::write(p, "N").expect("set enable_uring: run as root");
+    let _restore = UringOff(Some(old));
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().to_str().unwrap();
+    let o = uvfs(&["mount", mnt, "--daemon", "--transport", "uring"]);
+    let _umount = Unmount(dir.path().to_path_buf());
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(err, "uvfs mount: FUSE over io_uring not available (enable_uring is off): using /dev/fuse\n");
+    std::fs::write(dir.path().join("f"), b"served").unwrap();
+    assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"served");
+}

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::{MountOptions, Permissions};
+use crate::{MountOptions, Permissions, Transport};
 
 /// Arguments of `uvfs mount`.
 #[derive(clap::Args, Debug, Clone)]
@@ -34,9 +34,14 @@ pub struct MountArgs {
     /// (uvfs alone; no entry caching)
     #[arg(long, value_enum, default_value_t = Permissions::Kernel)]
     pub permissions: Permissions,
-    /// Worker threads (default: cores, 2 to 8)
+    /// Worker threads reading /dev/fuse (default: cores, 2 to 8)
     #[arg(long)]
     pub threads: Option<usize>,
+    /// How requests travel: `auto` (FUSE over io_uring when the kernel allows it, else
+    /// /dev/fuse), `dev` (/dev/fuse), `uring` (io_uring; falls back to /dev/fuse, saying
+    /// why, when unavailable)
+    #[arg(long, value_enum, default_value_t = Transport::Auto)]
+    pub transport: Transport,
     /// Detach once mounted (the mount stays until unmounted with `umount`)
     #[arg(long)]
     pub daemon: bool,
@@ -129,6 +134,7 @@ fn options(a: &MountArgs) -> Result<MountOptions, Fail> {
         attr_timeout: seconds("attr-timeout", a.attr_timeout)?,
         negative_timeout: seconds("negative-timeout", a.negative_timeout)?,
         permissions: a.permissions,
+        transport: a.transport,
         ..MountOptions::default()
     };
     if let Some(t) = a.threads {

@@ -10,10 +10,10 @@
 //! and others none ([`uvfs::Credentials::new`]), so a root process that dropped
 //! capabilities is still treated as fully privileged.
 //!
-//! Tasks share the server task's descriptor table ([`uvfs::Task::with_credentials`]), so a
-//! node's `O_PATH` descriptor or an open file handle works on any of them. They are cached
-//! per (uid, gid, groups, umask, link capability); the umask is part of the key because
-//! creating requests carry their own.
+//! Tasks are derived from the server task ([`uvfs::Task::with_credentials`]); nodes and
+//! open files are held outside any descriptor table ([`crate::nodes`]), so any task can
+//! use them. They are cached per (uid, gid, groups, umask, link capability); the umask is
+//! part of the key because creating requests carry their own.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,17 +1,33 @@
 //! # uvfs-fuse: a uvfs instance through the kernel's FUSE
 //!
 //! [`spawn`] (in the background) and [`serve`] (in the calling thread) mount a
-//! [`uvfs::Vfs`] on a directory of the host with the [`fuser`] crate's session, so any
-//! program can use it; `uvfs mount` ([`cli`]) is the command around them. Read the
-//! modules in this order:
+//! [`uvfs::Vfs`] on a directory of the host and speak the FUSE protocol with the kernel
+//! themselves, so any program can use it; `uvfs mount` ([`cli`]) is the command around
+//! them. Read the modules in this order:
 //!
 //! | module | what |
 //! |---|---|
+//! | [`abi`] | the kernel's structs, opcodes and flags (`linux/fuse.h`) |
+//! | [`request`] | a request's bytes to a typed operation borrowing them |
+//! | [`reply`] | replies encoded into the transport's buffer |
+//! | [`session`] | INIT negotiation, the protocol's own requests, notifications |
+//! | [`transport`] | `/dev/fuse` workers ([`transport::dev`]) and FUSE over io_uring ([`transport::uring`]) |
+//! | `mount` | `mount(2)` as root, `fusermount3` otherwise; unmount |
 //! | [`nodes`] | FUSE node ids to `O_PATH` descriptors of the server task, lookup counts |
 //! | [`ident`] | the caller's identity (uid, gid, groups from `/proc`) as a cached uvfs task |
 //! | `server` | the request handlers: one or two uvfs calls each, panics answered EIO |
 //! | `expect`, `watch` | kernel cache invalidation for in-process changes |
 //! | [`cli`] | `uvfs mount`: options, checks with one-line errors, signals, daemon |
+//!
+//! ## Transports
+//! [`Transport::Dev`]: worker threads ([`MountOptions::threads`]) read requests from
+//! `/dev/fuse` and write replies, two system calls and two context switches per request.
+//! [`Transport::Uring`] (FUSE over io_uring, Linux 6.14+ with the `fuse` module parameter
+//! `enable_uring`): one ring per CPU whose thread receives a request and sends the previous
+//! reply in one `io_uring_enter`, on the CPU the caller runs on. [`Transport::Auto`] (the
+//! default) uses io_uring when it is available. When it is not (the parameter is off,
+//! io_uring is disabled, the kernel refuses), one line on stderr says why and the mount
+//! serves over `/dev/fuse`: a missing speed-up never fails a mount.
 //!
 //! ## Permissions
 //! Every request runs on a task with the caller's credentials, so uvfs's own checks
@@ -35,13 +51,20 @@
 //! File pages are cached by the kernel (no `direct_io`) and dropped on open. Changes made
 //! in-process while mounted are pushed to the kernel as invalidations (`watch`).
 
+pub mod abi;
 pub mod cli;
 mod expect;
 pub mod ident;
+mod mount;
 pub mod nodes;
+pub mod reply;
+pub mod request;
 mod server;
+pub mod session;
+pub mod transport;
 mod watch;
 
+use std::ffi::CString;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
@@ -49,10 +72,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use fuser::{Config, MountOption, SessionACL};
-use uvfs::{AtFlags, DirFd, OpenFlags, Vfs};
+use uvfs::{DirFd, OpenFlags, Vfs};
 
 pub use cli::{MountArgs, run};
+use session::{Session, UringState};
 
 /// Who decides permissions (see the crate docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -61,6 +84,18 @@ pub enum Permissions {
     Kernel,
     /// uvfs alone; no entry caching.
     Uvfs,
+}
+
+/// How requests travel between the kernel and the server (see the crate docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Transport {
+    /// io_uring when available, else `/dev/fuse`.
+    #[default]
+    Auto,
+    /// `read`/`write` on `/dev/fuse`.
+    Dev,
+    /// FUSE over io_uring (falls back to `/dev/fuse`, saying why, when unavailable).
+    Uring,
 }
 
 /// How to serve.
@@ -72,10 +107,12 @@ pub struct MountOptions {
     pub attr_timeout: Duration,
     /// How long the kernel may keep a miss (ENOENT).
     pub negative_timeout: Duration,
-    /// Worker threads reading requests.
+    /// Worker threads reading requests from `/dev/fuse`.
     pub threads: usize,
     /// Who decides permissions.
     pub permissions: Permissions,
+    /// How requests travel.
+    pub transport: Transport,
     /// Invalidate kernel caches when the in-process API changes something.
     pub watch: bool,
     /// Let every user use the mount (`allow_other`; needs root or `user_allow_other`).
@@ -84,6 +121,10 @@ pub struct MountOptions {
     /// answered with EIO and the mount keeps serving).
     #[doc(hidden)]
     pub panic_on_lookup: Option<Vec<u8>>,
+    /// Tests only: mount through `fusermount3` also as root (the path taken without the
+    /// privilege to call `mount(2)`).
+    #[doc(hidden)]
+    pub fusermount: bool,
 }
 
 impl Default for MountOptions {
@@ -94,9 +135,11 @@ impl Default for MountOptions {
             negative_timeout: Duration::from_secs(1),
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8),
             permissions: Permissions::Kernel,
+            transport: Transport::Auto,
             watch: true,
             allow_other: rustix_is_root(),
             panic_on_lookup: None,
+            fusermount: false,
         }
     }
 }
@@ -121,10 +164,11 @@ fn rustix_is_root() -> bool {
 fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>> {
     let base = Arc::new(vfs.root_task());
     let e = |e: uvfs::Errno| io::Error::from_raw_os_error(e.raw());
-    let root = base.openat(DirFd::Cwd, b"/", OpenFlags::PATH | OpenFlags::DIRECTORY, 0).map_err(e)?;
-    let st = base.fstatat(DirFd::Fd(root), b"", AtFlags::EMPTY_PATH).map_err(e)?;
+    let root = base.openat_file(DirFd::Cwd, b"/", OpenFlags::PATH | OpenFlags::DIRECTORY, 0).map_err(e)?;
+    let st = base.fstat(&root).map_err(e)?;
     Ok(Arc::new(server::Server {
         nodes: nodes::Nodes::new(root, (st.dev, st.ino)),
+        handles: nodes::Handles::default(),
         tasks: ident::Tasks::new(base),
         opts: opts.clone(),
         expect: expect::Expect::default(),
@@ -132,27 +176,94 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
     }))
 }
 
-fn config(opts: &MountOptions) -> Config {
-    let mut c = Config::default();
-    c.mount_options = vec![
-        MountOption::FSName("uvfs".into()),
-        MountOption::Subtype("uvfs".into()),
-        MountOption::Dev,
-        MountOption::Suid,
-        MountOption::RW,
-    ];
-    c.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
-    c.n_threads = Some(opts.threads.max(1));
-    c.clone_fd = true;
-    c
+/// A mount being served: the session, its threads and the invalidation thread. Owned by
+/// one thread (the `MountHandle`'s or `serve`'s caller); the fields are immutable once
+/// started, except the thread handles, taken when joined.
+struct Running {
+    session: Arc<Session>,
+    server: Arc<server::Server>,
+    /// The canonical mount point.
+    mountpoint: CString,
+    /// The fusectl connection id (the mount's minor device number; 0 if unknown).
+    conn: u64,
+    /// `/dev/fuse` workers and io_uring queue threads; they end with the connection.
+    workers: Vec<JoinHandle<()>>,
+    /// Atomic: tells the invalidation thread to stop.
+    stop: Arc<AtomicBool>,
+    watcher: Option<JoinHandle<()>>,
+}
+
+/// Mounts, starts the transport's threads and waits until INIT settled what they use.
+fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Running> {
+    let server = new_server(vfs, opts)?;
+    let (queues, uring) = match opts.transport {
+        Transport::Dev => (None, UringState::NotRequested),
+        Transport::Auto | Transport::Uring => match transport::uring::Queues::prepare() {
+            Ok(q) => (Some(q), UringState::Prepared),
+            Err(why) => (None, UringState::Off(why)),
+        },
+    };
+    let m = match mount::mount(mountpoint, opts.allow_other, opts.fusermount) {
+        Ok(m) => m,
+        Err(e) => {
+            if let Some(q) = queues {
+                q.cancel();
+            }
+            return Err(e);
+        }
+    };
+    let nqueues = queues.as_ref().map_or(0, |q| q.len());
+    let session = Arc::new(Session::new(server.clone(), m.dev, uring, nqueues));
+    let conn = exit_guard::conn_of(&m.mountpoint);
+    let mut workers = match transport::dev::spawn(&session, opts.threads) {
+        Ok(w) => w,
+        Err(e) => {
+            exit_guard::abort(conn);
+            let _ = mount::unmount(&m.mountpoint, conn);
+            session.set_gone();
+            if let Some(q) = queues {
+                q.cancel();
+            }
+            return Err(e);
+        }
+    };
+    if let Some(q) = queues {
+        workers.extend(q.start(&session));
+    }
+    session.wait_settled();
+    if let UringState::Off(why) = session.uring()
+        && opts.transport != Transport::Dev
+    {
+        eprintln!("uvfs mount: FUSE over io_uring not available ({why}): using /dev/fuse");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
+    Ok(Running { session, server, mountpoint: m.mountpoint, conn, workers, stop, watcher })
+}
+
+impl Running {
+    /// Joins the threads once the connection ended, and releases the nodes.
+    fn join(&mut self) {
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        self.session.set_gone();
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(w) = self.watcher.take() {
+            let _ = w.join();
+        }
+        release(&self.server);
+    }
+
+    fn transport(&self) -> Transport {
+        if self.session.uring() == UringState::Active { Transport::Uring } else { Transport::Dev }
+    }
 }
 
 /// A mount served in the background; dropping it unmounts.
 pub struct MountHandle {
-    session: Option<fuser::BackgroundSession>,
-    server: Arc<server::Server>,
-    stop: Arc<AtomicBool>,
-    watcher: Option<JoinHandle<()>>,
+    /// The mount, until unmounted (owned by the handle).
+    run: Option<Running>,
     /// The fusectl connection id registered with the exit guard.
     live: u64,
 }
@@ -165,30 +276,36 @@ impl MountHandle {
 
     /// Whether the kernel accepted `FUSE_POSIX_ACL` (kernel permission checks).
     pub fn kernel_acl(&self) -> bool {
-        self.server.kernel_acl.load(Ordering::Relaxed)
+        self.run.as_ref().is_some_and(|r| r.server.kernel_acl.load(Ordering::Relaxed))
     }
 
     /// Number of nodes the kernel holds (the root included).
     pub fn nodes(&self) -> usize {
-        self.server.nodes.len()
+        self.run.as_ref().map_or(0, |r| r.server.nodes.len())
+    }
+
+    /// The transport requests travel by: [`Transport::Uring`] when every io_uring queue
+    /// registered, else [`Transport::Dev`].
+    pub fn transport(&self) -> Transport {
+        self.run.as_ref().map_or(Transport::Dev, Running::transport)
+    }
+
+    /// Why io_uring is not used, if it was asked for and is not.
+    pub fn uring_unavailable(&self) -> Option<String> {
+        match self.run.as_ref()?.session.uring() {
+            UringState::Off(why) => Some(why),
+            _ => None,
+        }
     }
 
     fn finish(&mut self) -> io::Result<()> {
-        self.stop.store(true, Ordering::Relaxed);
-        if self.session.is_some() {
-            // Files still open on the mount (by this process or others) would keep the
-            // detached connection, and so the join below, alive forever: abort it first,
-            // as `umount -f` would. Nothing is lost: memfs lives in `Vfs`, not in the mount.
-            exit_guard::abort(self.live);
-        }
-        let r = match self.session.take() {
-            Some(s) => s.umount_and_join(),
-            None => Ok(()),
-        };
-        if let Some(w) = self.watcher.take() {
-            let _ = w.join();
-        }
-        release(&self.server);
+        let Some(mut run) = self.run.take() else { return Ok(()) };
+        // Files still open on the mount (by this process or others) would keep the
+        // detached connection, and so the join below, alive forever: abort it first,
+        // as `umount -f` would. Nothing is lost: memfs lives in `Vfs`, not in the mount.
+        exit_guard::abort(run.conn);
+        let r = mount::unmount(&run.mountpoint, run.conn);
+        run.join();
         exit_guard::remove(self.live);
         r
     }
@@ -200,11 +317,11 @@ impl Drop for MountHandle {
     }
 }
 
-/// Closes what the kernel left open (its nodes) after the session ended.
+/// Releases what the kernel left open (its nodes and open files) after the session
+/// ended.
 fn release(s: &server::Server) {
-    for fd in s.nodes.drain() {
-        let _ = s.tasks.base().close(fd);
-    }
+    drop(s.nodes.drain());
+    drop(s.handles.drain());
     s.tasks.clear();
 }
 
@@ -216,26 +333,38 @@ fn release(s: &server::Server) {
 /// fusectl filesystem) and detached by an `atexit` handler when the process exits
 /// normally.
 pub fn spawn(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<MountHandle> {
-    let server = new_server(vfs, opts)?;
-    let session = fuser::Session::new(server::UvfsFs { s: server.clone() }, mountpoint, &config(opts))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
-    let bg = session.spawn()?;
-    let live = exit_guard::add(mountpoint);
-    Ok(MountHandle { session: Some(bg), server, stop, watcher, live })
+    let run = start(vfs, mountpoint, opts)?;
+    let live = exit_guard::add(run.conn, &run.mountpoint);
+    Ok(MountHandle { run: Some(run), live })
 }
 
 /// The `atexit` safety net of [`spawn`].
 mod exit_guard {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::MetadataExt;
+    use std::ffi::CString;
     use std::path::Path;
 
     use parking_lot::Mutex;
 
     /// (fusectl connection id, mount point) of live background mounts.
-    static LIVE: Mutex<Vec<(u64, std::ffi::CString)>> = Mutex::new(Vec::new());
+    static LIVE: Mutex<Vec<(u64, CString)>> = Mutex::new(Vec::new());
     static ONCE: std::sync::Once = std::sync::Once::new();
+
+    /// The connection id of the FUSE mount on `mp` (the last one mounted there), from
+    /// `/proc/self/mountinfo` (a `stat` would be a request to ourselves); 0 if not found.
+    pub(crate) fn conn_of(mp: &CString) -> u64 {
+        let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return 0 };
+        let want = String::from_utf8_lossy(mp.as_bytes()).into_owned();
+        info.lines()
+            .rev()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                let sep = f.iter().position(|&x| x == "-")?;
+                let ok = f.get(sep + 1)?.starts_with("fuse") && crate::mount::unescape(f.get(4)?) == want;
+                let (_, minor) = f.get(2)?.split_once(':')?;
+                if ok { minor.parse().ok() } else { None }
+            })
+            .unwrap_or(0)
+    }
 
     /// Aborts connection `id` through fusectl (mounted first if it is not).
     pub(crate) fn abort(id: u64) {
@@ -268,15 +397,15 @@ mod exit_guard {
     }
 
     /// Registers a mount; returns its connection id (0 if unknown).
-    pub(crate) fn add(mountpoint: &Path) -> u64 {
-        let Ok(m) = std::fs::metadata(mountpoint) else { return 0 };
-        let id = u64::from(libc::minor(m.dev()));
-        let Ok(c) = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()) else { return 0 };
+    pub(crate) fn add(id: u64, mp: &CString) -> u64 {
+        if id == 0 {
+            return 0;
+        }
         ONCE.call_once(|| {
             // SAFETY: registering a plain extern "C" function.
             unsafe { libc::atexit(on_exit) };
         });
-        LIVE.lock().push((id, c));
+        LIVE.lock().push((id, mp.clone()));
         id
     }
 
@@ -294,19 +423,11 @@ pub fn serve(
     opts: &MountOptions,
     on_mounted: impl FnOnce(Box<dyn FnMut() + Send>),
 ) -> io::Result<()> {
-    let server = new_server(vfs, opts)?;
-    let mut session = fuser::Session::new(server::UvfsFs { s: server.clone() }, mountpoint, &config(opts))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
-    let mut unmounter = session.unmount_callable();
+    let mut run = start(vfs, mountpoint, opts)?;
+    let (mp, conn) = (run.mountpoint.clone(), run.conn);
     on_mounted(Box::new(move || {
-        let _ = unmounter.unmount();
+        let _ = mount::unmount(&mp, conn);
     }));
-    let r = session.run();
-    stop.store(true, Ordering::Relaxed);
-    if let Some(w) = watcher {
-        let _ = w.join();
-    }
-    release(&server);
-    r
+    run.join();
+    Ok(())
 }

@@ -1,14 +1,19 @@
-//! The node table: FUSE node ids to `O_PATH` descriptors of the server task.
+//! The node table: FUSE node ids to `O_PATH` files, and the file handle table.
 //!
-//! The FUSE protocol names files by node id; the uvfs API by descriptor and path. Every
-//! node the kernel knows (it was returned by lookup, create, mkdir, mknod, symlink, link
-//! or readdirplus) holds one `O_PATH` descriptor in the server's fd table, and every
-//! operation on it runs relative to that descriptor (`*at` calls with `AT_EMPTY_PATH`, or
-//! [`uvfs::Task::reopen`]). Like an `O_PATH` descriptor on Linux, it keeps the inode (and
-//! an unlinked file's contents) alive, as the kernel's own inode reference does.
+//! The FUSE protocol names files by node id; the uvfs API by file and path. Every node
+//! the kernel knows (it was returned by lookup, create, mkdir, mknod, symlink, link or
+//! readdirplus) holds one `O_PATH` [`File`] opened with [`uvfs::Task::openat_file`]
+//! (held here, in no descriptor table: no descriptor limit, no free-slot search), and
+//! every operation on it runs relative to that file ([`uvfs::DirFd::File`] with
+//! `AT_EMPTY_PATH`, or [`uvfs::Task::reopen_file`]). Like an `O_PATH` descriptor on Linux,
+//! it keeps the inode (and an unlinked file's contents) alive, as the kernel's own inode
+//! reference does.
 //!
 //! Lookup counts follow the protocol: each reply that hands the kernel a node adds one,
-//! `forget(n)` takes `n` away, and the descriptor is closed when the count reaches zero.
+//! `forget(n)` takes `n` away, and the file is released when the count reaches zero.
+//!
+//! Open files (OPEN, OPENDIR, CREATE) are [`Handles`]: the FUSE file handle is an index
+//! into a slab of `Arc<File>`, checked on every use, reused after RELEASE.
 //!
 //! Node ids: a file of the filesystem at the root of the served tree gets its uvfs inode
 //! number (memfs never reuses them while the inode lives), so `st_ino` on the mount is the
@@ -19,7 +24,9 @@
 use std::collections::HashMap;
 
 use parking_lot::Mutex;
-use uvfs::Fd;
+use std::sync::Arc;
+
+use uvfs::{Errno, File};
 
 /// FUSE's node id of the root.
 pub const ROOT_ID: u64 = 1;
@@ -30,7 +37,7 @@ pub const FOREIGN_BASE: u64 = 1 << 56;
 pub type Key = (u64, u64);
 
 struct Node {
-    fd: Fd,
+    file: Arc<File>,
     lookups: u64,
     key: Key,
 }
@@ -41,27 +48,27 @@ struct Inner {
     next_foreign: u64,
 }
 
-/// Node id -> descriptor, with lookup counts. Protected by one mutex (held for a few
-/// map operations, never across a uvfs call).
+/// Node id -> file, with lookup counts. Protected by one mutex (held for a few map
+/// operations, never across a uvfs call; files are released after it is dropped).
 pub struct Nodes {
     inner: Mutex<Inner>,
     root_key: Key,
 }
 
-/// What [`Nodes::insert`] did with the caller's descriptor.
+/// What [`Nodes::insert`] did with the caller's file.
 pub enum Inserted {
-    /// A new node keeps the descriptor.
+    /// A new node keeps the file.
     New(u64),
-    /// The inode had a node already; its count went up and the caller closes its
-    /// descriptor.
-    Existing(u64, Fd),
+    /// The inode had a node already; its count went up and the caller's file is handed
+    /// back (to be released).
+    Existing(u64, Arc<File>),
 }
 
 impl Nodes {
-    /// A table holding the root, whose descriptor is never closed.
-    pub fn new(root_fd: Fd, root_key: Key) -> Nodes {
+    /// A table holding the root, whose file is never released.
+    pub fn new(root: Arc<File>, root_key: Key) -> Nodes {
         let mut by_id = HashMap::new();
-        by_id.insert(ROOT_ID, Node { fd: root_fd, lookups: u64::MAX / 2, key: root_key });
+        by_id.insert(ROOT_ID, Node { file: root, lookups: u64::MAX / 2, key: root_key });
         let mut by_key = HashMap::new();
         by_key.insert(root_key, ROOT_ID);
         Nodes { inner: Mutex::new(Inner { by_id, by_key, next_foreign: FOREIGN_BASE }), root_key }
@@ -88,9 +95,9 @@ impl Nodes {
         }
     }
 
-    /// The descriptor of a node.
-    pub fn fd(&self, id: u64) -> Option<Fd> {
-        self.inner.lock().by_id.get(&id).map(|n| n.fd)
+    /// The file of a node.
+    pub fn file(&self, id: u64) -> Option<Arc<File>> {
+        self.inner.lock().by_id.get(&id).map(|n| n.file.clone())
     }
 
     /// The key of a node.
@@ -103,13 +110,13 @@ impl Nodes {
         self.inner.lock().by_key.get(&key).copied()
     }
 
-    /// Counts one lookup of the inode `key`, whose `O_PATH` descriptor is `fd`.
-    pub fn insert(&self, key: Key, fd: Fd) -> Inserted {
+    /// Counts one lookup of the inode `key`, whose `O_PATH` file is `file`.
+    pub fn insert(&self, key: Key, file: Arc<File>) -> Inserted {
         let mut g = self.inner.lock();
         if let Some(&id) = g.by_key.get(&key) {
             let n = g.by_id.get_mut(&id).expect("node of a key");
             n.lookups += 1;
-            return Inserted::Existing(id, fd);
+            return Inserted::Existing(id, file);
         }
         let id = if key.0 == self.root_key.0 {
             if key.1 == ROOT_ID { self.root_key.1 } else { key.1 }
@@ -117,13 +124,13 @@ impl Nodes {
             g.next_foreign += 1;
             g.next_foreign
         };
-        g.by_id.insert(id, Node { fd, lookups: 1, key });
+        g.by_id.insert(id, Node { file, lookups: 1, key });
         g.by_key.insert(key, id);
         Inserted::New(id)
     }
 
-    /// Takes `n` lookups away; returns the descriptor to close when the node is gone.
-    pub fn forget(&self, id: u64, n: u64) -> Option<Fd> {
+    /// Takes `n` lookups away; returns the file to release when the node is gone.
+    pub fn forget(&self, id: u64, n: u64) -> Option<Arc<File>> {
         if id == ROOT_ID {
             return None;
         }
@@ -135,14 +142,14 @@ impl Nodes {
         }
         let node = g.by_id.remove(&id).expect("present");
         g.by_key.remove(&node.key);
-        Some(node.fd)
+        Some(node.file)
     }
 
-    /// Every descriptor but the root's, emptying the table (at unmount).
-    pub fn drain(&self) -> Vec<Fd> {
+    /// Every file but the root's, emptying the table (at unmount).
+    pub fn drain(&self) -> Vec<Arc<File>> {
         let mut g = self.inner.lock();
         let root = g.by_id.remove(&ROOT_ID);
-        let fds = g.by_id.drain().map(|(_, n)| n.fd).collect();
+        let fds = g.by_id.drain().map(|(_, n)| n.file).collect();
         g.by_key.clear();
         if let Some(r) = root {
             g.by_key.insert(r.key, ROOT_ID);
@@ -157,6 +164,70 @@ impl Nodes {
     }
 
     /// Whether only the root is left (never true of a fresh table's absence of root).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The slab behind [`Handles`].
+#[derive(Default)]
+struct Slab {
+    slots: Vec<Option<Arc<File>>>,
+    free: Vec<usize>,
+}
+
+/// Open files by FUSE file handle (an index into a slab). Protected by one mutex, held for
+/// a slot's update or an `Arc` clone.
+#[derive(Default)]
+pub struct Handles {
+    slab: Mutex<Slab>,
+}
+
+impl Handles {
+    /// Stores `file`; its handle.
+    pub fn insert(&self, file: Arc<File>) -> u64 {
+        let mut s = self.slab.lock();
+        match s.free.pop() {
+            Some(i) => {
+                s.slots[i] = Some(file);
+                i as u64
+            }
+            None => {
+                s.slots.push(Some(file));
+                (s.slots.len() - 1) as u64
+            }
+        }
+    }
+
+    /// The file of handle `fh`; EBADF for a handle that is not open.
+    pub fn get(&self, fh: u64) -> Result<Arc<File>, Errno> {
+        let s = self.slab.lock();
+        usize::try_from(fh).ok().and_then(|i| s.slots.get(i)).and_then(|f| f.clone()).ok_or(Errno::EBADF)
+    }
+
+    /// Takes handle `fh` out (RELEASE); the file goes when its last user is done.
+    pub fn remove(&self, fh: u64) -> Result<Arc<File>, Errno> {
+        let mut s = self.slab.lock();
+        let i = usize::try_from(fh).map_err(|_| Errno::EBADF)?;
+        let f = s.slots.get_mut(i).and_then(Option::take).ok_or(Errno::EBADF)?;
+        s.free.push(i);
+        Ok(f)
+    }
+
+    /// Every open file, emptying the table (at unmount).
+    pub fn drain(&self) -> Vec<Arc<File>> {
+        let mut s = self.slab.lock();
+        s.free.clear();
+        s.slots.drain(..).flatten().collect()
+    }
+
+    /// Number of open handles.
+    pub fn len(&self) -> usize {
+        let s = self.slab.lock();
+        s.slots.len() - s.free.len()
+    }
+
+    /// Whether no handle is open.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

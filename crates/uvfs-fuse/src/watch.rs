@@ -18,11 +18,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use fuser::{INodeNo, Notifier};
 use uvfs::{EventMask, InotifyFlags, MarkKind};
 
 use crate::expect::Expected;
 use crate::server::{Server, key_of};
+use crate::session::Notifier;
 
 /// Starts the thread; `None` if the mark could not be placed (logged).
 pub(crate) fn spawn(s: Arc<Server>, notifier: Notifier, stop: Arc<AtomicBool>) -> Option<JoinHandle<()>> {
@@ -64,8 +64,6 @@ pub(crate) fn spawn(s: Arc<Server>, notifier: Notifier, stop: Arc<AtomicBool>) -
 }
 
 fn handle(s: &Server, notifier: &Notifier, base: &uvfs::Task, ev: uvfs::InotifyEvent) {
-    use std::ffi::OsStr;
-    use std::os::unix::ffi::OsStrExt;
     let m = ev.mask;
     if m.contains(EventMask::Q_OVERFLOW) {
         log::warn!("uvfs-fuse: notify queue overflow; kernel caches may be stale until their timeouts");
@@ -80,7 +78,7 @@ fn handle(s: &Server, notifier: &Notifier, base: &uvfs::Task, ev: uvfs::InotifyE
             && let Some(id) = s.nodes.lookup_key(key)
         {
             let off = if m.contains(EventMask::MODIFY) { 0 } else { -1 };
-            let _ = notifier.inval_inode(INodeNo(id), off, 0);
+            let _ = notifier.inval_inode(id, off, 0);
         }
     }
     if m.intersects(EventMask::CREATE | EventMask::DELETE | EventMask::MOVED_FROM | EventMask::MOVED_TO) {
@@ -94,7 +92,7 @@ fn handle(s: &Server, notifier: &Notifier, base: &uvfs::Task, ev: uvfs::InotifyE
             if !s.expect.consume(&Expected::Name(key, name.to_vec()))
                 && let Some(id) = s.nodes.lookup_key(key)
             {
-                let _ = notifier.inval_entry(INodeNo(id), OsStr::from_bytes(name));
+                let _ = notifier.inval_entry(id, name);
             }
         }
     }

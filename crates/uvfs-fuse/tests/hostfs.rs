@@ -19,7 +19,7 @@ fn host_directory_through_fuse() {
     let fs = uvfs::hostfs::HostFs::new(host.path()).unwrap();
     let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
     let mnt = TempDir::new("hostmnt");
-    let handle = uvfs_fuse::spawn(&vfs, mnt.path(), &MountOptions::default()).expect("mount");
+    let (handle, _uring) = common::spawn(&vfs, mnt.path(), MountOptions::default());
     let m = mnt.path();
 
     assert_eq!(std::fs::read(m.join("l")).unwrap(), b"hello\n");
@@ -51,7 +51,7 @@ fn host_changes_seen_through_fuse() {
     let zero = std::time::Duration::ZERO;
     let opts =
         MountOptions { entry_timeout: zero, attr_timeout: zero, negative_timeout: zero, ..MountOptions::default() };
-    let handle = uvfs_fuse::spawn(&vfs, mnt.path(), &opts).expect("mount");
+    let (handle, _uring) = common::spawn(&vfs, mnt.path(), opts);
     let m = mnt.path();
 
     // A cached miss, then the name created on the host.

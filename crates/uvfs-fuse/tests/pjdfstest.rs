@@ -1,5 +1,6 @@
 //! pjdfstest (crates.io `pjdfstest`, the Rust rewrite) as root on a memfs mount, in both
-//! permission modes: 0 failed. Needs root, /dev/fuse, the `pjdfstest` binary
+//! permission modes and over both transports (`/dev/fuse`, and FUSE over io_uring where
+//! the kernel allows it; `UVFS_FUSE_TRANSPORT` picks one): 0 failed. Needs root, /dev/fuse, the `pjdfstest` binary
 //! (`cargo install pjdfstest`) and the dummy users of the configuration below (`nobody`
 //! with group `nogroup`, and `tests` with group `tests`); fails saying so if one is missing.
 //!
@@ -14,7 +15,7 @@ mod common;
 use std::process::Command;
 
 use common::{Mounted, TempDir, require, which};
-use uvfs_fuse::{MountOptions, Permissions};
+use uvfs_fuse::{MountOptions, Permissions, Transport};
 
 const CONFIG: &str = r#"
 [features]
@@ -38,7 +39,7 @@ fn user_exists(name: &str) -> bool {
     Command::new("id").arg(name).output().is_ok_and(|o| o.status.success())
 }
 
-fn pjdfstest(perm: Permissions) {
+fn pjdfstest(perm: Permissions, transport: Transport) {
     require(&[("id", "coreutils")]);
     let bin = which("pjdfstest").expect("missing `pjdfstest`: cargo install pjdfstest");
     for u in ["nobody", "tests"] {
@@ -49,7 +50,7 @@ fn pjdfstest(perm: Permissions) {
     std::fs::write(&cfg, CONFIG).unwrap();
     // A second filesystem for the EXDEV cases: the host's temp dir.
     let secondary = TempDir::new("pjd2");
-    let m = Mounted::new(MountOptions { permissions: perm, ..MountOptions::default() });
+    let m = Mounted::new(MountOptions { permissions: perm, transport, ..MountOptions::default() });
     let work = m.path().join("pjd");
     std::fs::create_dir(&work).unwrap();
     let run = |patterns: &[&str]| {
@@ -71,7 +72,7 @@ fn pjdfstest(perm: Permissions) {
         (summary.to_string(), text)
     };
     let (summary, text) = run(&[]);
-    println!("{perm:?}: {summary}");
+    println!("{perm:?} over {:?}: {summary}", m.handle.as_ref().map(|h| h.transport()));
     let failed: Vec<&str> = text.lines().filter(|l| l.trim_end().ends_with("FAILED")).collect();
     assert!(
         summary.starts_with("Summary: 0 failed"),
@@ -88,10 +89,16 @@ fn pjdfstest(perm: Permissions) {
     }
 }
 
-/// Both permission modes, one after the other: each mode's server runs in this process
-/// while pjdfstest runs, so the two are not run concurrently.
+/// Both permission modes over each transport, one after the other: each server runs in
+/// this process while pjdfstest runs, so they are not run concurrently.
 #[test]
 fn pjdfstest_both_permission_modes() {
-    pjdfstest(Permissions::Kernel);
-    pjdfstest(Permissions::Uvfs);
+    let transports = match std::env::var_os("UVFS_FUSE_TRANSPORT") {
+        Some(_) => vec![common::transport()],
+        None => vec![Transport::Dev, Transport::Uring],
+    };
+    for t in transports {
+        pjdfstest(Permissions::Kernel, t);
+        pjdfstest(Permissions::Uvfs, t);
+    }
 }

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use uvfs_fuse::{MountHandle, MountOptions};
+use parking_lot::Mutex;
+use uvfs_fuse::{MountHandle, MountOptions, Transport};
 
 /// Panics with what to install unless we are root with `/dev/fuse` and `tools`.
 pub fn require(tools: &[(&str, &str)]) {
@@ -55,19 +56,92 @@ impl Drop for TempDir {
     }
 }
 
+/// The transport the mount tests use: `UVFS_FUSE_TRANSPORT` = `dev`, `uring` or `auto`;
+/// `uring` when unset, so that FUSE over io_uring is what runs wherever the kernel allows
+/// it (and `/dev/fuse`, said in the output, where it does not).
+pub fn transport() -> Transport {
+    match std::env::var("UVFS_FUSE_TRANSPORT").as_deref() {
+        Ok("dev") => Transport::Dev,
+        Ok("auto") => Transport::Auto,
+        Ok("uring") | Err(_) => Transport::Uring,
+        Ok(other) => panic!("UVFS_FUSE_TRANSPORT={other}: use dev, uring or auto"),
+    }
+}
+
+const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// (mounts holding io_uring enabled, the value to restore when the last one goes).
+static URING: Mutex<(usize, Option<String>)> = Mutex::new((0, None));
+
+/// While alive, the `fuse` module's `enable_uring` is Y (set by the first guard, the old
+/// value put back by the last one). Connections set up meanwhile keep io_uring after the
+/// value goes back.
+pub struct UringEnabled(bool);
+
+impl UringEnabled {
+    pub fn new(transport: Transport) -> UringEnabled {
+        if transport == Transport::Dev {
+            return UringEnabled(false);
+        }
+        let mut g = URING.lock();
+        if g.0 == 0 {
+            match std::fs::read_to_string(ENABLE_URING) {
+                Ok(old) if old.trim() != "Y" => {
+                    if std::fs::write(ENABLE_URING, "Y").is_ok() {
+                        g.1 = Some(old.trim().to_string());
+                    }
+                }
+                _ => g.1 = None,
+            }
+        }
+        g.0 += 1;
+        UringEnabled(true)
+    }
+}
+
+impl Drop for UringEnabled {
+    fn drop(&mut self) {
+        if !self.0 {
+            return;
+        }
+        let mut g = URING.lock();
+        g.0 -= 1;
+        if g.0 == 0
+            && let Some(old) = g.1.take()
+        {
+            let _ = std::fs::write(ENABLE_URING, old);
+        }
+    }
+}
+
+/// Mounts `vfs` on `dir` with the tests' transport; says in the output which one runs.
+pub fn spawn(vfs: &uvfs::Vfs, dir: &Path, mut opts: MountOptions) -> (MountHandle, UringEnabled) {
+    if std::env::var_os("UVFS_FUSE_TRANSPORT").is_some() || opts.transport == Transport::Auto {
+        opts.transport = transport();
+    }
+    let guard = UringEnabled::new(opts.transport);
+    let handle = uvfs_fuse::spawn(vfs, dir, &opts).expect("mount");
+    match handle.uring_unavailable() {
+        Some(why) => println!("transport: FUSE over io_uring not available ({why}): running over /dev/fuse"),
+        None => println!("transport: {:?}", handle.transport()),
+    }
+    (handle, guard)
+}
+
 /// A memfs mounted on a temp dir; unmounted on drop (before the dir goes).
 pub struct Mounted {
     pub vfs: uvfs::Vfs,
     pub handle: Option<MountHandle>,
     pub dir: TempDir,
+    _uring: UringEnabled,
 }
 
 impl Mounted {
     pub fn new(opts: MountOptions) -> Mounted {
         let dir = TempDir::new("mnt");
         let vfs = uvfs::Vfs::new(uvfs::VfsConfig::default());
-        let handle = uvfs_fuse::spawn(&vfs, dir.path(), &opts).expect("mount");
-        Mounted { vfs, handle: Some(handle), dir }
+        let (handle, guard) = spawn(&vfs, dir.path(), opts);
+        Mounted { vfs, handle: Some(handle), dir, _uring: guard }
     }
 
     pub fn path(&self) -> &Path {

@@ -1,0 +1,268 @@
+//! The connection: INIT negotiation, the requests the protocol itself answers (INIT,
+//! DESTROY, INTERRUPT; FORGET needs no reply), and notifications to the kernel.
+//!
+//! The transports hand every decoded request to `Session::dispatch`; the filesystem's
+//! requests go on to the `Server`. INIT always arrives through `/dev/fuse` (a ring can
+//! only be registered once the connection is initialized); the transport that wrote its
+//! reply calls `Session::init_replied`, which lets the io_uring queues register.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+use uvfs::Errno;
+use zerocopy::IntoBytes;
+
+use crate::abi::{self, InitFlags, notify_code};
+use crate::reply::{Reply, ReplyBuf};
+use crate::request::{Op, Request};
+use crate::server::Server;
+
+/// The largest WRITE the kernel sends and READ it asks for (`max_write`,
+/// `max_pages` x 4 KiB).
+pub const MAX_WRITE: usize = 1 << 20;
+/// `max_pages` asked for in INIT.
+pub const MAX_PAGES: u16 = (MAX_WRITE / 4096) as u16;
+/// A `/dev/fuse` read buffer: the largest WRITE with its header and fixed struct (the
+/// kernel refuses a read into anything smaller).
+pub const DEV_BUF: usize = MAX_WRITE + 4096;
+
+/// Where the io_uring transport stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UringState {
+    /// Not asked for.
+    NotRequested,
+    /// Queues are set up, waiting for INIT.
+    Prepared,
+    /// INIT accepted `FUSE_OVER_IO_URING`; `n` queues have not registered yet.
+    Registering(usize),
+    /// Every queue registered its entries: requests come through the rings.
+    Active,
+    /// Not available: why (one line).
+    Off(String),
+}
+
+/// The connection's negotiation state.
+struct State {
+    /// The flags INIT settled, once its reply was written.
+    init: Option<InitFlags>,
+    /// The connection is gone (or the mount failed): nothing waits any longer.
+    gone: bool,
+    /// The io_uring transport.
+    uring: UringState,
+}
+
+/// One FUSE connection.
+pub struct Session {
+    /// The handlers (immutable reference).
+    pub(crate) server: Arc<Server>,
+    /// The connection's `/dev/fuse` descriptor (immutable; workers clone it,
+    /// notifications are written to it).
+    pub(crate) dev: Arc<OwnedFd>,
+    /// The number of io_uring queues (immutable; 0 without io_uring).
+    nqueues: usize,
+    /// Negotiation state, behind its lock; `cv` wakes those waiting for it.
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+impl Session {
+    /// A session on `dev`; `uring` says whether `nqueues` io_uring queues stand ready.
+    pub(crate) fn new(server: Arc<Server>, dev: OwnedFd, uring: UringState, nqueues: usize) -> Session {
+        Session {
+            server,
+            dev: Arc::new(dev),
+            nqueues,
+            state: Mutex::new(State { init: None, gone: false, uring }),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Answers a request: the protocol's own, or the server's.
+    pub(crate) fn dispatch(&self, req: &Request<'_>, out: &mut ReplyBuf<'_>) -> Reply {
+        match &req.op {
+            Op::Init(init) => self.init(init, out).into(),
+            // Sent to fuseblk servers before unmount; nothing to tear down early here.
+            Op::Destroy => Reply::Ok,
+            // Every handler finishes promptly, so an interrupted request is answered soon
+            // anyway. ENOSYS tells the kernel to stop sending interrupts (`no_interrupt`).
+            Op::Interrupt { .. } => Reply::Err(Errno::ENOSYS),
+            _ => self.server.handle(req, out),
+        }
+    }
+
+    fn init(&self, init: &abi::InitIn, out: &mut ReplyBuf<'_>) -> Result<(), Errno> {
+        if init.major != abi::KERNEL_VERSION || init.minor < abi::MIN_MINOR_VERSION {
+            log::error!("uvfs-fuse: kernel FUSE protocol {}.{} is not supported", init.major, init.minor);
+            return Err(Errno::from_raw(libc::EPROTO));
+        }
+        let offered = InitFlags::from_bits_retain(
+            u64::from(init.flags)
+                | if init.flags & InitFlags::INIT_EXT.bits() as u32 != 0 { u64::from(init.flags2) << 32 } else { 0 },
+        );
+        let mut want = self.server.init_flags() | InitFlags::INIT_EXT;
+        {
+            let mut st = self.state.lock();
+            if st.uring == UringState::Prepared {
+                if offered.contains(InitFlags::OVER_IO_URING) {
+                    want |= InitFlags::OVER_IO_URING;
+                } else {
+                    st.uring = UringState::Off("the kernel did not offer FUSE_OVER_IO_URING".into());
+                }
+            }
+        }
+        let got = want & offered;
+        self.server.initialized(got);
+        let bits = got.bits();
+        out.push(&abi::InitOut {
+            major: abi::KERNEL_VERSION,
+            minor: init.minor.min(abi::KERNEL_MINOR_VERSION),
+            max_readahead: init.max_readahead,
+            flags: bits as u32,
+            max_background: 16,
+            congestion_threshold: 12,
+            max_write: MAX_WRITE as u32,
+            time_gran: 1,
+            max_pages: MAX_PAGES,
+            map_alignment: 0,
+            flags2: (bits >> 32) as u32,
+            max_stack_depth: 0,
+            request_timeout: 0,
+            unused: [0; 11],
+        })?;
+        // Remembered now; published by `init_replied` once the kernel has the reply.
+        self.state.lock().init = Some(got);
+        Ok(())
+    }
+
+    /// Called by the transport after it wrote INIT's reply: the connection is
+    /// initialized, and io_uring queues may register.
+    pub(crate) fn init_replied(&self) {
+        let mut st = self.state.lock();
+        if let Some(got) = st.init
+            && st.uring == UringState::Prepared
+        {
+            st.uring = if got.contains(InitFlags::OVER_IO_URING) {
+                UringState::Registering(self.nqueues)
+            } else {
+                UringState::Off("the kernel did not offer FUSE_OVER_IO_URING".into())
+            };
+        }
+        self.cv.notify_all();
+    }
+
+    /// Waits until INIT was answered; the flags it settled, or `None` if the connection
+    /// went away first.
+    pub(crate) fn wait_init(&self) -> Option<InitFlags> {
+        let mut st = self.state.lock();
+        loop {
+            if st.gone {
+                return None;
+            }
+            if let (Some(f), false) = (st.init, st.uring == UringState::Prepared) {
+                return Some(f);
+            }
+            self.cv.wait(&mut st);
+        }
+    }
+
+    /// The io_uring transport's state.
+    pub(crate) fn uring(&self) -> UringState {
+        self.state.lock().uring.clone()
+    }
+
+    /// A queue registered its entries (`Ok`) or could not (`Err(why)`).
+    pub(crate) fn uring_registered(&self, r: Result<(), String>) {
+        let mut st = self.state.lock();
+        match (&st.uring, r) {
+            (UringState::Registering(n), Ok(())) => {
+                st.uring = if *n <= 1 { UringState::Active } else { UringState::Registering(n - 1) };
+            }
+            (UringState::Registering(_), Err(why)) => st.uring = UringState::Off(why),
+            _ => {}
+        }
+        self.cv.notify_all();
+    }
+
+    /// Waits until INIT was answered and the io_uring queues (if any) registered or gave
+    /// up; false if the connection went away first.
+    pub(crate) fn wait_settled(&self) -> bool {
+        let mut st = self.state.lock();
+        loop {
+            if st.gone {
+                return false;
+            }
+            let settled = st.init.is_some()
+                && matches!(st.uring, UringState::NotRequested | UringState::Active | UringState::Off(_));
+            if settled {
+                return true;
+            }
+            self.cv.wait(&mut st);
+        }
+    }
+
+    /// The connection ended: wake everything that waits.
+    pub(crate) fn set_gone(&self) {
+        self.state.lock().gone = true;
+        self.cv.notify_all();
+    }
+
+    /// Whether the connection ended.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.state.lock().gone
+    }
+
+    /// A notifier writing to this connection.
+    pub(crate) fn notifier(&self) -> Notifier {
+        Notifier { dev: self.dev.clone() }
+    }
+}
+
+/// Sends notifications (unsolicited messages: `unique` 0, the code in `error`) on a
+/// connection, through `/dev/fuse` (also when requests come through io_uring).
+#[derive(Clone)]
+pub struct Notifier {
+    /// The connection's descriptor (immutable).
+    dev: Arc<OwnedFd>,
+}
+
+impl Notifier {
+    fn send(&self, code: i32, arg: &[u8], name: Option<&[u8]>) -> Result<(), Errno> {
+        let tail: &[u8] = if name.is_some() { b"\0" } else { b"" };
+        let name = name.unwrap_or(b"");
+        let len = 16 + arg.len() + name.len() + tail.len();
+        let h = abi::OutHeader { len: len as u32, error: code, unique: 0 };
+        let iov = [
+            libc::iovec { iov_base: h.as_bytes().as_ptr() as *mut _, iov_len: 16 },
+            libc::iovec { iov_base: arg.as_ptr() as *mut _, iov_len: arg.len() },
+            libc::iovec { iov_base: name.as_ptr() as *mut _, iov_len: name.len() },
+            libc::iovec { iov_base: tail.as_ptr() as *mut _, iov_len: tail.len() },
+        ];
+        // SAFETY: the iovecs point at live buffers of the given lengths; the kernel only
+        // reads them.
+        let r = unsafe { libc::writev(self.dev.as_raw_fd(), iov.as_ptr(), iov.len() as i32) };
+        if r < 0 {
+            Err(Errno::from_raw(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Drops the kernel's cached attributes of node `ino` and, with `off` >= 0, its pages
+    /// from `off` on (`len` 0: to the end).
+    pub fn inval_inode(&self, ino: u64, off: i64, len: i64) -> Result<(), Errno> {
+        self.send(notify_code::INVAL_INODE, abi::NotifyInvalInodeOut { ino, off, len }.as_bytes(), None)
+    }
+
+    /// Drops the kernel's cached entry `name` of directory node `parent`.
+    pub fn inval_entry(&self, parent: u64, name: &[u8]) -> Result<(), Errno> {
+        let arg = abi::NotifyInvalEntryOut { parent, namelen: name.len() as u32, flags: 0 };
+        self.send(notify_code::INVAL_ENTRY, arg.as_bytes(), Some(name))
+    }
+
+    /// Tells the kernel that `name` (node `child`) was removed from `parent`.
+    pub fn delete(&self, parent: u64, child: u64, name: &[u8]) -> Result<(), Errno> {
+        let arg = abi::NotifyDeleteOut { parent, child, namelen: name.len() as u32, padding: 0 };
+        self.send(notify_code::DELETE, arg.as_bytes(), Some(name))
+    }
+}
