@@ -155,6 +155,8 @@ pub struct MountHandle {
     watcher: Option<JoinHandle<()>>,
     /// The fusectl connection id registered with the exit guard.
     live: u64,
+    /// Where it is mounted (immutable).
+    mountpoint: std::path::PathBuf,
 }
 
 impl MountHandle {
@@ -182,7 +184,16 @@ impl MountHandle {
             exit_guard::abort(self.live);
         }
         let r = match self.session.take() {
-            Some(s) => s.umount_and_join(),
+            Some(s) => match s.umount_and_join() {
+                Ok(()) => Ok(()),
+                // A plain umount fails (EBUSY) while files are open on the mount. The
+                // connection is aborted already, so leaving the mount in place would leave
+                // a dead one ("Transport endpoint is not connected") until someone
+                // unmounts it by hand: detach it lazily instead, as `umount -l` would. The
+                // open files answer ENOTCONN until closed; the session's threads end on
+                // their own once the aborted device returns an error.
+                Err(e) => exit_guard::detach(&self.mountpoint).map_err(|_| e),
+            },
             None => Ok(()),
         };
         if let Some(w) = self.watcher.take() {
@@ -222,7 +233,7 @@ pub fn spawn(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mo
     let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
     let bg = session.spawn()?;
     let live = exit_guard::add(mountpoint);
-    Ok(MountHandle { session: Some(bg), server, stop, watcher, live })
+    Ok(MountHandle { session: Some(bg), server, stop, watcher, live, mountpoint: mountpoint.to_path_buf() })
 }
 
 /// The `atexit` safety net of [`spawn`].
@@ -256,6 +267,17 @@ mod exit_guard {
             }
         }
         let _ = std::fs::write(ctl.join(id.to_string()).join("abort"), "1");
+    }
+
+    /// Detaches the mount at `mountpoint` lazily (`umount2(MNT_DETACH)`).
+    pub(crate) fn detach(mountpoint: &Path) -> std::io::Result<()> {
+        let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())?;
+        // SAFETY: valid C string.
+        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
     }
 
     extern "C" fn on_exit() {
