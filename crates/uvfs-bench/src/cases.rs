@@ -400,31 +400,47 @@ fn unrelated_watch<B: Backend>(backend: &Arc<B>) -> Result<<B::Worker as Worker>
 }
 
 /// A worker body for an ops/s case: set up (`prep`), wait for go, loop `op` until
-/// stopped, report ops and uvfs counters.
-fn looping<B, S, P, O>(backend: Arc<B>, who: Who, prep: P, op: O) -> Body<Report>
+/// stopped, release what `prep` made (`done`, also when the loop failed), report ops
+/// and uvfs counters. A descriptor `prep` opens must be closed by `done`: a FUSE mount
+/// with files still open on it cannot be unmounted.
+fn looping<B, S, P, O, D>(backend: Arc<B>, who: Who, prep: P, op: O, done: D) -> Body<Report>
 where
     B: Backend,
     P: FnOnce(&B::Worker, usize) -> Result<S, String> + Send + 'static,
     O: Fn(&B::Worker, &mut S) -> Result<(), String> + Send + 'static,
+    D: FnOnce(&B::Worker, S) -> Result<(), String> + Send + 'static,
 {
     Box::new(move |ctx: &WorkerCtx| {
         let w = backend.worker(&who)?;
         let mut state = prep(&w, ctx.index())?;
         if !ctx.ready() {
+            done(&w, state)?;
             return Ok(Report::default());
         }
         let before = w.counters();
         let counter = ctx.counter();
+        let mut looped = Ok(());
         while !ctx.stopped() {
-            op(&w, &mut state)?;
+            looped = op(&w, &mut state);
+            if looped.is_err() {
+                break;
+            }
             counter.bump();
         }
+        let released = done(&w, state);
+        looped?;
+        released?;
         let counters = match (before, w.counters()) {
             (Some(b), Some(a)) => Some(a.since(b)),
             _ => None,
         };
         Ok(Report { ops: counter.get(), counters })
     })
+}
+
+/// `done` for states that hold nothing to release.
+fn nothing<W, S>(_: &W, _: S) -> Result<(), String> {
+    Ok(())
 }
 
 fn expect_ok<T>(r: Result<T, Errno>, what: &str, path: &CStr) -> Result<T, String> {
@@ -448,6 +464,7 @@ fn bodies<B: Backend>(case: &Case, group: &Group, backend: &Arc<B>) -> Vec<Body<
                         Err(format!("open {}: expected ENOENT, but it opened", p.to_string_lossy()))
                     }
                 },
+                nothing,
             ),
             Kind::Readlink => looping(
                 b,
@@ -460,8 +477,11 @@ fn bodies<B: Backend>(case: &Case, group: &Group, backend: &Arc<B>) -> Vec<Body<
                     }
                     Ok(())
                 },
+                nothing,
             ),
-            Kind::Stat | Kind::Stat2 => looping(b, who, |_, _| Ok(c(FILE)), |w, p| expect_ok(w.stat(p), "stat", p)),
+            Kind::Stat | Kind::Stat2 => {
+                looping(b, who, |_, _| Ok(c(FILE)), |w, p| expect_ok(w.stat(p), "stat", p), nothing)
+            }
             Kind::OpenClose => looping(
                 b,
                 who,
@@ -470,6 +490,7 @@ fn bodies<B: Backend>(case: &Case, group: &Group, backend: &Arc<B>) -> Vec<Body<
                     let fd = expect_ok(w.open(p, oflags::RDONLY, 0), "open", p)?;
                     expect_ok(w.close(fd), "close", p)
                 },
+                nothing,
             ),
             Kind::Write1 => looping(
                 b,
@@ -486,6 +507,7 @@ fn bodies<B: Backend>(case: &Case, group: &Group, backend: &Arc<B>) -> Vec<Body<
                     Ok(n) => Err(format!("pwrite {}: wrote {n} bytes, expected 1", p.to_string_lossy())),
                     Err(e) => Err(err("pwrite", p, e)),
                 },
+                |w, (p, fd)| w.close(fd).map_err(|e| err("close", &p, e)),
             ),
             Kind::Messaging | Kind::FsTree => unreachable!("not a looping case"),
         }
@@ -582,53 +604,87 @@ fn messaging<B: Backend>(backend: &Arc<B>, sizes: &Sizes, iterations: usize) -> 
 fn msg_worker<B: Backend>(backend: Arc<B>, g: usize, me: usize, loops: usize, sender: bool) -> Body<Report> {
     Box::new(move |ctx: &WorkerCtx| {
         let w = backend.worker(&Who::Admin)?;
+        // Every exit closes what was opened: a FUSE mount with files still open on it
+        // cannot be unmounted.
         let mut files = Vec::with_capacity(MSG_FANOUT);
         for peer in 0..MSG_FANOUT {
             let (p, flags) =
                 if sender { (msg_path(g, me, peer), oflags::WRONLY) } else { (msg_path(g, peer, me), oflags::RDONLY) };
-            let fd = w.open(&p, flags, 0).map_err(|e| err("open", &p, e))?;
-            files.push((p, fd));
-        }
-        if !ctx.ready() {
-            return Ok(Report::default());
-        }
-        let before = w.counters();
-        let mut buf = [0u8; MSG_SIZE];
-        for l in 0..loops {
-            let off = (l * MSG_SIZE) as u64;
-            for (peer, (p, fd)) in files.iter().enumerate() {
-                if sender {
-                    match w.pwrite(*fd, &message(l, me), off) {
-                        Ok(MSG_SIZE) => {}
-                        Ok(n) => return Err(format!("pwrite {}: short write of {n}", p.to_string_lossy())),
-                        Err(e) => return Err(err("pwrite", p, e)),
-                    }
-                } else {
-                    loop {
-                        let n = w.pread(*fd, &mut buf, off).map_err(|e| err("pread", p, e))?;
-                        if n == MSG_SIZE {
-                            break;
-                        }
-                        if ctx.stopped() {
-                            return Err("stopped while waiting for a message".into());
-                        }
-                        std::thread::yield_now();
-                    }
-                    if buf != message(l, peer) {
-                        return Err(format!("pread {}: message {l} corrupted", p.to_string_lossy()));
-                    }
+            match w.open(&p, flags, 0) {
+                Ok(fd) => files.push((p, fd)),
+                Err(e) => {
+                    let _ = close_all(&w, files);
+                    return Err(err("open", &p, e));
                 }
             }
         }
+        if !ctx.ready() {
+            return close_all(&w, files).map(|()| Report::default());
+        }
+        let before = w.counters();
+        let exchanged = exchange(&w, ctx, &files, me, loops, sender);
         let counters = match (before, w.counters()) {
             (Some(b), Some(a)) => Some(a.since(b)),
             _ => None,
         };
-        for (p, fd) in files {
-            w.close(fd).map_err(|e| err("close", &p, e))?;
-        }
+        let closed = close_all(&w, files);
+        exchanged?;
+        closed?;
         Ok(Report { ops: 0, counters })
     })
+}
+
+/// One messaging worker's rounds: a sender writes message `l` of every round to each
+/// receiver's file, a receiver polls each sender's file until the message is whole.
+fn exchange<W: Worker>(
+    w: &W,
+    ctx: &WorkerCtx,
+    files: &[(CString, W::File)],
+    me: usize,
+    loops: usize,
+    sender: bool,
+) -> Result<(), String> {
+    let mut buf = [0u8; MSG_SIZE];
+    for l in 0..loops {
+        let off = (l * MSG_SIZE) as u64;
+        for (peer, (p, fd)) in files.iter().enumerate() {
+            if sender {
+                match w.pwrite(*fd, &message(l, me), off) {
+                    Ok(MSG_SIZE) => {}
+                    Ok(n) => return Err(format!("pwrite {}: short write of {n}", p.to_string_lossy())),
+                    Err(e) => return Err(err("pwrite", p, e)),
+                }
+            } else {
+                loop {
+                    let n = w.pread(*fd, &mut buf, off).map_err(|e| err("pread", p, e))?;
+                    if n == MSG_SIZE {
+                        break;
+                    }
+                    if ctx.stopped() {
+                        return Err("stopped while waiting for a message".into());
+                    }
+                    std::thread::yield_now();
+                }
+                if buf != message(l, peer) {
+                    return Err(format!("pread {}: message {l} corrupted", p.to_string_lossy()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Closes every file; the first error wins.
+fn close_all<W: Worker>(w: &W, files: Vec<(CString, W::File)>) -> Result<(), String> {
+    let mut r = Ok(());
+    for (p, fd) in files {
+        if let Err(e) = w.close(fd)
+            && r.is_ok()
+        {
+            r = Err(err("close", &p, e));
+        }
+    }
+    r
 }
 
 #[cfg(test)]
@@ -678,6 +734,43 @@ mod tests {
         assert!(w.iter().any(|g| g.variant == Some(WATCHED) && g.threads == 4));
         // One thread: no duplicate N = 1 group.
         assert_eq!(groups(case("readlink1").unwrap(), &sizes(1, false)).len(), 1);
+    }
+
+    /// The descriptors of this process open on `dir` or below.
+    fn open_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|p| p.starts_with(dir))
+            .collect()
+    }
+
+    /// Whether `dir` is a mount point, from `/proc/self/mountinfo`.
+    pub(crate) fn mounted(dir: &std::path::Path) -> bool {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        info.lines().any(|l| l.split(' ').nth(4) == Some(&*dir.to_string_lossy()))
+    }
+
+    #[test]
+    fn runs_on_fuse_close_their_files_and_unmount() {
+        // SAFETY: no preconditions.
+        assert!(unsafe { libc::geteuid() } == 0, "this test mounts through FUSE: run it as root");
+        assert!(std::path::Path::new("/dev/fuse").exists(), "/dev/fuse is missing (modprobe fuse)");
+        let s = Sizes { threads: 2, short_series: true, msg_groups: 1, msg_loops: 2 };
+        let timing = Timing { interval: Duration::from_millis(20), count: 2 };
+        for name in ["write1", "open1", "messaging"] {
+            let case = case(name).unwrap();
+            for group in groups(case, &s).into_iter().filter(|g| g.skip.is_none()) {
+                let b = Arc::new(crate::backend::KernelFs::on_fuse().unwrap());
+                let mp = b.mount_point().unwrap().to_path_buf();
+                run(case, &group, b.clone(), timing, &s).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(open_under(&mp), Vec::<std::path::PathBuf>::new(), "{name} left files open");
+                assert!(mounted(&mp));
+                drop(Arc::try_unwrap(b).expect("the workers are gone"));
+                assert!(!mounted(&mp), "{name}: {} is still mounted", mp.display());
+                assert!(!mp.exists());
+            }
+        }
     }
 
     #[test]

@@ -323,6 +323,32 @@ mod tests {
     }
 
     #[test]
+    fn a_fuse_run_leaves_no_mount_behind() {
+        // SAFETY: no preconditions.
+        assert!(unsafe { libc::geteuid() } == 0, "this test mounts through FUSE: run it as root");
+        // The smallest bench that mounts: the cases that hold files open, one short sample.
+        let args = BenchArgs {
+            cases: vec!["write1".into(), "messaging".into()],
+            targets: vec!["fuse".into()],
+            quick: true,
+            seconds: Some(0.02),
+            samples: Some(1),
+            warmup: Some(0),
+            json: true,
+            ..Default::default()
+        };
+        let report = execute(&test_plan(args, true), &Ui::new(true));
+        for c in &report.cases {
+            assert!(c.failed.is_empty(), "{}: {:?}", c.case, c.failed);
+            assert!(!c.results.is_empty(), "{}", c.case);
+        }
+        let mine = format!("/uvfs-bench-fuse.{}.", std::process::id());
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let left: Vec<&str> = info.lines().filter(|l| l.contains(&mine)).collect();
+        assert!(left.is_empty(), "mounts left behind: {left:#?}");
+    }
+
+    #[test]
     fn missing_tmpfs_skips_only_the_kernel() {
         let p = test_plan(BenchArgs::default(), false);
         let t = case_targets(cases::case("stat2").unwrap(), &p);
