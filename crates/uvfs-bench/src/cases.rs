@@ -10,6 +10,7 @@
 //! | `write1` | 000 | each thread `pwrite`s 1 byte at offset 0 of its own file | (`NOTIFY` later) |
 //! | `messaging` | 000 | hackbench shape: 20 senders x 20 receivers per group, 100-byte messages through files; wall time | (`NOTIFY` later) |
 //! | `fstree` | 004 | T threads scan their own D x F tree, cold caches (own runner: [`crate::fstree`]) | `INODE_HASH` (and hostfs revalidation on: `uvfs-revalidate`) |
+//! | `workloads` | - | real programs on tmpfs, a host dir and `uvfs mount` (own runner: [`crate::workloads`]) | - |
 //!
 //! For `stat` and `open1` the directories `a b c` are 0755 and `d e` 0750, the file 0640,
 //! all owned by uid 1000 / gid 1000. The owner runs as uid 1000; the non-owner as uid
@@ -78,8 +79,10 @@ pub enum Kind {
     Write1,
     /// hackbench-style messaging through files.
     Messaging,
-    /// Cold-cache tree scan (not available yet).
+    /// Cold-cache tree scan (its own runner).
     FsTree,
+    /// Real programs through `uvfs mount` (its own runner).
+    Workloads,
 }
 
 /// A benchmark case.
@@ -186,6 +189,16 @@ pub const CASES: &[Case] = &[
         pending: &[],
         unavailable: Some("runs alone: uvfs bench --case fstree [--quick] [--threads T]"),
     },
+    Case {
+        name: "workloads",
+        seed: "-",
+        title: "tar, find, grep, git, make, rm and a big file on tmpfs, a host dir and `uvfs mount`",
+        kind: Kind::Workloads,
+        unit: Unit::Seconds,
+        switches: FastPaths::empty(),
+        pending: &[],
+        unavailable: Some("runs alone: uvfs bench --case workloads [--quick]"),
+    },
 ];
 
 /// Looks a case up by name.
@@ -275,7 +288,7 @@ pub fn groups(case: &Case, sizes: &Sizes) -> Vec<Group> {
             let n = sizes.msg_groups * 2 * MSG_FANOUT;
             vec![g(Some("0 watchers"), Who::Admin, n), g(Some(WATCHED), Who::Admin, n)]
         }
-        Kind::FsTree => vec![],
+        Kind::FsTree | Kind::Workloads => vec![],
     }
 }
 
@@ -377,7 +390,7 @@ fn setup<B: Backend>(case: &Case, backend: &Arc<B>) -> Result<(), String> {
                 let (t, l) = (c(LINK_TARGET), c(LINK));
                 w.symlink(&t, &l).map_err(|e| err("symlink", &l, e))
             }
-            Kind::Write1 | Kind::Messaging | Kind::FsTree => Ok(()),
+            Kind::Write1 | Kind::Messaging | Kind::FsTree | Kind::Workloads => Ok(()),
         }
     })
 }
@@ -509,7 +522,7 @@ fn bodies<B: Backend>(case: &Case, group: &Group, backend: &Arc<B>) -> Vec<Body<
                 },
                 |w, (p, fd)| w.close(fd).map_err(|e| err("close", &p, e)),
             ),
-            Kind::Messaging | Kind::FsTree => unreachable!("not a looping case"),
+            Kind::Messaging | Kind::FsTree | Kind::Workloads => unreachable!("not a looping case"),
         }
     };
     (0..group.threads).map(mk).collect()
@@ -531,7 +544,7 @@ pub fn run<B: Backend>(
     let _watch = if group.variant == Some(WATCHED) { Some(unrelated_watch(&backend)?) } else { None };
     match case.kind {
         Kind::Messaging => messaging(&backend, sizes, timing.count),
-        Kind::FsTree => Err(case.unavailable.unwrap_or("not available").to_string()),
+        Kind::FsTree | Kind::Workloads => Err(case.unavailable.unwrap_or("not available").to_string()),
         _ => {
             let t = harness::run_throughput(
                 bodies(case, group, &backend),

@@ -69,6 +69,7 @@ pub mod report;
 pub mod run;
 pub mod stats;
 pub mod target;
+pub mod workloads;
 
 use std::process::ExitCode;
 
@@ -80,6 +81,10 @@ pub fn run(args: BenchArgs) -> ExitCode {
     // alone by name.
     if args.cases.len() == 1 && args.cases[0].trim() == "fstree" {
         return fstree::main(&args.tmpfs, args.threads.map(|n| n as usize), args.quick, args.json);
+    }
+    // So has workloads (real programs on tmpfs, a host dir and `uvfs mount`).
+    if args.cases.len() == 1 && args.cases[0].trim() == "workloads" {
+        return workloads::main(&args);
     }
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let plan = match cli::plan(&args, cores, backend::check_tmpfs) {

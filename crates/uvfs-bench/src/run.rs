@@ -286,8 +286,11 @@ mod tests {
 
     fn test_plan(args: BenchArgs, tmpfs: bool) -> Plan {
         let dir = if args.tmpfs.as_os_str().is_empty() { "/dev/shm".into() } else { args.tmpfs.clone() };
-        let args =
-            BenchArgs { chart: std::env::temp_dir().join("uvfs-bench-tests").join("run.svg"), tmpfs: dir, ..args };
+        let args = BenchArgs {
+            chart: Some(std::env::temp_dir().join("uvfs-bench-tests").join("run.svg")),
+            tmpfs: dir,
+            ..args
+        };
         plan(&args, 2, |p| if tmpfs { Ok(()) } else { Err(format!("{} missing", p.display())) }).unwrap()
     }
 
@@ -369,10 +372,11 @@ mod tests {
     fn run_counts_cover_groups_and_targets() {
         let args = BenchArgs { cases: vec!["readlink1".into(), "fstree".into()], ..Default::default() };
         // fstree is refused when named with other cases (it runs alone).
-        let e =
-            plan(&BenchArgs { chart: std::env::temp_dir().join("uvfs-bench-tests").join("x.svg"), ..args }, 2, |_| {
-                Ok(())
-            });
+        let e = plan(
+            &BenchArgs { chart: Some(std::env::temp_dir().join("uvfs-bench-tests").join("x.svg")), ..args },
+            2,
+            |_| Ok(()),
+        );
         assert!(e.unwrap_err().0.contains("runs alone"));
         let args = BenchArgs { cases: vec!["readlink1".into()], threads: Some(2), ..Default::default() };
         // 2 groups (1 and 2 threads) x 3 targets, plus fuse where it can mount.
