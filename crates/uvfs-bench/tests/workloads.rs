@@ -54,6 +54,7 @@ fn quick_run_on_tmpfs_passes_every_check() {
         } else {
             let r = tmpfs.unwrap_or_else(|| panic!("{}: no tmpfs result", w.workload));
             assert_eq!(r.n, 1);
+            assert_eq!(r.client_cpu_seconds.len(), 1);
             assert!(r.server_cpu_seconds.is_none(), "no server behind tmpfs");
         }
         // hostdir is compared with tmpfs wherever both ran.

@@ -133,6 +133,9 @@ pub struct Sample {
     pub seconds: f64,
     /// CPU seconds of the FUSE server (mount targets).
     pub server_cpu: Option<f64>,
+    /// CPU seconds of the workload itself: its programs (reaped children) or, for the
+    /// big-file workloads, the benchmark thread doing the I/O.
+    pub client_cpu: f64,
 }
 
 /// What happened to a workload in a round.
@@ -374,15 +377,37 @@ pub fn prepare(
     })
 }
 
-/// Times `f` and the server's CPU over it.
+/// User + system CPU seconds of `who` (`RUSAGE_CHILDREN`: reaped children and their
+/// reaped descendants; `RUSAGE_THREAD`: the calling thread).
+fn rusage(who: libc::c_int) -> f64 {
+    // SAFETY: rusage is plain old data; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid out-pointer.
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// The workload's own CPU so far: its reaped programs and this thread.
+fn client_cpu() -> f64 {
+    rusage(libc::RUSAGE_CHILDREN) + rusage(libc::RUSAGE_THREAD)
+}
+
+/// Times `f`, with the server's CPU and the workload's own over it. Only workload
+/// commands are reaped meanwhile (servers are reaped when they stop), so the children's
+/// CPU is theirs.
 fn timed(site: &Site, f: impl FnOnce() -> Result<Duration, String>) -> Result<Sample, String> {
     if cleanup::interrupted() {
         return Err("interrupted".into());
     }
     let before = site.cpu();
+    let client = client_cpu();
     let d = f()?;
+    let client_cpu = (client_cpu() - client).max(0.0);
     let server_cpu = before.zip(site.cpu()).map(|(a, b)| b.saturating_sub(a).as_secs_f64());
-    Ok(Sample { seconds: d.as_secs_f64(), server_cpu })
+    Ok(Sample { seconds: d.as_secs_f64(), server_cpu, client_cpu })
 }
 
 fn expect_same(what: &str, got: (usize, u64), want: (usize, u64)) -> Result<(), String> {
