@@ -64,8 +64,9 @@
 //!
 //! # Cost
 //!
-//! On the project's 2-core VM with `uvfs mount` as it was when this case was written:
-//! `--quick` about 4 minutes, the full run about 20 minutes (see BENCHMARKS.md).
+//! On the project's 2-core VM with `uvfs mount` as it was when this case was written,
+//! with other work on the machine: `--quick` about 2-3 minutes, the full run 10-15
+//! minutes (see BENCHMARKS.md).
 //!
 //! # Nothing left behind
 //!
