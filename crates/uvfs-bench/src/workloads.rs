@@ -231,6 +231,14 @@ pub fn options(
         }
         all.push(p);
     }
+    // `{mnt}` and `{src}` are pasted into a shell command line as they are.
+    let plain = |p: &Path| p.to_string_lossy().chars().all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c));
+    if !args.target_cmds.is_empty() && !plain(&hostdir) {
+        return bad(format!(
+            "--target-cmd needs a --hostdir without spaces or shell characters, not {}",
+            hostdir.display()
+        ));
+    }
     let named: Vec<String> = args.targets.iter().map(|t| t.trim().to_string()).collect();
     for n in &named {
         if !all.iter().any(|t| &t.name == n) {
@@ -577,6 +585,11 @@ mod tests {
             let e = plan(args).unwrap_err();
             assert!(e.0.contains(needle), "{args:?}: {e}");
         }
+        let spaced = std::env::temp_dir().join(format!("uvfs bench {}", std::process::id()));
+        std::fs::create_dir_all(&spaced).unwrap();
+        let e = plan(&["--target-cmd", "a=x {mnt}", "--hostdir", &spaced.to_string_lossy()]).unwrap_err();
+        std::fs::remove_dir(&spaced).unwrap();
+        assert!(e.0.contains("without spaces"), "{e}");
         let e = options(&parse(&[]), 2, |p| Err(format!("{} is no tmpfs", p.display())), |_| vec![]).unwrap_err();
         assert!(e.0.contains("/dev/shm is no tmpfs"), "{e}");
         let e = options(&parse(&[]), 2, |_| Ok(()), |_| vec![("git".into(), "git".into())]).unwrap_err();

@@ -199,7 +199,8 @@ pub fn drop_caches() -> Result<(), String> {
 }
 
 /// Where one round runs on one target: a fresh directory, and for a mount target its
-/// server. Fields drop in order: the server (unmounting) before the directories.
+/// server. Owned and used by the main thread only. Fields drop in order: the server
+/// (unmounting) before the directories.
 #[derive(Debug)]
 pub struct Site {
     /// The directory the workloads run in (the mount point for a mount target).
