@@ -7,6 +7,7 @@ set -euo pipefail
 need_apt=()
 have() { command -v "$1" >/dev/null 2>&1; }
 have cc || need_apt+=(build-essential)
+have make || need_apt+=(make) # uvfs bench --case workloads builds a C project
 have valgrind || need_apt+=(valgrind)
 have pkg-config || need_apt+=(pkg-config)
 have fusermount3 || need_apt+=(fuse3)

@@ -235,6 +235,11 @@ impl KernelFs {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// The FUSE mount point, for a backend made by [`KernelFs::on_fuse`].
+    pub fn mount_point(&self) -> Option<&Path> {
+        self.fuse.as_ref().map(|(_, mp)| mp.as_path())
+    }
 }
 
 impl Drop for KernelFs {

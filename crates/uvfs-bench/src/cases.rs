@@ -10,6 +10,7 @@
 //! | `write1` | 000 | each thread `pwrite`s 1 byte at offset 0 of its own file | (`NOTIFY` later) |
 //! | `messaging` | 000 | hackbench shape: 20 senders x 20 receivers per group, 100-byte messages through files; wall time | (`NOTIFY` later) |
 //! | `fstree` | 004 | T threads scan their own D x F tree, cold caches (own runner: [`crate::fstree`]) | `INODE_HASH` (and hostfs revalidation on: `uvfs-revalidate`) |
+//! | `workloads` | - | real programs on tmpfs, a host dir and `uvfs mount` (own runner: [`crate::workloads`]) | - |
 //!
 //! For `stat` and `open1` the directories `a b c` are 0755 and `d e` 0750, the file 0640,
 //! all owned by uid 1000 / gid 1000. The owner runs as uid 1000; the non-owner as uid
@@ -78,8 +79,10 @@ pub enum Kind {
     Write1,
     /// hackbench-style messaging through files.
     Messaging,
-    /// Cold-cache tree scan (not available yet).
+    /// Cold-cache tree scan (its own runner).
     FsTree,
+    /// Real programs through `uvfs mount` (its own runner).
+    Workloads,
 }
 
 /// A benchmark case.
@@ -186,6 +189,16 @@ pub const CASES: &[Case] = &[
         pending: &[],
         unavailable: Some("runs alone: uvfs bench --case fstree [--quick] [--threads T]"),
     },
+    Case {
+        name: "workloads",
+        seed: "-",
+        title: "tar, find, grep, git, make, rm and a big file on tmpfs, a host dir and `uvfs mount`",
+        kind: Kind::Workloads,
+        unit: Unit::Seconds,
+        switches: FastPaths::empty(),
+        pending: &[],
+        unavailable: Some("runs alone: uvfs bench --case workloads [--quick]"),
+    },
 ];
 
 /// Looks a case up by name.
@@ -275,7 +288,7 @@ pub fn groups(case: &Case, sizes: &Sizes) -> Vec<Group> {
             let n = sizes.msg_groups * 2 * MSG_FANOUT;
             vec![g(Some("0 watchers"), Who::Admin, n), g(Some(WATCHED), Who::Admin, n)]
         }
-        Kind::FsTree => vec![],
+        Kind::FsTree | Kind::Workloads => vec![],
     }
 }
 
@@ -377,7 +390,7 @@ fn setup<B: Backend>(case: &Case, backend: &Arc<B>) -> Result<(), String> {
                 let (t, l) = (c(LINK_TARGET), c(LINK));
                 w.symlink(&t, &l).map_err(|e| err("symlink", &l, e))
             }
-            Kind::Write1 | Kind::Messaging | Kind::FsTree => Ok(()),
+            Kind::Write1 | Kind::Messaging | Kind::FsTree | Kind::Workloads => Ok(()),
         }
     })
 }
@@ -400,31 +413,47 @@ fn unrelated_watch<B: Backend>(backend: &Arc<B>) -> Result<<B::Worker as Worker>
 }
 
 /// A worker body for an ops/s case: set up (`prep`), wait for go, loop `op` until
-/// stopped, report ops and uvfs counters.
-fn looping<B, S, P, O>(backend: Arc<B>, who: Who, prep: P, op: O) -> Body<Report>
+/// stopped, release what `prep` made (`done`, also when the loop failed), report ops
+/// and uvfs counters. A descriptor `prep` opens must be closed by `done`: a FUSE mount
+/// with files still open on it cannot be unmounted.
+fn looping<B, S, P, O, D>(backend: Arc<B>, who: Who, prep: P, op: O, done: D) -> Body<Report>
 where
     B: Backend,
     P: FnOnce(&B::Worker, usize) -> Result<S, String> + Send + 'static,
     O: Fn(&B::Worker, &mut S) -> Result<(), String> + Send + 'static,
+    D: FnOnce(&B::Worker, S) -> Result<(), String> + Send + 'static,
 {
     Box::new(move |ctx: &WorkerCtx| {
         let w = backend.worker(&who)?;
         let mut state = prep(&w, ctx.index())?;
         if !ctx.ready() {
+            done(&w, state)?;
             return Ok(Report::default());
         }
         let before = w.counters();
         let counter = ctx.counter();
+        let mut looped = Ok(());
         while !ctx.stopped() {
-            op(&w, &mut state)?;
+            looped = op(&w, &mut state);
+            if looped.is_err() {
+                break;
+            }
             counter.bump();
         }
+        let released = done(&w, state);
+        looped?;
+        released?;
         let counters = match (before, w.counters()) {
             (Some(b), Some(a)) => Some(a.since(b)),
             _ => None,
         };
         Ok(Report { ops: counter.get(), counters })
     })
+}
+
+/// `done` for states that hold nothing to release.
+fn nothing<W, S>(_: &W, _: S) -> Result<(), String> {
+    Ok(())
 }
 
 fn expect_ok<T>(r: Result<T, Errno>, what: &str, path: &CStr) -> Result<T, String> {
@@ -448,6 +477,7 @@ fn bodies<B: Backend>(case: &Case, group: &Group, backend: &Arc<B>) -> Vec<Body<
                         Err(format!("open {}: expected ENOENT, but it opened", p.to_string_lossy()))
                     }
                 },
+                nothing,
             ),
             Kind::Readlink => looping(
                 b,
@@ -460,8 +490,11 @@ fn bodies<B: Backend>(case: &Case, group: &Group, backend: &Arc<B>) -> Vec<Body<
                     }
                     Ok(())
                 },
+                nothing,
             ),
-            Kind::Stat | Kind::Stat2 => looping(b, who, |_, _| Ok(c(FILE)), |w, p| expect_ok(w.stat(p), "stat", p)),
+            Kind::Stat | Kind::Stat2 => {
+                looping(b, who, |_, _| Ok(c(FILE)), |w, p| expect_ok(w.stat(p), "stat", p), nothing)
+            }
             Kind::OpenClose => looping(
                 b,
                 who,
@@ -470,6 +503,7 @@ fn bodies<B: Backend>(case: &Case, group: &Group, backend: &Arc<B>) -> Vec<Body<
                     let fd = expect_ok(w.open(p, oflags::RDONLY, 0), "open", p)?;
                     expect_ok(w.close(fd), "close", p)
                 },
+                nothing,
             ),
             Kind::Write1 => looping(
                 b,
@@ -486,8 +520,9 @@ fn bodies<B: Backend>(case: &Case, group: &Group, backend: &Arc<B>) -> Vec<Body<
                     Ok(n) => Err(format!("pwrite {}: wrote {n} bytes, expected 1", p.to_string_lossy())),
                     Err(e) => Err(err("pwrite", p, e)),
                 },
+                |w, (p, fd)| w.close(fd).map_err(|e| err("close", &p, e)),
             ),
-            Kind::Messaging | Kind::FsTree => unreachable!("not a looping case"),
+            Kind::Messaging | Kind::FsTree | Kind::Workloads => unreachable!("not a looping case"),
         }
     };
     (0..group.threads).map(mk).collect()
@@ -509,7 +544,7 @@ pub fn run<B: Backend>(
     let _watch = if group.variant == Some(WATCHED) { Some(unrelated_watch(&backend)?) } else { None };
     match case.kind {
         Kind::Messaging => messaging(&backend, sizes, timing.count),
-        Kind::FsTree => Err(case.unavailable.unwrap_or("not available").to_string()),
+        Kind::FsTree | Kind::Workloads => Err(case.unavailable.unwrap_or("not available").to_string()),
         _ => {
             let t = harness::run_throughput(
                 bodies(case, group, &backend),
@@ -582,53 +617,87 @@ fn messaging<B: Backend>(backend: &Arc<B>, sizes: &Sizes, iterations: usize) -> 
 fn msg_worker<B: Backend>(backend: Arc<B>, g: usize, me: usize, loops: usize, sender: bool) -> Body<Report> {
     Box::new(move |ctx: &WorkerCtx| {
         let w = backend.worker(&Who::Admin)?;
+        // Every exit closes what was opened: a FUSE mount with files still open on it
+        // cannot be unmounted.
         let mut files = Vec::with_capacity(MSG_FANOUT);
         for peer in 0..MSG_FANOUT {
             let (p, flags) =
                 if sender { (msg_path(g, me, peer), oflags::WRONLY) } else { (msg_path(g, peer, me), oflags::RDONLY) };
-            let fd = w.open(&p, flags, 0).map_err(|e| err("open", &p, e))?;
-            files.push((p, fd));
-        }
-        if !ctx.ready() {
-            return Ok(Report::default());
-        }
-        let before = w.counters();
-        let mut buf = [0u8; MSG_SIZE];
-        for l in 0..loops {
-            let off = (l * MSG_SIZE) as u64;
-            for (peer, (p, fd)) in files.iter().enumerate() {
-                if sender {
-                    match w.pwrite(*fd, &message(l, me), off) {
-                        Ok(MSG_SIZE) => {}
-                        Ok(n) => return Err(format!("pwrite {}: short write of {n}", p.to_string_lossy())),
-                        Err(e) => return Err(err("pwrite", p, e)),
-                    }
-                } else {
-                    loop {
-                        let n = w.pread(*fd, &mut buf, off).map_err(|e| err("pread", p, e))?;
-                        if n == MSG_SIZE {
-                            break;
-                        }
-                        if ctx.stopped() {
-                            return Err("stopped while waiting for a message".into());
-                        }
-                        std::thread::yield_now();
-                    }
-                    if buf != message(l, peer) {
-                        return Err(format!("pread {}: message {l} corrupted", p.to_string_lossy()));
-                    }
+            match w.open(&p, flags, 0) {
+                Ok(fd) => files.push((p, fd)),
+                Err(e) => {
+                    let _ = close_all(&w, files);
+                    return Err(err("open", &p, e));
                 }
             }
         }
+        if !ctx.ready() {
+            return close_all(&w, files).map(|()| Report::default());
+        }
+        let before = w.counters();
+        let exchanged = exchange(&w, ctx, &files, me, loops, sender);
         let counters = match (before, w.counters()) {
             (Some(b), Some(a)) => Some(a.since(b)),
             _ => None,
         };
-        for (p, fd) in files {
-            w.close(fd).map_err(|e| err("close", &p, e))?;
-        }
+        let closed = close_all(&w, files);
+        exchanged?;
+        closed?;
         Ok(Report { ops: 0, counters })
     })
+}
+
+/// One messaging worker's rounds: a sender writes message `l` of every round to each
+/// receiver's file, a receiver polls each sender's file until the message is whole.
+fn exchange<W: Worker>(
+    w: &W,
+    ctx: &WorkerCtx,
+    files: &[(CString, W::File)],
+    me: usize,
+    loops: usize,
+    sender: bool,
+) -> Result<(), String> {
+    let mut buf = [0u8; MSG_SIZE];
+    for l in 0..loops {
+        let off = (l * MSG_SIZE) as u64;
+        for (peer, (p, fd)) in files.iter().enumerate() {
+            if sender {
+                match w.pwrite(*fd, &message(l, me), off) {
+                    Ok(MSG_SIZE) => {}
+                    Ok(n) => return Err(format!("pwrite {}: short write of {n}", p.to_string_lossy())),
+                    Err(e) => return Err(err("pwrite", p, e)),
+                }
+            } else {
+                loop {
+                    let n = w.pread(*fd, &mut buf, off).map_err(|e| err("pread", p, e))?;
+                    if n == MSG_SIZE {
+                        break;
+                    }
+                    if ctx.stopped() {
+                        return Err("stopped while waiting for a message".into());
+                    }
+                    std::thread::yield_now();
+                }
+                if buf != message(l, peer) {
+                    return Err(format!("pread {}: message {l} corrupted", p.to_string_lossy()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Closes every file; the first error wins.
+fn close_all<W: Worker>(w: &W, files: Vec<(CString, W::File)>) -> Result<(), String> {
+    let mut r = Ok(());
+    for (p, fd) in files {
+        if let Err(e) = w.close(fd)
+            && r.is_ok()
+        {
+            r = Err(err("close", &p, e));
+        }
+    }
+    r
 }
 
 #[cfg(test)]
@@ -678,6 +747,43 @@ mod tests {
         assert!(w.iter().any(|g| g.variant == Some(WATCHED) && g.threads == 4));
         // One thread: no duplicate N = 1 group.
         assert_eq!(groups(case("readlink1").unwrap(), &sizes(1, false)).len(), 1);
+    }
+
+    /// The descriptors of this process open on `dir` or below.
+    fn open_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|p| p.starts_with(dir))
+            .collect()
+    }
+
+    /// Whether `dir` is a mount point, from `/proc/self/mountinfo`.
+    pub(crate) fn mounted(dir: &std::path::Path) -> bool {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        info.lines().any(|l| l.split(' ').nth(4) == Some(&*dir.to_string_lossy()))
+    }
+
+    #[test]
+    fn runs_on_fuse_close_their_files_and_unmount() {
+        // SAFETY: no preconditions.
+        assert!(unsafe { libc::geteuid() } == 0, "this test mounts through FUSE: run it as root");
+        assert!(std::path::Path::new("/dev/fuse").exists(), "/dev/fuse is missing (modprobe fuse)");
+        let s = Sizes { threads: 2, short_series: true, msg_groups: 1, msg_loops: 2 };
+        let timing = Timing { interval: Duration::from_millis(20), count: 2 };
+        for name in ["write1", "open1", "messaging"] {
+            let case = case(name).unwrap();
+            for group in groups(case, &s).into_iter().filter(|g| g.skip.is_none()) {
+                let b = Arc::new(crate::backend::KernelFs::on_fuse().unwrap());
+                let mp = b.mount_point().unwrap().to_path_buf();
+                run(case, &group, b.clone(), timing, &s).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(open_under(&mp), Vec::<std::path::PathBuf>::new(), "{name} left files open");
+                assert!(mounted(&mp));
+                drop(Arc::try_unwrap(b).expect("the workers are gone"));
+                assert!(!mounted(&mp), "{name}: {} is still mounted", mp.display());
+                assert!(!mp.exists());
+            }
+        }
     }
 
     #[test]

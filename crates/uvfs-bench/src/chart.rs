@@ -5,6 +5,10 @@
 //! (ops/s ratio, or kernel time / target time for wall-time cases), so bars to the right
 //! of 1x are faster than the host. Bottom: stat2's ops/s against threads, one line per
 //! target (thread scaling of same-file stat, seed 004).
+//!
+//! `uvfs bench --case workloads` draws its own chart with the same bars ([`workloads`]).
+
+pub mod workloads;
 
 use std::fmt::Write as _;
 
@@ -30,7 +34,16 @@ fn color(target: &str) -> &'static str {
         "uvfs-no-symlink-cache" => "#9467bd",
         "uvfs-no-acl" => "#8c564b",
         "uvfs-no-notify" => "#e377c2",
-        _ => "#bcbd22",
+        "tmpfs" => "#7f7f7f",
+        "hostdir" => "#8c564b",
+        "uvfs-memfs" => "#1f77b4",
+        "uvfs-hostfs" => "#17becf",
+        "uvfs-hostfs-unchanged" => "#2ca02c",
+        // Peer servers of the workloads (`--target-cmd`): a colour from the name.
+        other => {
+            const PEERS: [&str; 5] = ["#bcbd22", "#e377c2", "#9467bd", "#ff7f0e", "#d62728"];
+            PEERS[other.bytes().map(usize::from).sum::<usize>() % PEERS.len()]
+        }
     }
 }
 

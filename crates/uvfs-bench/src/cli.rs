@@ -16,12 +16,20 @@ use crate::target::{self, Target, TargetKind};
 
 /// Help text appended to `uvfs bench --help`.
 pub const AFTER_HELP: &str = "\
-Cases: openneg, readlink1, stat, open1, stat2, write1, messaging, fstree (alone: --case fstree).
+Cases: openneg, readlink1, stat, open1, stat2, write1, messaging, fstree (alone: --case fstree),
+  workloads (alone: --case workloads).
 Targets: kernel, uvfs, fuse (root), uvfs-no-lockless, uvfs-no-failed-open,
   uvfs-no-symlink-cache, uvfs-no-acl, uvfs-no-notify, uvfs-no-inode-hash.
 By default each case runs on kernel, uvfs and the uvfs-no-* switches relevant to it.
 fstree always runs kernel, uvfs, uvfs-no-inode-hash (hostfs trusting its caches) and
   uvfs-revalidate (hostfs checking cached names against the host, its default).
+
+Workloads (--case workloads): real programs (tar, find, grep, git, make, rm) and a big file
+  on a generated source tree (or --tree DIR), timed on the targets tmpfs, hostdir,
+  uvfs-memfs, uvfs-hostfs, uvfs-hostfs-unchanged (each `uvfs mount` a separate process)
+  and any --target-cmd; --samples sets the rounds (3, --quick: 2), --threads make -j.
+  Measure a FUSE lever:  uvfs bench --case workloads --quick --mount-opt=--attr-timeout=60
+  Compare a peer server: --target-cmd bindfs='bindfs -f --no-allow-other {src} {mnt}'
 
 Profiling one case: build with `cargo build --release -p uvfs-cli`, then
   perf record -g -- target/release/uvfs bench --case stat --target uvfs --seconds 2
@@ -68,14 +76,51 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Where to write the SVG chart
-    #[arg(long, value_name = "PATH", default_value = "bench-results/uvfs-bench.svg")]
-    pub chart: PathBuf,
+    /// Where to write the SVG chart [default: bench-results/uvfs-bench.svg;
+    /// --case workloads: bench-results/uvfs-workloads.svg]
+    #[arg(long, value_name = "PATH")]
+    pub chart: Option<PathBuf>,
 
-    /// A directory on a tmpfs for the kernel target
+    /// A directory on a tmpfs for the kernel target (and the workloads' tmpfs target)
     #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
     pub tmpfs: PathBuf,
+
+    /// Workloads: run on a copy of this directory tree instead of a generated one (its
+    /// top-level .git is left out)
+    #[arg(long, value_name = "DIR")]
+    pub tree: Option<PathBuf>,
+
+    /// Workloads: a directory on the host disk for the hostdir and uvfs-hostfs targets
+    /// [default: /var/tmp]
+    #[arg(long, value_name = "DIR")]
+    pub hostdir: Option<PathBuf>,
+
+    /// Workloads: one more argument for every `uvfs mount` (repeatable), e.g.
+    /// --mount-opt=--attr-timeout=60
+    #[arg(long = "mount-opt", value_name = "ARG", allow_hyphen_values = true)]
+    pub mount_opts: Vec<String>,
+
+    /// Workloads: a peer FUSE server as one more target (repeatable): NAME='CMD', where
+    /// CMD mounts on {mnt} and stays in the foreground; with {src} it serves that fresh
+    /// host directory
+    #[arg(long = "target-cmd", value_name = "NAME=CMD")]
+    pub target_cmds: Vec<String>,
+
+    /// Workloads: the `uvfs` binary the mount targets run [default: this program]
+    #[arg(long, value_name = "PATH")]
+    pub uvfs_bin: Option<PathBuf>,
+
+    /// Workloads (tests): files of the generated tree
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub tree_files: Option<u64>,
+
+    /// Workloads (tests): MiB of the big file
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub big_file_mib: Option<u64>,
 }
+
+/// The chart path of the seeds' cases when `--chart` is not given.
+pub const DEFAULT_CHART: &str = "bench-results/uvfs-bench.svg";
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
     let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
@@ -197,17 +242,18 @@ pub fn plan(
         msg_groups: if quick { 1 } else { 4 },
         msg_loops: if quick { 100 } else { 250 },
     };
-    check_chart_path(&args.chart)?;
+    let chart = args.chart.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_CHART));
+    check_chart_path(&chart)?;
     Ok(Plan {
         cases: case_list,
         targets,
         kernel_dir,
-        settings: Settings { quick, interval, samples, warmup, sizes, json: args.json, chart: args.chart.clone() },
+        settings: Settings { quick, interval, samples, warmup, sizes, json: args.json, chart },
     })
 }
 
 /// Fails early (before minutes of measuring) when the chart cannot be written.
-fn check_chart_path(path: &Path) -> Result<(), UsageError> {
+pub fn check_chart_path(path: &Path) -> Result<(), UsageError> {
     let bad = |e: std::io::Error| UsageError(format!("cannot write chart {}: {e}", path.display()));
     if path.as_os_str().is_empty() || path.is_dir() {
         return Err(UsageError(format!("chart path '{}' is not a file name", path.display())));

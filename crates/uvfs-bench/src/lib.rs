@@ -40,6 +40,21 @@
 //! the schema); an SVG chart goes to `--chart` (default `bench-results/uvfs-bench.svg`,
 //! see [`chart`]).
 //!
+//! # Real workloads: `--case workloads`
+//!
+//! A case group with its own runner ([`workloads`]): real programs (tar, find, grep,
+//! git, make, rm, a big file) on a generated source tree, timed on `tmpfs`, `hostdir`
+//! and `uvfs mount` run as a separate process (`uvfs-memfs`, `uvfs-hostfs`,
+//! `uvfs-hostfs-unchanged`), every result checked. `--mount-opt ARG` goes to every
+//! `uvfs mount` (to measure one FUSE lever on and off); `--target-cmd NAME='CMD'` adds a
+//! peer FUSE server, CMD mounting on `{mnt}` in the foreground, serving `{src}` if it
+//! names it:
+//!
+//! ```text
+//! uvfs bench --case workloads --quick --mount-opt=--attr-timeout=60
+//! uvfs bench --case workloads --target-cmd bindfs='bindfs -f --no-allow-other {src} {mnt}'
+//! ```
+//!
 //! # Profiling a case
 //!
 //! Run one case on one target long enough for `perf`:
@@ -57,7 +72,8 @@
 //!
 //! 0: every run measured; 1: some run failed (see the FAILED lines), or the chart could
 //! not be written; 2: bad options (unknown case or target, bad number, a named target
-//! that cannot run such as `--target kernel` without a tmpfs or `--target fuse`).
+//! that cannot run such as `--target kernel` without a tmpfs or `--target fuse`);
+//! 130: `--case workloads` interrupted (Ctrl-C), after cleaning up.
 
 pub mod backend;
 pub mod cases;
@@ -69,6 +85,7 @@ pub mod report;
 pub mod run;
 pub mod stats;
 pub mod target;
+pub mod workloads;
 
 use std::process::ExitCode;
 
@@ -80,6 +97,10 @@ pub fn run(args: BenchArgs) -> ExitCode {
     // alone by name.
     if args.cases.len() == 1 && args.cases[0].trim() == "fstree" {
         return fstree::main(&args.tmpfs, args.threads.map(|n| n as usize), args.quick, args.json);
+    }
+    // So has workloads (real programs on tmpfs, a host dir and `uvfs mount`).
+    if args.cases.len() == 1 && args.cases[0].trim() == "workloads" {
+        return workloads::main(&args);
     }
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let plan = match cli::plan(&args, cores, backend::check_tmpfs) {

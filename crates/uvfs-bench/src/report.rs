@@ -19,6 +19,11 @@
 //! statistics are over them. `change_pct` and `significant` compare with `baseline`
 //! (see [`crate::stats`]); `scaling` is stat2's mean(N threads) / mean(1 thread) of the
 //! same target.
+//!
+//! `uvfs bench --case workloads` has its own layout (`kind: "workloads"`), documented in
+//! [`workloads`].
+
+pub mod workloads;
 
 use comfy_table::{Cell, CellAlignment, Table, presets};
 use serde::Serialize;

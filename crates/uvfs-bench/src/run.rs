@@ -286,8 +286,11 @@ mod tests {
 
     fn test_plan(args: BenchArgs, tmpfs: bool) -> Plan {
         let dir = if args.tmpfs.as_os_str().is_empty() { "/dev/shm".into() } else { args.tmpfs.clone() };
-        let args =
-            BenchArgs { chart: std::env::temp_dir().join("uvfs-bench-tests").join("run.svg"), tmpfs: dir, ..args };
+        let args = BenchArgs {
+            chart: Some(std::env::temp_dir().join("uvfs-bench-tests").join("run.svg")),
+            tmpfs: dir,
+            ..args
+        };
         plan(&args, 2, |p| if tmpfs { Ok(()) } else { Err(format!("{} missing", p.display())) }).unwrap()
     }
 
@@ -323,6 +326,32 @@ mod tests {
     }
 
     #[test]
+    fn a_fuse_run_leaves_no_mount_behind() {
+        // SAFETY: no preconditions.
+        assert!(unsafe { libc::geteuid() } == 0, "this test mounts through FUSE: run it as root");
+        // The smallest bench that mounts: the cases that hold files open, one short sample.
+        let args = BenchArgs {
+            cases: vec!["write1".into(), "messaging".into()],
+            targets: vec!["fuse".into()],
+            quick: true,
+            seconds: Some(0.02),
+            samples: Some(1),
+            warmup: Some(0),
+            json: true,
+            ..Default::default()
+        };
+        let report = execute(&test_plan(args, true), &Ui::new(true));
+        for c in &report.cases {
+            assert!(c.failed.is_empty(), "{}: {:?}", c.case, c.failed);
+            assert!(!c.results.is_empty(), "{}", c.case);
+        }
+        let mine = format!("/uvfs-bench-fuse.{}.", std::process::id());
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let left: Vec<&str> = info.lines().filter(|l| l.contains(&mine)).collect();
+        assert!(left.is_empty(), "mounts left behind: {left:#?}");
+    }
+
+    #[test]
     fn missing_tmpfs_skips_only_the_kernel() {
         let p = test_plan(BenchArgs::default(), false);
         let t = case_targets(cases::case("stat2").unwrap(), &p);
@@ -343,10 +372,11 @@ mod tests {
     fn run_counts_cover_groups_and_targets() {
         let args = BenchArgs { cases: vec!["readlink1".into(), "fstree".into()], ..Default::default() };
         // fstree is refused when named with other cases (it runs alone).
-        let e =
-            plan(&BenchArgs { chart: std::env::temp_dir().join("uvfs-bench-tests").join("x.svg"), ..args }, 2, |_| {
-                Ok(())
-            });
+        let e = plan(
+            &BenchArgs { chart: Some(std::env::temp_dir().join("uvfs-bench-tests").join("x.svg")), ..args },
+            2,
+            |_| Ok(()),
+        );
         assert!(e.unwrap_err().0.contains("runs alone"));
         let args = BenchArgs { cases: vec!["readlink1".into()], threads: Some(2), ..Default::default() };
         // 2 groups (1 and 2 threads) x 3 targets, plus fuse where it can mount.

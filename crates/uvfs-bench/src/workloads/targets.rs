@@ -1,0 +1,348 @@
+//! The targets of the workloads and the directory each round runs in (a [`Site`]).
+//!
+//! | target | where the workloads run | cold step |
+//! |---|---|---|
+//! | `tmpfs` | a fresh directory on `--tmpfs` (`/dev/shm`): the physical limit | none (n/a) |
+//! | `hostdir` | a fresh directory on `--hostdir` (`/var/tmp`, the host disk) | `drop_caches` |
+//! | `uvfs-memfs` | `uvfs mount` (memfs) on a fresh mount point | `drop_caches` (the kernel's side; memfs keeps its data) |
+//! | `uvfs-hostfs` | `uvfs mount --fs host:DIR`, DIR fresh on `--hostdir` | remount + `drop_caches` |
+//! | `uvfs-hostfs-unchanged` | the same with `--host-unchanged` | remount + `drop_caches` |
+//! | `--target-cmd NAME=CMD` | CMD with `{mnt}` (and `{src}`, a fresh host directory) | remount + `drop_caches` with `{src}`, `drop_caches` without |
+//!
+//! Every `uvfs mount` gets the `--mount-opt` arguments. `drop_caches` (`sync; echo 3 >
+//! /proc/sys/vm/drop_caches`) needs root; without it only the remount is left.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use super::cleanup::ScratchDir;
+use super::daemon::Daemon;
+
+/// What a uvfs mount serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Served {
+    /// memfs.
+    Memfs,
+    /// A host directory through hostfs; `unchanged`: `--host-unchanged`.
+    Host {
+        /// `--host-unchanged`.
+        unchanged: bool,
+    },
+}
+
+/// How a target is made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A directory on a tmpfs.
+    Tmpfs,
+    /// A directory on the host disk.
+    HostDir,
+    /// `uvfs mount` as a separate process.
+    Uvfs(Served),
+    /// A peer FUSE server started with this shell command.
+    Peer(String),
+}
+
+/// A target of the workloads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// As on the command line and in tables.
+    pub name: String,
+    /// How it is made.
+    pub kind: Kind,
+}
+
+/// The built-in targets, in table order.
+pub const BUILTIN: [&str; 5] = ["tmpfs", "hostdir", "uvfs-memfs", "uvfs-hostfs", "uvfs-hostfs-unchanged"];
+
+/// How the caches of a target are made cold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cold {
+    /// There are no caches apart from the data (tmpfs).
+    NotApplicable,
+    /// `drop_caches`.
+    DropCaches,
+    /// Restart the server, then `drop_caches` (where allowed).
+    Remount,
+}
+
+impl Target {
+    /// A built-in target by name.
+    pub fn builtin(name: &str) -> Option<Target> {
+        let kind = match name {
+            "tmpfs" => Kind::Tmpfs,
+            "hostdir" => Kind::HostDir,
+            "uvfs-memfs" => Kind::Uvfs(Served::Memfs),
+            "uvfs-hostfs" => Kind::Uvfs(Served::Host { unchanged: false }),
+            "uvfs-hostfs-unchanged" => Kind::Uvfs(Served::Host { unchanged: true }),
+            _ => return None,
+        };
+        Some(Target { name: name.to_string(), kind })
+    }
+
+    /// Parses `--target-cmd NAME=CMD`: NAME of letters, digits, `-`, `_`, `.`, not a
+    /// built-in; CMD with `{mnt}`.
+    pub fn peer(spec: &str) -> Result<Target, String> {
+        let (name, cmd) = spec.split_once('=').ok_or_else(|| format!("--target-cmd '{spec}': expected NAME=CMD"))?;
+        let (name, cmd) = (name.trim(), cmd.trim());
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return Err(format!("--target-cmd '{spec}': NAME must be letters, digits, '-', '_' or '.'"));
+        }
+        if BUILTIN.contains(&name) {
+            return Err(format!("--target-cmd '{spec}': {name} is a built-in target"));
+        }
+        if !cmd.contains("{mnt}") {
+            return Err(format!("--target-cmd '{spec}': CMD must contain {{mnt}} (where to mount)"));
+        }
+        Ok(Target { name: name.to_string(), kind: Kind::Peer(cmd.to_string()) })
+    }
+
+    /// Whether a FUSE server process serves it.
+    pub fn is_mount(&self) -> bool {
+        matches!(self.kind, Kind::Uvfs(_) | Kind::Peer(_))
+    }
+
+    /// Whether its data ends up in a host directory (compared with `hostdir` too).
+    pub fn host_backed(&self) -> bool {
+        match &self.kind {
+            Kind::HostDir | Kind::Uvfs(Served::Host { .. }) => true,
+            Kind::Peer(cmd) => cmd.contains("{src}"),
+            Kind::Tmpfs | Kind::Uvfs(Served::Memfs) => false,
+        }
+    }
+
+    /// How its caches are made cold.
+    pub fn cold(&self) -> Cold {
+        match &self.kind {
+            Kind::Tmpfs => Cold::NotApplicable,
+            Kind::HostDir | Kind::Uvfs(Served::Memfs) => Cold::DropCaches,
+            Kind::Uvfs(Served::Host { .. }) => Cold::Remount,
+            Kind::Peer(_) if self.host_backed() => Cold::Remount,
+            Kind::Peer(_) => Cold::DropCaches,
+        }
+    }
+
+    /// The cold step in words, for tables and JSON (`can_drop`: `drop_caches` allowed).
+    pub fn cold_words(&self, can_drop: bool) -> &'static str {
+        match (self.cold(), can_drop) {
+            (Cold::NotApplicable, _) => "n/a",
+            (Cold::DropCaches, true) => "drop_caches",
+            (Cold::DropCaches, false) => "n/a (drop_caches needs root)",
+            (Cold::Remount, true) => "remount + drop_caches",
+            (Cold::Remount, false) => "remount",
+        }
+    }
+
+    /// The server's command line, for a mount target.
+    fn command(&self, env: &Env, mnt: &Path, src: Option<&Path>) -> Option<Command> {
+        match &self.kind {
+            Kind::Tmpfs | Kind::HostDir => None,
+            Kind::Uvfs(served) => {
+                let mut c = Command::new(&env.uvfs_bin);
+                c.arg("mount");
+                match (served, src) {
+                    (Served::Host { unchanged }, Some(src)) => {
+                        c.arg("--fs").arg(format!("host:{}", src.display()));
+                        if *unchanged {
+                            c.arg("--host-unchanged");
+                        }
+                    }
+                    _ => {
+                        c.args(["--fs", "memfs"]);
+                    }
+                }
+                c.args(&env.mount_opts).arg(mnt);
+                Some(c)
+            }
+            Kind::Peer(cmd) => {
+                let mut line = cmd.replace("{mnt}", &mnt.to_string_lossy());
+                if let Some(src) = src {
+                    line = line.replace("{src}", &src.to_string_lossy());
+                }
+                let mut c = Command::new("sh");
+                c.arg("-c").arg(line);
+                Some(c)
+            }
+        }
+    }
+
+    /// The command line in words (JSON, the log).
+    pub fn command_words(&self, env: &Env) -> Option<String> {
+        let c = self.command(env, Path::new("{mnt}"), Some(Path::new("{src}")))?;
+        let mut w = vec![c.get_program().to_string_lossy().into_owned()];
+        w.extend(c.get_args().map(|a| a.to_string_lossy().into_owned()));
+        Some(w.join(" "))
+    }
+}
+
+/// What every round of a run shares.
+#[derive(Debug)]
+pub struct Env {
+    /// Scratch space on the tmpfs (stage, tar, logs, the tmpfs target).
+    pub tmp: ScratchDir,
+    /// Scratch space on the host disk (hostdir, hostfs sources, mount points).
+    pub host: ScratchDir,
+    /// The `uvfs` binary.
+    pub uvfs_bin: PathBuf,
+    /// Extra `uvfs mount` arguments.
+    pub mount_opts: Vec<String>,
+    /// Whether `drop_caches` may be written (root).
+    pub can_drop: bool,
+}
+
+/// `sync`, then drop the page cache, dentries and inodes.
+pub fn drop_caches() -> Result<(), String> {
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|e| format!("drop_caches: {e}"))
+}
+
+/// Where one round runs on one target: a fresh directory, and for a mount target its
+/// server. Owned and used by the main thread only. Fields drop in order: the server
+/// (unmounting) before the directories.
+#[derive(Debug)]
+pub struct Site {
+    /// The directory the workloads run in (the mount point for a mount target).
+    pub work: PathBuf,
+    /// The server of a mount target.
+    daemon: Option<Daemon>,
+    /// The host directory a host-backed server serves.
+    src: Option<PathBuf>,
+    /// Servers started so far (names their logs).
+    starts: usize,
+    /// Log file prefix.
+    log: PathBuf,
+    /// The target.
+    target: Target,
+    /// Directories of this round, removed last.
+    _dirs: Vec<ScratchDir>,
+}
+
+impl Site {
+    /// Makes the directory of round `round` (and starts the server).
+    pub fn open(target: &Target, env: &Env, round: usize) -> Result<Site, String> {
+        let tag = format!("{}-r{round}", target.name);
+        let mut dirs = Vec::new();
+        let (work, src) = match target.kind {
+            Kind::Tmpfs => {
+                dirs.push(ScratchDir::create(env.tmp.path().join(&tag))?);
+                (dirs[0].path().to_path_buf(), None)
+            }
+            Kind::HostDir => {
+                dirs.push(ScratchDir::create(env.host.path().join(&tag))?);
+                (dirs[0].path().to_path_buf(), None)
+            }
+            Kind::Uvfs(_) | Kind::Peer(_) => {
+                let src = if target.host_backed() {
+                    dirs.push(ScratchDir::create(env.host.path().join(format!("{tag}-src")))?);
+                    Some(dirs[0].path().to_path_buf())
+                } else {
+                    None
+                };
+                let mnt = ScratchDir::create(env.host.path().join(format!("{tag}-mnt")))?;
+                let work = mnt.path().to_path_buf();
+                dirs.push(mnt);
+                (work, src)
+            }
+        };
+        let mut site = Site {
+            work,
+            daemon: None,
+            src,
+            starts: 0,
+            log: env.tmp.path().join(format!("{tag}-server")),
+            target: target.clone(),
+            _dirs: dirs,
+        };
+        site.start(env)?;
+        Ok(site)
+    }
+
+    fn start(&mut self, env: &Env) -> Result<(), String> {
+        if let Some(cmd) = self.target.command(env, &self.work, self.src.as_deref()) {
+            self.starts += 1;
+            let log = self.log.with_extension(format!("{}.log", self.starts));
+            self.daemon = Some(Daemon::start(cmd, &self.work, &log)?);
+        }
+        Ok(())
+    }
+
+    /// Makes the caches cold; `Ok(false)` when there is nothing to make cold here.
+    pub fn cold(&mut self, env: &Env) -> Result<bool, String> {
+        match self.target.cold() {
+            Cold::NotApplicable => return Ok(false),
+            Cold::DropCaches if !env.can_drop => return Ok(false),
+            Cold::DropCaches => {}
+            Cold::Remount => {
+                if let Some(mut d) = self.daemon.take() {
+                    d.stop().map_err(|e| format!("stopping the server for the remount: {e}"))?;
+                }
+                self.start(env)?;
+            }
+        }
+        if env.can_drop {
+            drop_caches()?;
+        }
+        Ok(true)
+    }
+
+    /// CPU time of the server so far (`None` for a directory target).
+    pub fn cpu(&self) -> Option<Duration> {
+        self.daemon.as_ref().map(Daemon::cpu)
+    }
+
+    /// Stops the server and removes the directories; an error says what did not go
+    /// cleanly (everything is released either way).
+    pub fn close(mut self) -> Result<(), String> {
+        match self.daemon.take() {
+            Some(mut d) => d.stop(),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_and_their_cold_steps() {
+        let t = |n| Target::builtin(n).unwrap();
+        assert_eq!(t("tmpfs").cold(), Cold::NotApplicable);
+        assert_eq!(t("hostdir").cold(), Cold::DropCaches);
+        assert_eq!(t("uvfs-memfs").cold(), Cold::DropCaches);
+        assert_eq!(t("uvfs-hostfs").cold(), Cold::Remount);
+        assert_eq!(t("uvfs-hostfs-unchanged").kind, Kind::Uvfs(Served::Host { unchanged: true }));
+        assert!(t("uvfs-hostfs").host_backed() && t("hostdir").host_backed() && !t("uvfs-memfs").host_backed());
+        assert!(!t("tmpfs").is_mount() && t("uvfs-memfs").is_mount());
+        assert!(Target::builtin("kernel").is_none());
+        assert_eq!(t("uvfs-hostfs").cold_words(false), "remount");
+        for n in BUILTIN {
+            assert_eq!(t(n).name, n);
+        }
+    }
+
+    #[test]
+    fn peer_specs() {
+        let p = Target::peer("bindfs=bindfs -f {src} {mnt}").unwrap();
+        assert_eq!(p.name, "bindfs");
+        assert_eq!(p.kind, Kind::Peer("bindfs -f {src} {mnt}".into()));
+        assert!(p.host_backed() && p.is_mount());
+        assert_eq!(p.cold(), Cold::Remount);
+        let m = Target::peer("go-memfs = memfs {mnt}").unwrap();
+        assert_eq!(m.name, "go-memfs");
+        assert!(!m.host_backed());
+        assert_eq!(m.cold(), Cold::DropCaches);
+        for (bad, why) in [
+            ("bindfs", "expected NAME=CMD"),
+            ("=x {mnt}", "NAME must be"),
+            ("a b=x {mnt}", "NAME must be"),
+            ("tmpfs=x {mnt}", "built-in"),
+            ("x=bindfs -f /a /b", "must contain {mnt}"),
+        ] {
+            let e = Target::peer(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+}
