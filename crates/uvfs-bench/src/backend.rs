@@ -521,7 +521,7 @@ impl Worker for UvfsWorker {
     }
 
     fn counters(&self) -> Option<WalkCounters> {
-        let c = uvfs::stats::counters();
+        let c = uvfs::counters();
         Some(WalkCounters {
             locks: c.locks,
             walk_lockless: c.walk_lockless,

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use uvfs::hostfs::{HostChanges, HostFs, HostFsOptions};
+use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
 use uvfs::{FastPaths, Vfs, VfsConfig};
 
 /// Sizes of one fstree run.

@@ -150,7 +150,7 @@ fn options(a: &MountArgs) -> Result<MountOptions, Fail> {
 }
 
 fn make_vfs(fs: &str, host_unchanged: bool) -> Result<uvfs::Vfs, Fail> {
-    use uvfs::hostfs::{HostChanges, HostFs, HostFsOptions};
+    use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
     match fs {
         "memfs" if host_unchanged => Err(usage("--host-unchanged needs --fs host:DIR")),
         "memfs" => Ok(uvfs::Vfs::new(uvfs::VfsConfig::default())),

@@ -67,7 +67,7 @@ pub(crate) fn encode_dev(dev: u64) -> u32 {
 pub(crate) fn decode_dev(dev: u32) -> u64 {
     let major = (dev & 0xfff00) >> 8;
     let minor = (dev & 0xff) | ((dev >> 12) & 0xfff00);
-    uvfs::stat::makedev(major, minor)
+    uvfs::makedev(major, minor)
 }
 
 /// A SETATTR time: seconds are signed (stored in a `u64`), nanoseconds always add, also

@@ -16,7 +16,7 @@ fn host_directory_through_fuse() {
     std::fs::write(host.path().join("a"), b"hello\n").unwrap();
     std::fs::create_dir(host.path().join("d")).unwrap();
     std::os::unix::fs::symlink("a", host.path().join("l")).unwrap();
-    let fs = uvfs::hostfs::HostFs::new(host.path()).unwrap();
+    let fs = uvfs::fs::hostfs::HostFs::new(host.path()).unwrap();
     let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
     let mnt = TempDir::new("hostmnt");
     let (handle, _uring) = common::spawn(&vfs, mnt.path(), MountOptions::default());
@@ -45,7 +45,7 @@ fn host_changes_seen_through_fuse() {
     let host = TempDir::new("hostchg");
     std::fs::create_dir(host.path().join("d")).unwrap();
     std::fs::write(host.path().join("d/a"), b"one").unwrap();
-    let fs = uvfs::hostfs::HostFs::new(host.path()).unwrap();
+    let fs = uvfs::fs::hostfs::HostFs::new(host.path()).unwrap();
     let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
     let mnt = TempDir::new("hostchgmnt");
     let zero = std::time::Duration::ZERO;

@@ -133,7 +133,7 @@ fn getfacl_setfacl_round_trip() {
     );
     // The ACL is uvfs's: the in-process API sees it.
     let t = m.vfs.root_task();
-    let acl = t.get_acl(DirFd::Cwd, b"/d/f", uvfs::acl::AclType::Access, AtFlags::empty()).unwrap();
+    let acl = t.get_acl(DirFd::Cwd, b"/d/f", uvfs::AclType::Access, AtFlags::empty()).unwrap();
     assert!(acl.is_some());
     // And it decides: nobody may write d/f through the named entry, not read-only g.
     let status = Command::new("setpriv")

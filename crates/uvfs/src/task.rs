@@ -8,39 +8,15 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::cred::Credentials;
-use crate::dentry::Dentry;
-use crate::errno::Result;
-use crate::fdtable::FdTable;
-use crate::file::{File, FileRef};
-use crate::flags::Fd;
-use crate::mount::Mount;
-use crate::rcu::{RcuArc, RcuBox};
+use crate::abi::cred::Credentials;
+use crate::abi::errno::Result;
+use crate::core::fdtable::FdTable;
+use crate::core::instance::VfsInner;
+use crate::core::path::FsContext;
+use crate::core::path::PathRef;
 use crate::sync::Mutex;
-use crate::vfs::{Vfs, VfsInner};
-
-/// A dentry as reached through a mount, counted (Linux's `struct path`).
-#[derive(Clone)]
-pub struct PathRef {
-    /// The mount.
-    pub mnt: Arc<Mount>,
-    /// The dentry.
-    pub dentry: Arc<Dentry>,
-}
-
-impl PathRef {
-    /// The same position, borrowed (for calls that take a walk position).
-    pub(crate) fn pos(&self) -> crate::namei::Pos<'_> {
-        crate::namei::Pos::of(self)
-    }
-}
-
-/// Root and working directory.
-#[derive(Clone)]
-pub(crate) struct FsContext {
-    pub(crate) root: PathRef,
-    pub(crate) cwd: PathRef,
-}
+use crate::sync::rcu::{RcuArc, RcuBox};
+use crate::vfs::Vfs;
 
 /// A task: a process of the VFS.
 pub struct Task {
@@ -152,71 +128,6 @@ impl Task {
         old.cwd.mnt.put_user();
         self.fs.replace(ctx, &self.vfs.rcu);
         Ok(())
-    }
-
-    /// `dup(2)`.
-    pub fn dup(&self, fd: Fd) -> Result<Fd> {
-        let file = self.file(fd)?;
-        self.files.install(file, 0, false)
-    }
-
-    /// `dup2(2)`: `new` refers to `old`'s file; if equal, only validates `old`.
-    pub fn dup2(&self, old: Fd, new: Fd) -> Result<Fd> {
-        let file = self.file(old)?;
-        if old == new {
-            return Ok(new);
-        }
-        self.files.install_at(file, new, false)
-    }
-
-    /// `dup3(2)`: as dup2, EINVAL if equal; `cloexec` sets close-on-exec.
-    pub fn dup3(&self, old: Fd, new: Fd, cloexec: bool) -> Result<Fd> {
-        if old == new {
-            return Err(crate::Errno::EINVAL);
-        }
-        let file = self.file(old)?;
-        self.files.install_at(file, new, cloexec)
-    }
-
-    /// `setrlimit(RLIMIT_NOFILE)` (soft and hard alike): the descriptor limit of this
-    /// task's table.
-    pub fn set_nofile_limit(&self, n: usize) -> Result<()> {
-        self.files.set_limit(n)
-    }
-
-    /// `close(2)`.
-    pub fn close(&self, fd: Fd) -> Result<()> {
-        self.files.close(fd)
-    }
-
-    /// Whether `fd` has close-on-exec.
-    pub fn cloexec(&self, fd: Fd) -> Result<bool> {
-        self.files.cloexec(fd)
-    }
-
-    /// A counted reference to the file at `fd`.
-    pub fn file(&self, fd: Fd) -> Result<Arc<crate::file::File>> {
-        self.file_arc(FileRef::Fd(fd))
-    }
-
-    /// The file `fd` names, alive under `guard` (no reference count taken).
-    #[inline]
-    pub(crate) fn fget<'g>(&'g self, fd: FileRef<'g>, guard: &'g crate::rcu::LocalGuard<'_>) -> Result<&'g File> {
-        match fd {
-            FileRef::Fd(fd) => Ok(self.files.get(fd, guard)?.get()),
-            FileRef::File(f) => Ok(f),
-        }
-    }
-
-    /// A counted reference to the file `fd` names.
-    pub(crate) fn file_arc(&self, fd: FileRef<'_>) -> Result<Arc<File>> {
-        match fd {
-            FileRef::Fd(fd) => {
-                let guard = self.vfs.rcu.pin();
-                Ok(self.files.get(fd, &guard)?.to_arc())
-            }
-            FileRef::File(f) => Ok(f.clone()),
-        }
     }
 }
 

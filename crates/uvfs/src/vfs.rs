@@ -4,58 +4,24 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::config::{FastPaths, VfsConfig};
-use crate::cred::Credentials;
-use crate::dentry::{DENTRY_DEAD, Dentry, DirLocked, Name};
-use crate::errno::{Errno, Result};
-use crate::inode::Inode;
-use crate::memfs::{MemFs, MemFsLimits};
-use crate::mount::{Mount, MountFlags};
-use crate::namei::Pos;
-use crate::namespace::MountTree;
-use crate::rcu::{ArcBorrow, LocalGuard, Rcu};
-use crate::seqcount::SeqCount;
-use crate::stats;
-use crate::superblock::SuperBlock;
+use crate::abi::config::{FastPaths, VfsConfig};
+use crate::abi::cred::Credentials;
+use crate::abi::errno::Result;
+use crate::core::dentry::Dentry;
+use crate::core::instance::VfsInner;
+use crate::core::mount::{Mount, MountFlags};
+use crate::core::namespace::MountTree;
+use crate::core::superblock::SuperBlock;
+use crate::fs::memfs::{MemFs, MemFsLimits};
 use crate::sync::Mutex;
+use crate::sync::rcu::Rcu;
+use crate::sync::seqcount::SeqCount;
 use crate::task::Task;
 
 /// A VFS instance. Cheap to clone (shared).
 #[derive(Clone)]
 pub struct Vfs {
     pub(crate) inner: Arc<VfsInner>,
-}
-
-/// Mount-table key: (parent mount id, mountpoint dentry address).
-pub(crate) type MountKey = (u64, usize);
-
-pub(crate) struct VfsInner {
-    /// Immutable: the reclamation domain.
-    pub(crate) rcu: Rcu,
-    /// Immutable: the configuration.
-    pub(crate) config: VfsConfig,
-    /// Immutable: `config.fast_paths`, kept at hand for the hot paths.
-    pub(crate) fast: FastPaths,
-    /// Bumped by every rename and mount change, under `rename_lock`; lockless walks
-    /// validate against it (Linux's `rename_lock` seqlock and `mount_lock`).
-    pub(crate) rename_seq: SeqCount,
-    /// Serializes renames (Linux's `s_vfs_rename_mutex`) and mount changes (Linux's
-    /// `namespace_sem`), and protects the list of mounts (see [`crate::namespace`]).
-    pub(crate) rename_lock: Mutex<MountTree, { crate::sync::rank::RENAME }>,
-    /// Mounts by mountpoint, probed locklessly when a dentry says it is mounted on.
-    pub(crate) mounts: crate::rhashtable::RHashTable<MountKey, Arc<Mount>>,
-    /// Immutable: the root mount.
-    pub(crate) root: Arc<Mount>,
-    /// The evictable dentries alive (atomic counts, shared with the dentries).
-    pub(crate) dcache_counts: Arc<crate::dentry::DcacheCounts>,
-    /// Evictable dentries, oldest first (FIFO: a hit takes no lock and moves nothing).
-    /// Leaf lock. Entries of dentries already freed or removed are skipped when reached,
-    /// and compacted away when they are the majority (`lru_add`).
-    pub(crate) dcache_lru: parking_lot::Mutex<std::collections::VecDeque<std::sync::Weak<Dentry>>>,
-    /// Atomic: after an eviction pass that could not get within the limits (what is over
-    /// is in use), the total count below which no pass is tried again (0: none), so a
-    /// cache full of pinned entries is not rescanned by every walk.
-    pub(crate) shrink_retry_at: AtomicUsize,
 }
 
 impl Vfs {
@@ -66,18 +32,18 @@ impl Vfs {
         Vfs::with_root(config, Box::new(fs)).expect("memfs root")
     }
 
-    /// A new instance whose root is `fs` (for example a [`HostFs`](crate::hostfs::HostFs));
+    /// A new instance whose root is `fs` (for example a [`HostFs`](crate::fs::hostfs::HostFs));
     /// the error of its root inode if it has none.
-    pub fn with_root(config: VfsConfig, fs: Box<dyn crate::superblock::FileSystem>) -> Result<Vfs> {
+    pub fn with_root(config: VfsConfig, fs: Box<dyn crate::core::superblock::FileSystem>) -> Result<Vfs> {
         let rcu = Rcu::new();
         let sb = SuperBlock::with_config(fs, &rcu, &config);
-        let dcache_counts: Arc<crate::dentry::DcacheCounts> = Arc::default();
+        let dcache_counts: Arc<crate::core::dentry::DcacheCounts> = Arc::default();
         sb.count_inodes_in(&dcache_counts);
         let root_inode = sb.fs().root_inode(&sb)?;
         let root_dentry = Dentry::new_root(root_inode, &rcu);
         let root = Mount::new(1, sb, root_dentry, None, MountFlags::empty());
         root.set_attached(true);
-        let mounts = crate::rhashtable::RHashTable::new();
+        let mounts = crate::sync::rhashtable::RHashTable::new();
         let tree = MountTree::new(root.clone());
         Ok(Vfs {
             inner: Arc::new(VfsInner {
@@ -134,370 +100,6 @@ impl Vfs {
 impl Default for Vfs {
     fn default() -> Self {
         Vfs::new(VfsConfig::default())
-    }
-}
-
-impl Drop for VfsInner {
-    /// Tears the dentry trees down. A directory's children map and a child's parent
-    /// pointer make a cycle, so without this the whole tree (and, for hostfs, every host
-    /// descriptor it holds) would outlive the instance. Children maps are emptied from the
-    /// roots down. What the instance retired is freed when its collector goes, with the
-    /// last strong hold on it (this instance's, or a descriptor table's that is being
-    /// dropped with its task): no guard of it can exist then. Files, inodes and inotify
-    /// instances that outlive the instance hold the collector only weakly (see
-    /// [`crate::rcu`]), so nothing here waits for them, and nothing they still read is
-    /// freed under them.
-    fn drop(&mut self) {
-        let mut stack: Vec<Arc<Dentry>> = vec![self.root.root().clone()];
-        stack.extend(self.rename_lock.lock().take_mounts().iter().map(|m| m.root().clone()));
-        while let Some(d) = stack.pop() {
-            if let Some(dir) = d.dir() {
-                dir.lock.write().order.clear();
-                stack.extend(dir.children.drain(&self.rcu));
-            }
-        }
-    }
-}
-
-impl VfsInner {
-    /// The mount on `dentry` as seen from `mnt`, if any (lockless).
-    #[inline]
-    pub(crate) fn lookup_mount<'g>(
-        &'g self,
-        mnt: &Mount,
-        dentry: &Dentry,
-        guard: &'g LocalGuard<'_>,
-    ) -> Option<ArcBorrow<'g, Mount>> {
-        self.mounts.get(&(mnt.id, dentry as *const Dentry as usize), guard).map(ArcBorrow::from_arc)
-    }
-
-    /// The locked-tier lookup: under the directory lock; asks the filesystem on a miss in
-    /// a directory that is not complete, and caches its answer (positive or negative).
-    /// A cached dentry the filesystem no longer vouches for is replaced (see
-    /// [`VfsInner::lookup_excl`]).
-    pub(crate) fn lookup_locked<'g>(
-        &self,
-        cur: Pos<'g>,
-        name: &[u8],
-        guard: &'g LocalGuard<'_>,
-    ) -> Result<Option<ArcBorrow<'g, Dentry>>> {
-        let dir = cur.dentry.get().dir().ok_or(Errno::ENOTDIR)?;
-        let sb = &cur.mnt.sb;
-        {
-            let _l = dir.lock.read();
-            if let Some(d) = dir.children.get(name, guard) {
-                if !d.needs_revalidate() || sb.fs().d_revalidate(cur.inode(), name, d)? {
-                    return Ok(d.inode().map(|_| ArcBorrow::from_arc(d)));
-                }
-            } else if sb.fs().dcache_complete() {
-                return Ok(None);
-            }
-        }
-        let mut l = dir.lock.write();
-        let parent = cur.dentry.to_arc();
-        let found = self.lookup_excl(sb, &parent, &mut l, name, guard)?;
-        // The map holds what was found: hand out its reference (alive under `guard`, for the
-        // caller's walk), taken while no writer can be growing the map.
-        let r =
-            found.and_then(|d| dir.children.get(name, guard).filter(|x| Arc::ptr_eq(x, &d))).map(ArcBorrow::from_arc);
-        drop(l);
-        Ok(r)
-    }
-
-    /// Linux's `lookup_one_qstr_excl`: `name` in `parent`, whose lock the caller holds
-    /// exclusively (`locked`). A cached dentry is used if the filesystem still vouches for
-    /// it (`d_revalidate`), else dropped; a miss in a directory that is not complete asks
-    /// the filesystem and caches the answer, positive or negative. Returns the positive
-    /// dentry, or `None` for a name that does not exist.
-    pub(crate) fn lookup_excl(
-        &self,
-        sb: &Arc<SuperBlock>,
-        parent: &Arc<Dentry>,
-        locked: &mut DirLocked,
-        name: &[u8],
-        guard: &LocalGuard<'_>,
-    ) -> Result<Option<Arc<Dentry>>> {
-        let dir = parent.dir().ok_or(Errno::ENOTDIR)?;
-        let dir_inode = parent.inode().ok_or(Errno::ENOENT)?;
-        if let Some(d) = dir.children.get(name, guard)
-            && (!d.needs_revalidate()
-                || sb.fs().d_revalidate(dir_inode, name, d)?
-                || !self.d_invalidate(sb, parent, locked, name, guard))
-        {
-            return Ok(d.inode().map(|_| d.clone()));
-        }
-        if sb.fs().dcache_complete() || parent.is_dead() {
-            return Ok(None);
-        }
-        let found = sb.fs().lookup(sb, dir_inode, name)?;
-        let d = Dentry::new_cached(parent, name, found, &self.dcache_counts);
-        if d.needs_revalidate() {
-            sb.fs().d_init(&d);
-        }
-        // Absent (checked under this write lock): insert with the readdir bookkeeping, so
-        // that a later unlink or eviction finds the counts it expects.
-        self.d_insert(parent, locked, name, d.clone(), guard);
-        self.lru_add(&d);
-        Ok(d.inode().is_some().then_some(d))
-    }
-
-    /// `d_invalidate`: drops the cached `name` in `parent` (caller holds `parent`'s lock
-    /// exclusively) because the filesystem no longer vouches for it, and empties the cache
-    /// below it. Returns `false`, dropping nothing, for a directory while anything is
-    /// mounted in this filesystem (see [`SuperBlock`]'s `mountpoints`).
-    fn d_invalidate(
-        &self,
-        sb: &SuperBlock,
-        parent: &Dentry,
-        locked: &mut DirLocked,
-        name: &[u8],
-        guard: &LocalGuard<'_>,
-    ) -> bool {
-        let Some(d) = parent.dir().and_then(|dir| dir.children.get(name, guard)).cloned() else { return true };
-        if d.dir().is_some() && sb.mountpoints.load(Ordering::Relaxed) > 0 {
-            return false;
-        }
-        stats::bump(|c| c.dentries_invalidated += 1);
-        self.d_remove(parent, locked, name, guard);
-        if let Some(dd) = d.dir() {
-            self.d_prune(&mut dd.lock.write(), dd);
-        }
-        true
-    }
-
-    /// Empties the cache below `dir`, the directory of a dentry just unhashed (removed,
-    /// replaced or invalidated); caller holds its lock (`locked`). Its cached children are
-    /// reachable only through it, and each holds it (as its parent) while its map holds
-    /// them: without this the subtree would be a cycle, never freed. Children still in use
-    /// (an open file, a cwd) keep what they hold. Locks go downwards only, one directory
-    /// at a time below the caller's, as the lock order allows.
-    pub(crate) fn d_prune(&self, locked: &mut DirLocked, dir: &crate::dentry::Dir) {
-        locked.order.clear();
-        locked.count = 0;
-        let mut stack: Vec<Arc<Dentry>> = dir.children.drain(&self.rcu);
-        while let Some(d) = stack.pop() {
-            if let Some(dd) = d.dir() {
-                let mut l = dd.lock.write();
-                l.order.clear();
-                l.count = 0;
-                stack.extend(dd.children.drain(&self.rcu));
-            }
-        }
-    }
-
-    /// Queues a new evictable dentry for eviction. The queue holds weak references, which
-    /// keep a dead dentry's memory until the entry goes, and eviction only runs over the
-    /// limits: so the queue is compacted (dead entries dropped) whenever it is more than
-    /// twice the dentries alive, which keeps a churn of short-lived names from growing it
-    /// without bound, at an amortized O(1) per insert.
-    fn lru_add(&self, d: &Arc<Dentry>) {
-        let mut lru = self.dcache_lru.lock();
-        lru.push_back(Arc::downgrade(d));
-        let c = &self.dcache_counts;
-        let alive = c.positive.load(Ordering::Relaxed) + c.negative.load(Ordering::Relaxed);
-        if lru.len() > 2 * alive + 1024 {
-            lru.retain(|w| w.strong_count() > 0);
-        }
-    }
-
-    /// Whether the evictable dentries are over their limits.
-    #[inline]
-    pub(crate) fn dcache_over(&self) -> bool {
-        let c = &self.dcache_counts;
-        let (pos, neg, ino) =
-            (c.positive.load(Ordering::Relaxed), c.negative.load(Ordering::Relaxed), c.inodes.load(Ordering::Relaxed));
-        (pos > self.config.dentry_limit || neg > self.config.negative_dentry_limit || ino > self.config.inode_limit)
-            && pos + neg + ino >= self.shrink_retry_at.load(Ordering::Relaxed)
-    }
-
-    /// The counts an eviction pass brings the caches down to: 1/16 below the limits, so
-    /// that a scan over the limit pays for a pass (the rename lock, a rename-sequence bump
-    /// that makes overlapping walks retry) once per many new dentries, not once per each.
-    fn dcache_targets(&self) -> (usize, usize, usize) {
-        let below = |l: usize| l - l / 16;
-        (below(self.config.dentry_limit), below(self.config.negative_dentry_limit), below(self.config.inode_limit))
-    }
-
-    /// Evicts unused cached dentries, oldest first, until the counts are within their
-    /// limits (Linux's `prune_dcache_sb` under memory pressure). Called at the end of a
-    /// locked-tier walk, which is where they are created. Unused: nothing but the
-    /// parent's map (and readdir order) holds it, so no file, cwd, mount or child (a child
-    /// holds its parent).
-    ///
-    /// Evicting a file or a negative dentry is invisible to walks: one that already read
-    /// it answers what the host holds (unchanged, by hostfs's contract), one that misses
-    /// it asks the host. Evicting a directory is not (a walk may stand in it, and its
-    /// lookups there would find it dead), so that is done like a rename: under the rename
-    /// lock, inside the rename sequence, and an overlapping walk is redone. Every lock is
-    /// only tried (the caller may hold any of them): a busy one skips the candidate.
-    pub(crate) fn shrink_dcache(&self) {
-        if !self.dcache_over() {
-            return;
-        }
-        let guard = self.rcu.pin();
-        let mut budget = self.dcache_lru.lock().len();
-        let (pos_target, neg_target, ino_target) = self.dcache_targets();
-        let c = &self.dcache_counts;
-        // Counts drop when the collector frees what was evicted; count evictions here.
-        let (mut pos, mut neg, mut ino) =
-            (c.positive.load(Ordering::Relaxed), c.negative.load(Ordering::Relaxed), c.inodes.load(Ordering::Relaxed));
-        while budget > 0 && (pos > pos_target || neg > neg_target || ino > ino_target) {
-            budget -= 1;
-            let Some(w) = self.dcache_lru.lock().pop_front() else { break };
-            stats::bump(|c| c.dcache_scanned += 1);
-            let Some(d) = w.upgrade() else { continue };
-            if d.is_dead() {
-                continue;
-            }
-            let positive = d.inode().is_some();
-            let wanted = if positive { pos > pos_target || ino > ino_target } else { neg > neg_target };
-            // The map's count, the readdir order's (positive), ours.
-            let unused = if positive { 3 } else { 2 };
-            let keep = |d: &Arc<Dentry>| self.dcache_lru.lock().push_back(Arc::downgrade(d));
-            if !wanted || Arc::strong_count(&d) != unused || d.flags() & crate::dentry::DENTRY_MOUNTED != 0 {
-                keep(&d);
-                continue;
-            }
-            // Rename lock first, as the lock order says (directories only).
-            let tree = match d.dir() {
-                Some(_) => match self.rename_lock.try_lock() {
-                    Some(g) => Some(g),
-                    None => {
-                        keep(&d);
-                        continue;
-                    }
-                },
-                None => None,
-            };
-            let Some(parent) = d.parent_arc(&guard) else { continue };
-            let Some(pdir) = parent.dir() else { continue };
-            let Some(mut pl) = pdir.lock.try_write() else {
-                keep(&d);
-                continue;
-            };
-            // Parent before child.
-            let cl = match d.dir() {
-                Some(dd) => match dd.lock.try_write() {
-                    Some(g) => Some(g),
-                    None => {
-                        keep(&d);
-                        continue;
-                    }
-                },
-                None => None,
-            };
-            let name = d.name(&guard);
-            let still = pdir.children.get(name, &guard).is_some_and(|x| Arc::ptr_eq(x, &d));
-            let childless = d.dir().is_none_or(|dd| dd.children.is_empty());
-            if !still || !childless || Arc::strong_count(&d) != unused {
-                drop(cl);
-                keep(&d);
-                continue;
-            }
-            if tree.is_some() {
-                let Ok(_w) = self.rename_seq.write_poisoning() else { return };
-                self.d_remove(&parent, &mut pl, name, &guard);
-            } else {
-                self.d_remove(&parent, &mut pl, name, &guard);
-            }
-            drop(cl);
-            drop(tree);
-            if positive {
-                pos -= 1;
-                // Its inode goes with it unless something else holds it (a hard link's
-                // other dentry, an open file, a caller).
-                if d.inode().is_some_and(|i| Arc::strong_count(i) == 1) {
-                    ino = ino.saturating_sub(1);
-                }
-            } else {
-                neg -= 1;
-            }
-        }
-        // Still over: what is over is in use. Try again only after the caches grew by a
-        // sixteenth of a limit (or 64 entries), not at every walk.
-        let retry_at = if pos > pos_target || neg > neg_target || ino > ino_target {
-            let step = (self.config.dentry_limit.min(self.config.inode_limit) / 16).max(64);
-            pos + neg + ino + step
-        } else {
-            0
-        };
-        self.shrink_retry_at.store(retry_at, Ordering::Relaxed);
-    }
-
-    /// `d_add` for a new positive child: inserts it in the map and the readdir order.
-    /// Caller holds the directory lock exclusively.
-    pub(crate) fn d_add(
-        &self,
-        parent: &Arc<Dentry>,
-        locked: &mut DirLocked,
-        name: &[u8],
-        inode: Arc<Inode>,
-        guard: &LocalGuard<'_>,
-    ) -> Arc<Dentry> {
-        let d = Dentry::new_child(parent, name, Some(inode), &self.rcu);
-        if d.needs_revalidate() {
-            d.inode().expect("positive").sb().fs().d_init(&d);
-        }
-        self.d_insert(parent, locked, name, d.clone(), guard);
-        d
-    }
-
-    /// Inserts an existing dentry under `name` (d_add, the second half of d_move).
-    pub(crate) fn d_insert(
-        &self,
-        parent: &Dentry,
-        locked: &mut DirLocked,
-        name: &[u8],
-        d: Arc<Dentry>,
-        _guard: &LocalGuard<'_>,
-    ) {
-        let dir = parent.dir().expect("parent is a directory");
-        crate::fsnotify::d_instantiate_flags(parent, &d);
-        let pos = locked.next_pos;
-        locked.next_pos += 1;
-        d.cold.pos.store(pos, Ordering::Relaxed);
-        if d.inode().is_some() {
-            locked.order.insert(pos, d.clone());
-            locked.count += 1;
-        }
-        if let Some(old) = dir.children.insert(Name::new(name), d, &self.rcu) {
-            if old.inode().is_some() {
-                locked.order.remove(&old.cold.pos.load(Ordering::Relaxed));
-                locked.count -= 1;
-            }
-            old.set_flag(DENTRY_DEAD);
-        }
-    }
-
-    /// `d_delete`: removes `name` from `parent` and marks the dentry dead.
-    pub(crate) fn d_remove(
-        &self,
-        parent: &Dentry,
-        locked: &mut DirLocked,
-        name: &[u8],
-        guard: &LocalGuard<'_>,
-    ) -> Option<Arc<Dentry>> {
-        let old = self.d_unhash(parent, locked, name, guard)?;
-        old.set_flag(DENTRY_DEAD);
-        Some(old)
-    }
-
-    /// Takes `name` out of `parent`'s map and order, leaving the dentry alive (the first
-    /// half of d_move).
-    pub(crate) fn d_unhash(
-        &self,
-        parent: &Dentry,
-        locked: &mut DirLocked,
-        name: &[u8],
-        _guard: &LocalGuard<'_>,
-    ) -> Option<Arc<Dentry>> {
-        let dir = parent.dir().expect("parent is a directory");
-        let old = dir.children.remove(name, &self.rcu)?;
-        if old.inode().is_some() {
-            locked.order.remove(&old.cold.pos.load(Ordering::Relaxed));
-            locked.count -= 1;
-        }
-        Some(old)
     }
 }
 

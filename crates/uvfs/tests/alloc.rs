@@ -45,11 +45,11 @@ fn allocs() -> u64 {
 /// Counts allocations and lock acquisitions of `f` on this thread.
 fn measure(mut f: impl FnMut()) -> (u64, u64) {
     f(); // warm the thread's collector slot
-    let (a0, l0) = (allocs(), uvfs::stats::counters().locks);
+    let (a0, l0) = (allocs(), uvfs::counters().locks);
     for _ in 0..100 {
         f();
     }
-    (allocs() - a0, uvfs::stats::counters().locks - l0)
+    (allocs() - a0, uvfs::counters().locks - l0)
 }
 
 /// A 6-component path a/b/c/d/e/f with a symlink beside the file, group-readable dirs
@@ -99,7 +99,7 @@ fn cached_lookups_allocate_nothing_and_take_no_lock() {
         });
         assert_eq!((a, l), (0, 0), "fstatat via symlink allocations, locks");
     }
-    let c = uvfs::stats::counters();
+    let c = uvfs::counters();
     assert!(c.walk_lockless > 0 && c.walk_locked == 0, "{c:?}");
 }
 
@@ -121,12 +121,12 @@ fn general_paths_are_what_the_switches_select() {
 
     // Symlink cache off: the filesystem is asked for the body every time.
     let (_vfs, _owner, other) = setup(FastPaths::all() - FastPaths::SYMLINK_CACHE);
-    let before = uvfs::stats::counters().link_fs_reads;
+    let before = uvfs::counters().link_fs_reads;
     let mut buf = [0u8; 16];
     for _ in 0..10 {
         other.readlinkat(DirFd::Cwd, b"/a/b/c/d/e/link", &mut buf).unwrap();
     }
-    assert_eq!(uvfs::stats::counters().link_fs_reads - before, 10);
+    assert_eq!(uvfs::counters().link_fs_reads - before, 10);
 }
 
 /// An ACL on /a/b/c that names the non-owner (uid 2000): its search permission comes from
@@ -230,7 +230,7 @@ fn walks_across_mounts_allocate_nothing_and_take_no_lock() {
         assert_eq!(owner.openat2(DirFd::Fd(dirfd), b"b/m/b/../b/c/missing", &how), Err(Errno::ENOENT));
     });
     assert_eq!((a, l), (0, 0), "scoped cached miss across mounts: allocations, locks");
-    let c = uvfs::stats::counters();
+    let c = uvfs::counters();
     assert!(c.walk_lockless > 0 && c.walk_locked == 0, "{c:?}");
 }
 
@@ -248,7 +248,7 @@ fn unwatched_write_open_close_allocate_nothing_for_notify() {
         let f = t.open(b"/work/f", OpenFlags::RDONLY, 0).unwrap();
         t.close(f).unwrap();
     };
-    let notify_locks = || uvfs::stats::counters().notify_locks;
+    let notify_locks = || uvfs::counters().notify_locks;
     // Counts (allocations, notify locks) of pwrite and of open+close, 101 calls each.
     let run = || {
         let n0 = notify_locks();
@@ -321,11 +321,11 @@ fn colliding_names_cost_no_more_probes() {
             t.mknodat(DirFd::Cwd, &[dir, b"/", n].concat(), 0o644, 0).unwrap();
         }
         let paths: Vec<Vec<u8>> = names.iter().map(|n| [dir, b"/", n].concat()).collect();
-        let c0 = uvfs::stats::counters();
+        let c0 = uvfs::counters();
         for p in &paths {
             t.stat(p).unwrap();
         }
-        let c1 = uvfs::stats::counters();
+        let c1 = uvfs::counters();
         assert_eq!(c1.locks, c0.locks, "a cached stat took a lock");
         per_name.push((c1.hash_probes - c0.hash_probes) as f64 / paths.len() as f64);
     }

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use uvfs::stats::counters;
+use uvfs::counters;
 use uvfs::{AtFlags, DirFd, Errno, FastPaths, Fd, OpenFlags, RenameFlags, Task, Vfs, VfsConfig};
 
 /// Writer steps per writer thread (`UVFS_STRESS_ITERS` overrides).
@@ -160,7 +160,7 @@ fn judge(label: &str, names: &[String], hist: &[Vec<Option<u64>>], tags: &HashMa
 /// once (stat, lstat, readlink); `opens` counts opens, which walk again when what they
 /// found lost its last name before they could open it.
 struct WalkCount {
-    before: uvfs::stats::Counters,
+    before: uvfs::Counters,
     walks: u64,
     opens: u64,
 }
@@ -926,7 +926,7 @@ fn appends_from_two_descriptions_memfs() {
 #[test]
 fn appends_from_two_descriptions_hostfs() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = uvfs::hostfs::HostFs::new(dir.path()).unwrap();
+    let fs = uvfs::fs::hostfs::HostFs::new(dir.path()).unwrap();
     let vfs = Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap();
     appends_from_two_descriptions(&vfs, "/log");
 }

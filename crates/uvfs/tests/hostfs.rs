@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::{MetadataExt, symlink};
 
-use uvfs::hostfs::HostFs;
+use uvfs::fs::hostfs::HostFs;
 use uvfs::{AtFlags, DirFd, Errno, FastPaths, OpenFlags, Vfs, VfsConfig};
 
 /// A fresh host directory under /dev/shm (a tmpfs), removed on drop.
@@ -110,11 +110,11 @@ fn inode_hash_probe_takes_no_lock() {
         let vfs = vfs_over(&dir, fast);
         let t = vfs.root_task();
         t.stat(b"/d").unwrap();
-        let before = uvfs::stats::counters().locks;
+        let before = uvfs::counters().locks;
         for i in 0..N {
             t.stat(format!("/d/f{i}").as_bytes()).unwrap();
         }
-        uvfs::stats::counters().locks - before
+        uvfs::counters().locks - before
     };
     let with = scan(FastPaths::all());
     let without = scan(FastPaths::all() - FastPaths::INODE_HASH);
@@ -123,9 +123,9 @@ fn inode_hash_probe_takes_no_lock() {
     let vfs = vfs_over(&dir, FastPaths::all());
     let t = vfs.root_task();
     t.stat(b"/d/f0").unwrap();
-    let before = uvfs::stats::counters().locks;
+    let before = uvfs::counters().locks;
     t.stat(b"/d/f0").unwrap();
-    assert_eq!(uvfs::stats::counters().locks - before, 0);
+    assert_eq!(uvfs::counters().locks - before, 0);
 }
 
 /// Two names of one host file (a hard link) are one inode in uvfs, found through the
@@ -266,11 +266,11 @@ fn cold_lookup_locks_only_the_missing_step() {
         let vfs = vfs_over(&dir, fast);
         let t = vfs.root_task();
         t.stat(b"/a/b").unwrap();
-        let before = uvfs::stats::counters();
+        let before = uvfs::counters();
         for i in 0..N {
             t.stat(format!("/a/b/f{i}").as_bytes()).unwrap();
         }
-        let after = uvfs::stats::counters();
+        let after = uvfs::counters();
         assert_eq!(after.walk_locked - before.walk_locked, N, "every cold stat reaches the locked tier");
         after.locks - before.locks
     };
@@ -309,11 +309,11 @@ fn inode_limit_bounds_the_cache() {
     // walks do not pay a scan each (the pass is retried only after growth).
     let fds: Vec<_> =
         (0..INODES + 100).map(|f| t.open(format!("/d/f{f}").as_bytes(), OpenFlags::RDONLY, 0).unwrap()).collect();
-    let before = uvfs::stats::counters().dcache_scanned;
+    let before = uvfs::counters().dcache_scanned;
     for f in 0..50 {
         assert_eq!(t.stat(format!("/d/missing{f}").as_bytes()), Err(Errno::ENOENT));
     }
-    let scanned = uvfs::stats::counters().dcache_scanned - before;
+    let scanned = uvfs::counters().dcache_scanned - before;
     // One pass over the queue at most (it holds about INODES + 100 entries), not one per walk.
     assert!(scanned < 2 * (INODES as u64 + 100) + 200, "eviction looked at {scanned} entries for 50 walks");
     for fd in fds {

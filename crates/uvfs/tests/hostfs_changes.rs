@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use uvfs::hostfs::{HostChanges, HostFs, HostFsOptions};
+use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
 use uvfs::{
     AccessMode, Acl, AclEntry, AclTag, AtFlags, Credentials, DirFd, Errno, Gid, OpenFlags, RenameFlags, Uid, Vfs,
     VfsConfig,
@@ -116,10 +116,10 @@ fn how_long_a_check_stands() {
         } else {
             assert_eq!((new, old), (Err(Errno::ENOENT), Ok(1)), "{changes:?}");
         }
-        let before = uvfs::stats::counters().dentries_invalidated;
+        let before = uvfs::counters().dentries_invalidated;
         std::fs::remove_file(dir.path().join("old")).unwrap();
         assert_eq!(t.stat(b"/old").is_err(), sees, "{changes:?}");
-        assert_eq!(uvfs::stats::counters().dentries_invalidated - before, u64::from(sees));
+        assert_eq!(uvfs::counters().dentries_invalidated - before, u64::from(sees));
     }
 }
 
@@ -218,7 +218,7 @@ fn host_do(root: &Path, op: &Op) {
     };
 }
 
-fn uvfs_do(t: &uvfs::task::Task, op: &Op) {
+fn uvfs_do(t: &uvfs::Task, op: &Op) {
     let p = |i: usize| format!("/{}", NAMES[i]).into_bytes();
     let _ = match op {
         Op::Write(a, l) => {
@@ -245,7 +245,7 @@ fn host_view(root: &Path, rel: &str) -> Result<(u32, u64, u64, u64), i32> {
         .map_err(|e| e.raw_os_error().unwrap_or(0))
 }
 
-fn uvfs_view(t: &uvfs::task::Task, rel: &str) -> Result<(u32, u64, u64, u64), i32> {
+fn uvfs_view(t: &uvfs::Task, rel: &str) -> Result<(u32, u64, u64, u64), i32> {
     t.lstat(format!("/{rel}").as_bytes()).map(|s| (s.mode, s.ino, s.size, s.nlink as u64)).map_err(|e| e.raw())
 }
 
@@ -260,7 +260,7 @@ fn host_list(root: &Path, rel: &str) -> Option<Vec<Vec<u8>>> {
     Some(v)
 }
 
-fn uvfs_list(t: &uvfs::task::Task, rel: &str) -> Option<Vec<Vec<u8>>> {
+fn uvfs_list(t: &uvfs::Task, rel: &str) -> Option<Vec<Vec<u8>>> {
     let fd =
         t.open(format!("/{rel}").as_bytes(), OpenFlags::RDONLY | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW, 0).ok()?;
     let mut v: Vec<Vec<u8>> =
@@ -395,7 +395,7 @@ fn host_changes_racing_walks() {
         for k in 0..2usize {
             let (vfs, stop, walks) = (&vfs, &stop, &walks);
             workers.push(s.spawn(move || {
-                let before = uvfs::stats::counters().dentries_invalidated;
+                let before = uvfs::counters().dentries_invalidated;
                 let t = vfs.root_task();
                 let mut i = k;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -419,7 +419,7 @@ fn host_changes_racing_walks() {
                     }
                     let _ = t.stat(format!("/{d}/tmp/../sub/./f0").as_bytes());
                 }
-                uvfs::stats::counters().dentries_invalidated - before
+                uvfs::counters().dentries_invalidated - before
             }));
         }
         host.join().unwrap();

@@ -9,7 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use uvfs::hostfs::HostFs;
+use uvfs::fs::hostfs::HostFs;
 use uvfs::{Errno, Vfs, VfsConfig};
 
 /// Counts live heap bytes.

@@ -379,13 +379,13 @@ fn unwatched_io_takes_no_notify_lock() {
     let fd = t.open(b"/work/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
     t.pwrite(fd, b"x", 0).unwrap();
     let run = || {
-        let before = uvfs::stats::counters().notify_locks;
+        let before = uvfs::counters().notify_locks;
         for _ in 0..100 {
             t.pwrite(fd, b"x", 0).unwrap();
             let f2 = t.open(b"/work/f", OpenFlags::RDONLY, 0).unwrap();
             t.close(f2).unwrap();
         }
-        uvfs::stats::counters().notify_locks - before
+        uvfs::counters().notify_locks - before
     };
     assert_eq!(run(), 0, "no watcher anywhere");
     let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
@@ -396,9 +396,9 @@ fn unwatched_io_takes_no_notify_lock() {
     let vfs = Vfs::new(VfsConfig { fast_paths: FastPaths::all() - FastPaths::NOTIFY, ..Default::default() });
     let t = vfs.root_task();
     let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
-    let before = uvfs::stats::counters().notify_locks;
+    let before = uvfs::counters().notify_locks;
     t.pwrite(fd, b"x", 0).unwrap();
-    assert!(uvfs::stats::counters().notify_locks > before);
+    assert!(uvfs::counters().notify_locks > before);
     let _ = Fd(0);
 }
 
@@ -410,7 +410,8 @@ fn unmount_sends_unmount_then_ignored() {
     let t = vfs.root_task();
     t.mkdir(b"/mnt", 0o755).unwrap();
     t.mkdir(b"/other", 0o755).unwrap();
-    t.mount(uvfs::MountSource::MemFs(uvfs::memfs::MemFsLimits::default()), b"/mnt", uvfs::MountFlags::empty()).unwrap();
+    t.mount(uvfs::MountSource::MemFs(uvfs::fs::memfs::MemFsLimits::default()), b"/mnt", uvfs::MountFlags::empty())
+        .unwrap();
     t.mkdir(b"/mnt/d", 0o755).unwrap();
     let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
     let wd_in = t.inotify_add_watch(&ino, b"/mnt/d", EventMask::ALL_EVENTS).unwrap();

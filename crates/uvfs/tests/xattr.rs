@@ -2,7 +2,7 @@
 //! tests: tmpfs's inode-budget ENOSPC (needs a small `nr_inodes`), read-only mounts, and
 //! the typed ACL calls.
 
-use uvfs::memfs::MemFsLimits;
+use uvfs::fs::memfs::MemFsLimits;
 use uvfs::{
     Acl, AclEntry, AclTag, AclType, AtFlags, DirFd, Errno, FastPaths, MountFlags, MountSource, OpenFlags, Vfs,
     VfsConfig, XattrFlags,

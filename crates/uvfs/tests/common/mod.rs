@@ -792,7 +792,7 @@ pub fn uvfs_run_backend(backend: Backend, fast: FastPaths, who: Who, setup: &[Op
         Backend::Mem => uvfs_run(fast, who, setup, ops),
         Backend::Host => {
             let dir = HostDir::new();
-            let fs = uvfs::hostfs::HostFs::new(&dir.0).expect("hostfs");
+            let fs = uvfs::fs::hostfs::HostFs::new(&dir.0).expect("hostfs");
             let vfs = Vfs::with_root(VfsConfig { fast_paths: fast, ..VfsConfig::default() }, Box::new(fs)).unwrap();
             uvfs_run_on(&vfs, who, setup, ops)
         }

@@ -1,0 +1,174 @@
+//! Flag newtypes of the syscall-shaped API, with Linux's bit values.
+//!
+//! Values match `<fcntl.h>`/`<linux/fs.h>` on x86-64 so a frontend passes them through
+//! unchanged. Unknown bits are rejected with `EINVAL` where Linux rejects them
+//! ([`OpenFlags::from_bits`] keeps the known ones; the calls check with `from_bits`).
+
+use bitflags::bitflags;
+
+bitflags! {
+    /// `open(2)` flags.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct OpenFlags: u32 {
+        const RDONLY = 0;
+        const WRONLY = 0o1;
+        const RDWR = 0o2;
+        const CREAT = 0o100;
+        const EXCL = 0o200;
+        const NOCTTY = 0o400;
+        const TRUNC = 0o1000;
+        const APPEND = 0o2000;
+        const NONBLOCK = 0o4000;
+        const DSYNC = 0o10000;
+        const ASYNC = 0o20000;
+        const DIRECT = 0o40000;
+        const LARGEFILE = 0o100000;
+        const DIRECTORY = 0o200000;
+        const NOFOLLOW = 0o400000;
+        const NOATIME = 0o1000000;
+        const CLOEXEC = 0o2000000;
+        /// `__O_SYNC`; `O_SYNC` is this plus `DSYNC`.
+        const SYNC = 0o4000000;
+        const PATH = 0o10000000;
+        /// `__O_TMPFILE`; `O_TMPFILE` is this plus `DIRECTORY`.
+        const TMPFILE = 0o20000000;
+    }
+}
+
+impl OpenFlags {
+    /// The access mode bits (`O_ACCMODE`).
+    pub const ACCMODE: u32 = 0o3;
+
+    /// `O_RDONLY`/`O_WRONLY`/`O_RDWR` as 0, 1, 2 (3 is invalid except with `O_PATH`).
+    pub fn access_mode(self) -> u32 {
+        self.bits() & Self::ACCMODE
+    }
+
+    /// Whether the file is opened for reading.
+    pub fn readable(self) -> bool {
+        matches!(self.access_mode(), 0 | 2) && !self.contains(Self::PATH)
+    }
+
+    /// Whether the file is opened for writing.
+    pub fn writable(self) -> bool {
+        matches!(self.access_mode(), 1 | 2) && !self.contains(Self::PATH)
+    }
+}
+
+bitflags! {
+    /// `AT_*` flags of the `*at` calls.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct AtFlags: u32 {
+        const SYMLINK_NOFOLLOW = 0x100;
+        /// `AT_REMOVEDIR` for `unlinkat`; `AT_EACCESS` for `faccessat` (same value on Linux).
+        const REMOVEDIR = 0x200;
+        const SYMLINK_FOLLOW = 0x400;
+        const NO_AUTOMOUNT = 0x800;
+        const EMPTY_PATH = 0x1000;
+    }
+}
+
+impl AtFlags {
+    /// `AT_EACCESS`: check with the effective ids (shares the bit with `AT_REMOVEDIR`).
+    pub const EACCESS: AtFlags = AtFlags::REMOVEDIR;
+}
+
+bitflags! {
+    /// `renameat2(2)` flags.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct RenameFlags: u32 {
+        const NOREPLACE = 1;
+        const EXCHANGE = 2;
+        const WHITEOUT = 4;
+    }
+}
+
+bitflags! {
+    /// `access(2)` modes (`F_OK` is the empty set).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct AccessMode: u32 {
+        const X_OK = 1;
+        const W_OK = 2;
+        const R_OK = 4;
+    }
+}
+
+impl AccessMode {
+    /// `F_OK`: existence only.
+    pub const F_OK: AccessMode = AccessMode::empty();
+}
+
+/// A file descriptor number in a task's fd table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Fd(pub i32);
+
+/// `lseek(2)` whence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Whence {
+    /// `SEEK_SET`
+    Set,
+    /// `SEEK_CUR`
+    Cur,
+    /// `SEEK_END`
+    End,
+}
+
+/// A time argument of `utimensat(2)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeSpec {
+    /// `UTIME_NOW`: the current time.
+    Now,
+    /// `UTIME_OMIT`: leave the time unchanged.
+    Omit,
+    /// An explicit time; `nsec` must be below 1e9.
+    At(Timespec),
+}
+
+/// Seconds and nanoseconds since the epoch, as `struct timespec`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Timespec {
+    /// Seconds since 1970-01-01 UTC.
+    pub sec: i64,
+    /// Nanoseconds, below 1e9.
+    pub nsec: u32,
+}
+
+impl Timespec {
+    /// The current wall-clock time.
+    pub fn now() -> Timespec {
+        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Timespec { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
+    }
+}
+
+bitflags! {
+    /// `openat2(2)`'s `resolve` field (`RESOLVE_*`), Linux's values.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct ResolveFlags: u64 {
+        /// Crossing a mount point (either way, or by an absolute symlink) is EXDEV.
+        const NO_XDEV = 0x01;
+        /// No magic links (`/proc/*/fd/*`); uvfs has none, so this refuses nothing.
+        const NO_MAGICLINKS = 0x02;
+        /// Any symlink that would be followed is ELOOP.
+        const NO_SYMLINKS = 0x04;
+        /// Stay beneath the start directory: `..` at it, absolute paths and absolute
+        /// symlinks are EXDEV.
+        const BENEATH = 0x08;
+        /// Treat the start directory as the root: `..` at it stays there, absolute paths
+        /// and symlinks start from it.
+        const IN_ROOT = 0x10;
+        /// Answer from the cache without blocking, or EAGAIN.
+        const CACHED = 0x20;
+    }
+}
+
+/// `struct open_how`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenHow {
+    /// `O_*` flags; unknown bits are EINVAL (unlike `openat`, which ignores them).
+    pub flags: OpenFlags,
+    /// Permission bits for `O_CREAT`/`O_TMPFILE`; must be 0 otherwise.
+    pub mode: u32,
+    /// How to resolve the path.
+    pub resolve: ResolveFlags,
+}

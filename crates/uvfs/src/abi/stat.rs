@@ -1,0 +1,143 @@
+//! `struct stat` and file types, Linux-shaped.
+
+use crate::abi::flags::Timespec;
+
+/// File type bits of `st_mode` (`S_IFMT`).
+pub const S_IFMT: u32 = 0o170000;
+/// Set-user-id bit.
+pub const S_ISUID: u32 = 0o4000;
+/// Set-group-id bit.
+pub const S_ISGID: u32 = 0o2000;
+/// Sticky bit.
+pub const S_ISVTX: u32 = 0o1000;
+/// Permission bits plus suid/sgid/sticky.
+pub const S_IALLUGO: u32 = 0o7777;
+
+/// The type of an inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FileType {
+    /// A regular file.
+    Regular = 1,
+    /// A directory.
+    Directory = 2,
+    /// A symbolic link.
+    Symlink = 3,
+    /// A named pipe.
+    Fifo = 4,
+    /// A character device node.
+    CharDevice = 5,
+    /// A block device node.
+    BlockDevice = 6,
+    /// A unix socket node.
+    Socket = 7,
+}
+
+impl FileType {
+    /// The `S_IF*` bits.
+    pub const fn mode_bits(self) -> u32 {
+        match self {
+            FileType::Regular => 0o100000,
+            FileType::Directory => 0o040000,
+            FileType::Symlink => 0o120000,
+            FileType::Fifo => 0o010000,
+            FileType::CharDevice => 0o020000,
+            FileType::BlockDevice => 0o060000,
+            FileType::Socket => 0o140000,
+        }
+    }
+
+    /// Parses the `S_IF*` bits of a mode; `None` for an invalid type.
+    pub const fn from_mode(mode: u32) -> Option<FileType> {
+        Some(match mode & S_IFMT {
+            0o100000 => FileType::Regular,
+            0o040000 => FileType::Directory,
+            0o120000 => FileType::Symlink,
+            0o010000 => FileType::Fifo,
+            0o020000 => FileType::CharDevice,
+            0o060000 => FileType::BlockDevice,
+            0o140000 => FileType::Socket,
+            _ => return None,
+        })
+    }
+
+    /// The `d_type` value of a directory entry (`DT_*`).
+    pub const fn dirent_type(self) -> u8 {
+        match self {
+            FileType::Regular => 8,
+            FileType::Directory => 4,
+            FileType::Symlink => 10,
+            FileType::Fifo => 1,
+            FileType::CharDevice => 2,
+            FileType::BlockDevice => 6,
+            FileType::Socket => 12,
+        }
+    }
+}
+
+/// Linux `struct stat`, field for field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Stat {
+    /// Device of the filesystem.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Type and permission bits.
+    pub mode: u32,
+    /// Link count.
+    pub nlink: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Device number for device nodes.
+    pub rdev: u64,
+    /// Size in bytes (symlinks: length of the target).
+    pub size: u64,
+    /// Preferred I/O block size.
+    pub blksize: u32,
+    /// 512-byte blocks allocated.
+    pub blocks: u64,
+    /// Last access.
+    pub atime: Timespec,
+    /// Last modification of the data.
+    pub mtime: Timespec,
+    /// Last status change.
+    pub ctime: Timespec,
+}
+
+impl Stat {
+    /// The file type, from `mode`.
+    pub fn file_type(&self) -> Option<FileType> {
+        FileType::from_mode(self.mode)
+    }
+}
+
+/// Linux `struct statfs`, the fields uvfs fills.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct StatFs {
+    /// Filesystem magic (`TMPFS_MAGIC` for memfs).
+    pub fs_type: u64,
+    /// Block size.
+    pub bsize: u64,
+    /// Total blocks.
+    pub blocks: u64,
+    /// Free blocks.
+    pub bfree: u64,
+    /// Blocks available to unprivileged users.
+    pub bavail: u64,
+    /// Total inodes.
+    pub files: u64,
+    /// Free inodes.
+    pub ffree: u64,
+    /// Maximum name length.
+    pub namelen: u64,
+}
+
+/// Makes a device number from major and minor, as glibc's `makedev`.
+pub const fn makedev(major: u32, minor: u32) -> u64 {
+    let (ma, mi) = (major as u64, minor as u64);
+    ((ma & 0xffff_f000) << 32) | ((ma & 0xfff) << 8) | ((mi & 0xffff_ff00) << 12) | (mi & 0xff)
+}
+
+// ---- fstatat, readlinkat (Linux's fs/stat.c) ----

@@ -1,0 +1,367 @@
+//! `Dentry`: a name in a directory. Mirrors Linux's `struct dentry` and the dcache.
+//!
+//! A dentry is positive (it has an inode, which never changes for its life) or negative
+//! (it records that a name does not exist, for filesystems whose directories are not
+//! complete in the cache). A directory's dentry owns the map of its children, which
+//! lockless lookups probe; every change to the map happens under the directory's lock.
+//!
+//! Layout (seed 004): the fields a lookup reads are in [`DentryHot`], on the first cache
+//! line of the dentry; what changes while others look up (the readdir position, and the
+//! `Arc` strong count, which `align(64)` places on the cache line *before* the dentry)
+//! never shares that line. `tests/layout.rs` asserts the offsets.
+
+use std::borrow::Borrow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::core::inode::Inode;
+use crate::sync::RwLock;
+use crate::sync::rcu::{ArcBorrow, LocalGuard, Rcu, RcuArc, RcuBox};
+
+/// A name in a directory: bytes, not UTF-8, at most 255 of them.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct Name(Box<[u8]>);
+
+impl Name {
+    /// A name from bytes (the caller has validated it).
+    pub fn new(b: &[u8]) -> Name {
+        Name(b.into())
+    }
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Borrow<[u8]> for Name {
+    fn borrow(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// The children map of a directory.
+pub(crate) type ChildMap = crate::sync::rhashtable::RHashTable<Name, Arc<Dentry>>;
+
+/// Flag: something is mounted on this dentry; the walk probes the mount table.
+pub const DENTRY_MOUNTED: u32 = 1 << 0;
+/// Flag: unhashed (unlinked or replaced); no longer reachable by name.
+pub const DENTRY_DEAD: u32 = 1 << 1;
+/// Flag: an unnamed `O_TMPFILE` inode that `linkat` may give a name.
+pub const DENTRY_LINKABLE: u32 = 1 << 3;
+/// Flag: the parent directory is watched (seed 000's per-dentry check).
+pub const DENTRY_PARENT_WATCHED: u32 = 1 << 2;
+/// Flag (immutable, inherited from the parent): the filesystem revalidates cached
+/// dentries before use ([`FileSystem::revalidates`](crate::core::superblock::FileSystem::revalidates),
+/// Linux's `DCACHE_OP_REVALIDATE`). Read with the other flags the walk loads anyway.
+pub const DENTRY_OP_REVALIDATE: u32 = 1 << 4;
+
+/// A dentry. Only ever constructed as `Arc<Dentry>` (the walk relies on it).
+#[repr(C, align(64))]
+pub struct Dentry {
+    /// Read by lockless lookups; see the module docs.
+    pub(crate) hot: DentryHot,
+    /// Written while others look up; kept off the hot line.
+    pub(crate) cold: DentryCold,
+}
+
+/// The lookup-read part of a dentry: one cache line.
+#[repr(C)]
+pub struct DentryHot {
+    /// Atomic: `DENTRY_*` flags.
+    pub(crate) flags: AtomicU32,
+    /// Immutable: the inode, `None` for a negative dentry.
+    pub(crate) inode: Option<Arc<Inode>>,
+    /// Immutable: the children of a directory (`None` for anything else).
+    pub(crate) dir: Option<Box<Dir>>,
+    /// The parent (`None` only for a filesystem root). Replaced by rename under the rename
+    /// lock, the old value retired through the collector.
+    pub(crate) parent: Option<RcuArc<Dentry>>,
+    /// The name. Replaced by rename, like `parent`.
+    pub(crate) name: RcuBox<Name>,
+}
+
+/// The part of a dentry written while others look up.
+#[repr(C, align(64))]
+pub struct DentryCold {
+    /// Position in the parent's readdir order; protected by the parent's dir lock.
+    pub(crate) pos: AtomicU64,
+    /// Number of mounts on this dentry (in any parent mount); changed under the rename lock
+    /// and the parent directory's lock (so rmdir/unlink, which hold the latter, see it).
+    pub(crate) mounts: AtomicU32,
+    /// Immutable: the instance's evictable-dentry counts this dentry is counted in (a
+    /// dentry a lookup cached for a filesystem that is not dcache-complete), `None`
+    /// otherwise. Decremented when the dentry is freed.
+    pub(crate) counted: Option<Arc<DcacheCounts>>,
+    /// Atomic, the filesystem's to use (Linux's `d_time`): hostfs keeps when the name was
+    /// last checked against the host.
+    pub(crate) time: AtomicU64,
+}
+
+/// Dentries the instance may evict (cached lookups of filesystems that are not
+/// dcache-complete), alive now: the bounded-cache counts.
+#[derive(Default, Debug)]
+pub struct DcacheCounts {
+    /// Atomic: positive ones.
+    pub positive: std::sync::atomic::AtomicUsize,
+    /// Atomic: negative ones.
+    pub negative: std::sync::atomic::AtomicUsize,
+    /// Atomic: inodes of the filesystems these dentries belong to (those that are not
+    /// dcache-complete), alive now; counted by [`Inode`]'s constructor and drop.
+    pub inodes: std::sync::atomic::AtomicUsize,
+}
+
+impl DcacheCounts {
+    fn slot(&self, positive: bool) -> &std::sync::atomic::AtomicUsize {
+        if positive { &self.positive } else { &self.negative }
+    }
+}
+
+impl Drop for Dentry {
+    fn drop(&mut self) {
+        if let Some(c) = &self.cold.counted {
+            c.slot(self.hot.inode.is_some()).fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The children of a directory. `repr(C)`: the map (read by lookups) first, the lock
+/// (written by every locked lookup and change) after it.
+#[repr(C)]
+pub struct Dir {
+    /// Probed without a lock (see [`crate::sync::rhashtable`]); changed only under
+    /// `lock`.
+    pub(crate) children: ChildMap,
+    /// The directory lock (Linux's `i_rwsem` of the directory): shared for locked lookups,
+    /// exclusive for changes.
+    pub(crate) lock: RwLock<DirLocked, { crate::sync::rank::DIR }>,
+}
+
+/// What the directory lock protects besides the map.
+#[derive(Default)]
+pub struct DirLocked {
+    /// Positive children by readdir position (stable cursors for getdents).
+    pub(crate) order: BTreeMap<u64, Arc<Dentry>>,
+    /// Next position to hand out; 0 and 1 are "." and "..".
+    pub(crate) next_pos: u64,
+    /// Number of positive children.
+    pub(crate) count: u64,
+}
+
+impl Dentry {
+    fn alloc(
+        inode: Option<Arc<Inode>>,
+        parent: Option<Arc<Dentry>>,
+        name: &[u8],
+        counted: Option<Arc<DcacheCounts>>,
+    ) -> Arc<Dentry> {
+        if let Some(c) = &counted {
+            c.slot(inode.is_some()).fetch_add(1, Ordering::Relaxed);
+        }
+        let flags = match &parent {
+            Some(p) => p.flags() & DENTRY_OP_REVALIDATE,
+            None => match &inode {
+                Some(i) if i.sb().fs().revalidates() => DENTRY_OP_REVALIDATE,
+                _ => 0,
+            },
+        };
+        let dir = match &inode {
+            Some(i) if i.is_dir() => Some(Box::new(Dir {
+                children: ChildMap::new(),
+                lock: RwLock::new(DirLocked { next_pos: 2, ..Default::default() }),
+            })),
+            _ => None,
+        };
+        Arc::new(Dentry {
+            hot: DentryHot {
+                flags: AtomicU32::new(flags),
+                inode,
+                dir,
+                parent: parent.map(RcuArc::new),
+                name: RcuBox::new(Name::new(name)),
+            },
+            cold: DentryCold { pos: AtomicU64::new(0), mounts: AtomicU32::new(0), counted, time: AtomicU64::new(0) },
+        })
+    }
+
+    /// The root dentry of a filesystem.
+    pub(crate) fn new_root(inode: Arc<Inode>, rcu: &Rcu) -> Arc<Dentry> {
+        let _ = rcu;
+        Dentry::alloc(Some(inode), None, b"/", None)
+    }
+
+    /// A dentry for `name` in `parent`, not yet in the parent's map.
+    pub(crate) fn new_child(parent: &Arc<Dentry>, name: &[u8], inode: Option<Arc<Inode>>, rcu: &Rcu) -> Arc<Dentry> {
+        let _ = rcu;
+        Dentry::alloc(inode, Some(parent.clone()), name, None)
+    }
+
+    /// A dentry a lookup caches for a filesystem that is not dcache-complete: counted in
+    /// `counts`, and evictable when unused.
+    pub(crate) fn new_cached(
+        parent: &Arc<Dentry>,
+        name: &[u8],
+        inode: Option<Arc<Inode>>,
+        counts: &Arc<DcacheCounts>,
+    ) -> Arc<Dentry> {
+        Dentry::alloc(inode, Some(parent.clone()), name, Some(counts.clone()))
+    }
+
+    /// The inode (`None`: negative).
+    #[inline]
+    pub fn inode(&self) -> Option<&Arc<Inode>> {
+        self.hot.inode.as_ref()
+    }
+
+    /// Flags.
+    #[inline]
+    pub fn flags(&self) -> u32 {
+        self.hot.flags.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_flag(&self, f: u32) {
+        self.hot.flags.fetch_or(f, Ordering::AcqRel);
+    }
+
+    /// Clears `DENTRY_PARENT_WATCHED` (lazily, when the parent no longer wants child
+    /// events, as Linux's `__fsnotify_update_child_dentry_flags`).
+    pub(crate) fn clear_parent_watched(&self) {
+        self.hot.flags.fetch_and(!DENTRY_PARENT_WATCHED, Ordering::AcqRel);
+    }
+
+    /// Clears `DENTRY_MOUNTED` when the last mount on this dentry goes (caller holds the
+    /// rename lock, inside the rename sequence).
+    pub(crate) fn clear_mounted(&self) {
+        self.hot.flags.fetch_and(!DENTRY_MOUNTED, Ordering::AcqRel);
+    }
+
+    /// The filesystem's timestamp of this dentry (Linux's `d_time`), for
+    /// [`FileSystem::d_revalidate`](crate::core::superblock::FileSystem::d_revalidate).
+    #[inline]
+    pub fn d_time(&self) -> &AtomicU64 {
+        &self.cold.time
+    }
+
+    /// Whether cached lookups of this dentry are revalidated by its filesystem.
+    #[inline]
+    pub fn needs_revalidate(&self) -> bool {
+        self.flags() & DENTRY_OP_REVALIDATE != 0
+    }
+
+    /// Whether it was unlinked (or replaced).
+    #[inline]
+    pub fn is_dead(&self) -> bool {
+        self.flags() & DENTRY_DEAD != 0
+    }
+
+    /// The directory part, for a directory.
+    #[inline]
+    pub(crate) fn dir(&self) -> Option<&Dir> {
+        self.hot.dir.as_deref()
+    }
+
+    /// Whether this is a filesystem root.
+    pub fn is_root(&self) -> bool {
+        self.hot.parent.is_none()
+    }
+
+    /// The parent, read under a guard (`self` for a root).
+    #[inline]
+    pub(crate) fn parent<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g Dentry {
+        match &self.hot.parent {
+            Some(p) => p.load(guard).get(),
+            None => self,
+        }
+    }
+
+    /// The parent as a borrow that can be counted (`None` for a root).
+    #[inline]
+    pub(crate) fn parent_borrow<'g>(&'g self, guard: &'g LocalGuard<'_>) -> Option<ArcBorrow<'g, Dentry>> {
+        self.hot.parent.as_ref().map(|p| p.load(guard))
+    }
+
+    /// The parent as a counted reference (`None` for a root).
+    pub(crate) fn parent_arc(&self, guard: &LocalGuard<'_>) -> Option<Arc<Dentry>> {
+        self.hot.parent.as_ref().map(|p| p.get(guard))
+    }
+
+    /// Whether `self` is `ancestor` or below it in their filesystem (Linux's `is_subdir`).
+    /// The caller holds the rename lock, so the shape cannot change meanwhile.
+    pub(crate) fn is_subdir(&self, ancestor: &Dentry, guard: &LocalGuard<'_>) -> bool {
+        let mut d = self;
+        loop {
+            if std::ptr::eq(ancestor, d) {
+                return true;
+            }
+            if d.is_root() {
+                return false;
+            }
+            d = d.parent(guard);
+        }
+    }
+
+    /// The name, read under a guard.
+    pub(crate) fn name<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g [u8] {
+        self.hot.name.load(guard).as_bytes()
+    }
+
+    /// Lockless lookup of a child (positive or negative) in this directory:
+    /// `Some(Some(child))`, `Some(None)` for a certain miss, `None` when a miss overlapped
+    /// the map growing (see [`crate::sync::rhashtable`]) and the caller must look again locked.
+    #[inline]
+    pub(crate) fn lookup_rcu<'g>(&'g self, name: &[u8], guard: &'g LocalGuard<'_>) -> Option<Option<&'g Arc<Dentry>>> {
+        match self.dir() {
+            Some(d) => d.children.get_sure(name, guard),
+            None => Some(None),
+        }
+    }
+
+    /// Moves this dentry to `parent` under `name` (rename); caller holds the rename lock
+    /// and both directory locks, inside the rename sequence count.
+    pub(crate) fn set_parent_and_name(&self, parent: &Arc<Dentry>, name: &[u8], rcu: &Rcu) {
+        if let Some(p) = &self.hot.parent {
+            p.replace(parent.clone(), rcu);
+        }
+        self.hot.name.replace(Name::new(name), rcu);
+    }
+}
+
+impl std::fmt::Debug for Dentry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dentry").field("inode", &self.hot.inode).field("flags", &self.flags()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    /// Seed 004: the lookup-read fields share no cache line with anything written during a
+    /// lookup or by reference counting.
+    #[test]
+    fn lookup_fields_are_alone_on_the_first_cache_line() {
+        // `align(64)` puts the `Arc` counts on the line before the dentry.
+        assert_eq!(align_of::<Dentry>(), 64);
+        assert_eq!(offset_of!(Dentry, hot), 0);
+        assert!(size_of::<DentryHot>() <= 64, "hot part is {} bytes", size_of::<DentryHot>());
+        assert_eq!(offset_of!(Dentry, cold), 64);
+        for off in [
+            offset_of!(DentryHot, flags),
+            offset_of!(DentryHot, inode),
+            offset_of!(DentryHot, dir),
+            offset_of!(DentryHot, parent),
+            offset_of!(DentryHot, name),
+        ] {
+            assert!(off < 64);
+        }
+        // The Arc header (strong, weak) ends where the dentry's first line begins.
+        let rcu = Rcu::new();
+        let sb = crate::core::superblock::SuperBlock::new(Box::new(crate::fs::memfs::MemFs::new()), &rcu);
+        let d = Dentry::new_root(sb.fs().root_inode(&sb).unwrap(), &rcu);
+        let data = Arc::as_ptr(&d) as usize;
+        assert_eq!(data % 64, 0, "dentry not cache-line aligned");
+        // Directory lock and map live in their own allocation, off the hot line.
+        assert!(offset_of!(Dir, lock) >= size_of::<ChildMap>());
+    }
+}

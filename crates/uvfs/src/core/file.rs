@@ -1,0 +1,227 @@
+//! `File`: an open file description. Mirrors Linux's `struct file`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use crate::abi::flags::{Fd, OpenFlags};
+use crate::core::dentry::Dentry;
+use crate::core::fsnotify::{self, EventMask};
+use crate::core::inode::Inode;
+use crate::core::mount::Mount;
+use crate::sync::Mutex;
+
+/// The directory argument of the `*at` calls.
+#[derive(Clone, Copy, Debug)]
+pub enum DirFd<'a> {
+    /// `AT_FDCWD`: relative to the task's working directory.
+    Cwd,
+    /// A file descriptor of the task.
+    Fd(Fd),
+    /// An open file held outside any descriptor table ([`Task::openat_file`]): what a
+    /// server that names files by handle (the FUSE frontend) walks from, with no
+    /// descriptor to allocate or look up.
+    ///
+    /// [`Task::openat_file`]: crate::Task::openat_file
+    File(&'a Arc<File>),
+}
+
+impl From<Fd> for DirFd<'_> {
+    fn from(fd: Fd) -> Self {
+        DirFd::Fd(fd)
+    }
+}
+
+impl<'a> From<&'a Arc<File>> for DirFd<'a> {
+    fn from(f: &'a Arc<File>) -> Self {
+        DirFd::File(f)
+    }
+}
+
+/// The file argument of the descriptor-taking calls (`read`, `fstat`, `getdents`, ...):
+/// a descriptor of the task, or an open file held outside any descriptor table.
+#[derive(Clone, Copy, Debug)]
+pub enum FileRef<'a> {
+    /// A file descriptor of the task.
+    Fd(Fd),
+    /// A file from [`Task::openat_file`](crate::Task::openat_file).
+    File(&'a Arc<File>),
+}
+
+impl From<Fd> for FileRef<'_> {
+    fn from(fd: Fd) -> Self {
+        FileRef::Fd(fd)
+    }
+}
+
+impl<'a> From<&'a Arc<File>> for FileRef<'a> {
+    fn from(f: &'a Arc<File>) -> Self {
+        FileRef::File(f)
+    }
+}
+
+impl<'a> From<FileRef<'a>> for DirFd<'a> {
+    fn from(f: FileRef<'a>) -> Self {
+        match f {
+            FileRef::Fd(fd) => DirFd::Fd(fd),
+            FileRef::File(f) => DirFd::File(f),
+        }
+    }
+}
+
+/// An open file. Only ever constructed as `Arc<File>`.
+pub struct File {
+    /// Immutable: the mount it was opened through.
+    pub(crate) mnt: Arc<Mount>,
+    /// Immutable: the dentry it was opened through (may be unlinked since).
+    pub(crate) dentry: Arc<Dentry>,
+    /// Immutable: the inode (the dentry's, or an unnamed `O_TMPFILE` inode).
+    pub(crate) inode: Arc<Inode>,
+    /// Atomic: status flags (`O_APPEND`, `O_NONBLOCK`, ...) as given to open.
+    flags: AtomicU32,
+    /// Atomic: descriptors referring to this file (dup, fork); the last close releases.
+    pub(crate) fds: AtomicU32,
+    /// The file position (Linux's `f_pos` under `f_pos_lock`); for directories, the
+    /// readdir cursor.
+    pub(crate) pos: Mutex<u64, { crate::sync::rank::FILE_POS }>,
+    /// Atomic: the file still holds its open count on `inode` and its user count on `mnt`
+    /// (and its writer count, if opened for writing); given back once, at the last close
+    /// or at drop if it was never installed.
+    counted: AtomicBool,
+    /// Atomic: the open completed and was announced (`FS_OPEN`), so its release announces
+    /// the close: at the last close of its descriptors, or when the last `Arc` of a file
+    /// held outside any table goes.
+    announced: AtomicBool,
+}
+
+impl File {
+    /// `ESTALE` if the inode's contents were evicted since the caller found it (it lost
+    /// its last name meanwhile), or if a non-lazy umount took the mount away since: the
+    /// caller walks again. `EROFS` if opened for writing on a mount made read-only since
+    /// the caller checked. The file counts as a user of its mount (umount is EBUSY) and,
+    /// opened for writing, as a writer (a read-only remount is EBUSY), as Linux's
+    /// `do_dentry_open` with `FMODE_WRITER`.
+    pub(crate) fn new(
+        mnt: Arc<Mount>,
+        dentry: Arc<Dentry>,
+        inode: Arc<Inode>,
+        flags: OpenFlags,
+    ) -> crate::abi::errno::Result<File> {
+        if !flags.contains(OpenFlags::PATH) {
+            inode.sb().fs().open(&inode)?;
+        }
+        inode.opened()?;
+        if let Err(e) = mnt.get_user() {
+            inode.closed();
+            return Err(e);
+        }
+        if flags.writable()
+            && let Err(e) = mnt.get_write_access()
+        {
+            mnt.put_user();
+            inode.closed();
+            return Err(e);
+        }
+        Ok(File {
+            mnt,
+            dentry,
+            inode,
+            flags: AtomicU32::new(flags.bits()),
+            fds: AtomicU32::new(0),
+            pos: Mutex::new(0),
+            counted: AtomicBool::new(true),
+            announced: AtomicBool::new(false),
+        })
+    }
+
+    /// The open completed: `fsnotify_open`, and from now on its release is a close.
+    pub(crate) fn announce_open(&self, fast: crate::abi::config::FastPaths) {
+        if !self.is_path() {
+            let rcu = self.inode.sb().rcu();
+            let guard = rcu.pin();
+            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, EventMask::OPEN.bits(), &guard);
+        }
+        self.announced.store(true, Ordering::Release);
+    }
+
+    /// Gives back the inode's open count and the mount's user and writer counts, once.
+    /// An inode that lost its last name is deleted now if this was its last open.
+    fn put_counts(&self, fast: crate::abi::config::FastPaths, guard: &crate::sync::rcu::LocalGuard<'_>) {
+        if self.counted.swap(false, Ordering::AcqRel) {
+            if self.inode.closed() {
+                fsnotify::inode_deleted(fast, &self.inode, guard);
+            }
+            if self.flags().writable() {
+                self.mnt.put_write_access();
+            }
+            self.mnt.put_user();
+        }
+    }
+
+    /// Open flags.
+    #[inline]
+    pub fn flags(&self) -> OpenFlags {
+        OpenFlags::from_bits_retain(self.flags.load(Ordering::Relaxed))
+    }
+
+    /// The inode.
+    #[inline]
+    pub fn inode(&self) -> &Arc<Inode> {
+        &self.inode
+    }
+
+    /// The dentry.
+    pub fn dentry(&self) -> &Arc<Dentry> {
+        &self.dentry
+    }
+
+    /// The mount.
+    pub fn mount(&self) -> &Arc<Mount> {
+        &self.mnt
+    }
+
+    /// Whether opened with `O_PATH`.
+    #[inline]
+    pub fn is_path(&self) -> bool {
+        self.flags().contains(OpenFlags::PATH)
+    }
+
+    /// Called when the last descriptor referring to this file is closed (Linux's `__fput`,
+    /// minus the memory, which the collector frees later).
+    pub(crate) fn release(&self, fast: crate::abi::config::FastPaths) {
+        let rcu = self.inode.sb().rcu();
+        let guard = rcu.pin();
+        if !self.is_path() {
+            let mask = if self.flags().writable() { EventMask::CLOSE_WRITE } else { EventMask::CLOSE_NOWRITE };
+            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, mask.bits(), &guard);
+        }
+        self.put_counts(fast, &guard);
+    }
+}
+
+impl Drop for File {
+    /// A file that was never installed (its open failed after `new`, or the descriptor
+    /// table was full) gives its counts back here, and one held outside any table
+    /// (`Task::openat_file`) is released here (close event included); an installed one
+    /// already was at its last close, which is what decides when a umount stops being
+    /// EBUSY and when an unlinked inode is deleted (the memory is reclaimed later).
+    fn drop(&mut self) {
+        if *self.counted.get_mut() {
+            // The switches only choose how the notify check is made, not its outcome; the
+            // instance's are not at hand here.
+            if *self.announced.get_mut() {
+                // Held outside any table (`Task::openat_file`): this was its last user.
+                self.release(crate::abi::config::FastPaths::all());
+            } else {
+                let rcu = self.inode.sb().rcu();
+                let guard = rcu.pin();
+                self.put_counts(crate::abi::config::FastPaths::all(), &guard);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("File").field("inode", &self.inode).field("flags", &self.flags()).finish()
+    }
+}

@@ -1,0 +1,498 @@
+//! `Inode`: one file object of a filesystem. Mirrors Linux's `struct inode`.
+//!
+//! The attribute group (mode, ids, nlink, size, times) is a set of atomics under the
+//! inode's `SeqCount`: `stat` reads it locklessly and retries if a writer intervened;
+//! writers hold `Inode::lock` and bump the count. The fields a walk reads (type, mode,
+//! ids, ACL slot, symlink body) come first; the lock and the filesystem's private data
+//! come after, on other cache lines.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crate::abi::flags::Timespec;
+use crate::abi::stat::{FileType, S_IFMT, Stat};
+use crate::core::acl::posix_acl_create;
+use crate::core::acl::{AclInit, AclSlot};
+use crate::core::permission::init_owner;
+use crate::core::superblock::CreateArgs;
+use crate::core::superblock::SuperBlock;
+use crate::sync::Mutex;
+use crate::sync::seqcount::SeqCount;
+
+/// An inode. Only ever constructed as `Arc<Inode>` (the walk relies on it).
+#[repr(C, align(64))]
+pub struct Inode {
+    // ---- read by lookups, permission checks and stat ----
+    /// Immutable: inode number.
+    ino: u64,
+    /// Immutable: the type.
+    ftype: FileType,
+    /// Atomic: `I_*` flags (Linux's `i_flags`): [`I_NOSEC`].
+    iflags: AtomicU32,
+    /// Guards the attribute group below against torn reads.
+    attr_seq: SeqCount,
+    /// Attribute group (atomic; written under `lock` inside `attr_seq`): type and mode bits.
+    mode: AtomicU32,
+    /// Attribute group: owner.
+    uid: AtomicU32,
+    /// Attribute group: group.
+    gid: AtomicU32,
+    /// Attribute group: link count.
+    nlink: AtomicU32,
+    /// Attribute group: size in bytes.
+    size: AtomicU64,
+    /// Attribute group: 512-byte blocks.
+    blocks: AtomicU64,
+    /// The access ACL slot (atomic; filled under `lock`). See [`crate::core::acl`].
+    pub(crate) acl_access: AclSlot,
+    /// Immutable once set: the symlink body, cached for the readlink fast path (seed 002).
+    link: OnceLock<Box<[u8]>>,
+    /// Immutable: the filesystem instance.
+    sb: Arc<SuperBlock>,
+    /// Immutable: device number of a device node.
+    rdev: u64,
+    // ---- times (attribute group) ----
+    atime: AtomicTime,
+    mtime: AtomicTime,
+    ctime: AtomicTime,
+    /// The default ACL slot (directories; atomic, changed under `lock`).
+    pub(crate) acl_default: AclSlot,
+    /// The inode lock (Linux's `i_rwsem` for attribute changes): serializes attribute
+    /// writers, ACL and xattr changes, and the slow-path ACL load.
+    pub(crate) lock: Mutex<(), { crate::sync::rank::INODE }>,
+    /// Inotify marks on this inode (their mask is read by the notify fast path).
+    pub(crate) marks: crate::core::fsnotify::Marks,
+    /// Atomic: open file descriptions of this inode, and [`OPENS_EVICTED`]; with `nlink`,
+    /// decides eviction.
+    opens: AtomicU32,
+    /// Immutable: the filesystem's private data (memfs: the file contents).
+    private: Box<dyn Any + Send + Sync>,
+}
+
+impl Drop for Inode {
+    fn drop(&mut self) {
+        if let Some(c) = self.sb.counts.get() {
+            c.inodes.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Inode flag (Linux's `S_NOSEC`): known to carry nothing a write must remove (no set-id
+/// bit a write clears, no `security.capability`), so `file_remove_privs` is one flag test.
+/// Set by the first write that finds nothing; cleared by a mode change and by setting a
+/// `security.*` xattr.
+pub(crate) const I_NOSEC: u32 = 1 << 0;
+
+/// Bit of `Inode::opens`: the contents were evicted; no open may register any more.
+const OPENS_EVICTED: u32 = 1 << 31;
+
+/// A timestamp as two atomics, read under the inode's sequence count.
+#[derive(Default)]
+struct AtomicTime {
+    sec: AtomicI64,
+    nsec: AtomicU32,
+}
+
+impl AtomicTime {
+    fn new(t: Timespec) -> Self {
+        AtomicTime { sec: AtomicI64::new(t.sec), nsec: AtomicU32::new(t.nsec) }
+    }
+    fn load(&self) -> Timespec {
+        Timespec { sec: self.sec.load(Ordering::Relaxed), nsec: self.nsec.load(Ordering::Relaxed) }
+    }
+    fn store(&self, t: Timespec) {
+        self.sec.store(t.sec, Ordering::Relaxed);
+        self.nsec.store(t.nsec, Ordering::Relaxed);
+    }
+}
+
+/// What a filesystem gives to make a new inode.
+pub struct NewInode {
+    /// Inode number.
+    pub ino: u64,
+    /// Type and permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Link count.
+    pub nlink: u32,
+    /// Size.
+    pub size: u64,
+    /// Blocks.
+    pub blocks: u64,
+    /// Device number.
+    pub rdev: u64,
+    /// Access, modification and change times.
+    pub times: [Timespec; 3],
+    /// What the access ACL slot starts as (memfs: known, none or inherited).
+    pub acl: AclInit,
+    /// What the default ACL slot starts as.
+    pub default_acl: AclInit,
+    /// The symlink body, if the filesystem has it at hand.
+    pub link: Option<Box<[u8]>>,
+}
+
+/// A consistent copy of the attribute group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attrs {
+    /// Type and permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Link count.
+    pub nlink: u32,
+    /// Size.
+    pub size: u64,
+    /// Blocks.
+    pub blocks: u64,
+    /// Access time.
+    pub atime: Timespec,
+    /// Modification time.
+    pub mtime: Timespec,
+    /// Change time.
+    pub ctime: Timespec,
+}
+
+impl Inode {
+    /// Makes an inode of `sb` with the filesystem's private data.
+    pub fn new(sb: &Arc<SuperBlock>, n: NewInode, private: Box<dyn Any + Send + Sync>) -> Arc<Inode> {
+        let ftype = FileType::from_mode(n.mode).expect("filesystem gave an inode without a valid type");
+        if let Some(c) = sb.counts.get() {
+            c.inodes.fetch_add(1, Ordering::Relaxed);
+        }
+        let link = OnceLock::new();
+        if let Some(l) = n.link {
+            let _ = link.set(l);
+        }
+        Arc::new(Inode {
+            ino: n.ino,
+            ftype,
+            iflags: AtomicU32::new(0),
+            attr_seq: SeqCount::new(),
+            mode: AtomicU32::new(n.mode),
+            uid: AtomicU32::new(n.uid),
+            gid: AtomicU32::new(n.gid),
+            nlink: AtomicU32::new(n.nlink),
+            size: AtomicU64::new(n.size),
+            blocks: AtomicU64::new(n.blocks),
+            acl_access: AclSlot::new(n.acl),
+            link,
+            sb: sb.clone(),
+            rdev: n.rdev,
+            atime: AtomicTime::new(n.times[0]),
+            mtime: AtomicTime::new(n.times[1]),
+            ctime: AtomicTime::new(n.times[2]),
+            acl_default: AclSlot::new(n.default_acl),
+            lock: Mutex::new(()),
+            opens: AtomicU32::new(0),
+            marks: Default::default(),
+            private,
+        })
+    }
+
+    /// Forgets the cached ACLs (the storage changed them behind the VFS's back): the next
+    /// permission check loads them again.
+    pub fn forget_cached_acls(&self) {
+        let _g = self.lock.lock();
+        self.acl_access.forget(&self.sb.rcu());
+        self.acl_default.forget(&self.sb.rcu());
+    }
+
+    /// Inode number.
+    #[inline]
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+
+    /// Whether [`I_NOSEC`] is set.
+    #[inline]
+    pub(crate) fn is_nosec(&self) -> bool {
+        self.iflags.load(Ordering::Acquire) & I_NOSEC != 0
+    }
+
+    /// Sets (`true`) or clears [`I_NOSEC`].
+    pub(crate) fn set_nosec(&self, on: bool) {
+        if on {
+            self.iflags.fetch_or(I_NOSEC, Ordering::AcqRel);
+        } else if self.is_nosec() {
+            self.iflags.fetch_and(!I_NOSEC, Ordering::AcqRel);
+        }
+    }
+
+    /// The type.
+    #[inline]
+    pub fn file_type(&self) -> FileType {
+        self.ftype
+    }
+
+    /// Whether it is a directory.
+    #[inline]
+    pub fn is_dir(&self) -> bool {
+        self.ftype == FileType::Directory
+    }
+
+    /// The filesystem instance.
+    #[inline]
+    pub fn sb(&self) -> &Arc<SuperBlock> {
+        &self.sb
+    }
+
+    /// Device number of a device node.
+    pub fn rdev(&self) -> u64 {
+        self.rdev
+    }
+
+    /// The filesystem's private data.
+    pub fn private<T: 'static>(&self) -> Option<&T> {
+        self.private.downcast_ref()
+    }
+
+    /// Mode bits, read without a lock (a single atomic; Linux reads `i_mode` the same way).
+    #[inline]
+    pub fn mode(&self) -> u32 {
+        self.mode.load(Ordering::Relaxed)
+    }
+
+    /// Owner, read without a lock.
+    #[inline]
+    pub fn uid(&self) -> u32 {
+        self.uid.load(Ordering::Relaxed)
+    }
+
+    /// Group, read without a lock.
+    #[inline]
+    pub fn gid(&self) -> u32 {
+        self.gid.load(Ordering::Relaxed)
+    }
+
+    /// Link count.
+    #[inline]
+    pub fn nlink(&self) -> u32 {
+        self.nlink.load(Ordering::Relaxed)
+    }
+
+    /// Size.
+    #[inline]
+    pub fn size(&self) -> u64 {
+        self.size.load(Ordering::Relaxed)
+    }
+
+    /// A consistent copy of the attributes: lockless, retried while a writer is inside.
+    #[inline]
+    pub fn attrs(&self) -> Attrs {
+        loop {
+            // An inode's count is never poisoned (`SeqCount::write`): None means a writer
+            // is inside, for a moment.
+            let Some(start) = self.attr_seq.try_read_begin() else {
+                std::hint::spin_loop();
+                continue;
+            };
+            let a = Attrs {
+                mode: self.mode.load(Ordering::Relaxed),
+                uid: self.uid.load(Ordering::Relaxed),
+                gid: self.gid.load(Ordering::Relaxed),
+                nlink: self.nlink.load(Ordering::Relaxed),
+                size: self.size.load(Ordering::Relaxed),
+                blocks: self.blocks.load(Ordering::Relaxed),
+                atime: self.atime.load(),
+                mtime: self.mtime.load(),
+                ctime: self.ctime.load(),
+            };
+            if !self.attr_seq.read_retry(start) {
+                return a;
+            }
+        }
+    }
+
+    /// Fills a `stat`: lockless, no allocation.
+    #[inline]
+    pub fn stat(&self) -> Stat {
+        let a = self.attrs();
+        Stat {
+            dev: self.sb.dev(),
+            ino: self.ino,
+            mode: a.mode,
+            nlink: a.nlink,
+            uid: a.uid,
+            gid: a.gid,
+            rdev: self.rdev,
+            size: a.size,
+            blksize: 4096,
+            blocks: a.blocks,
+            atime: a.atime,
+            mtime: a.mtime,
+            ctime: a.ctime,
+        }
+    }
+
+    /// Changes attributes: takes the inode lock and runs `f` inside the sequence count.
+    /// `f` gets a writer over the attribute group.
+    pub fn update<R>(&self, f: impl FnOnce(&mut AttrWriter<'_>) -> R) -> R {
+        let _g = self.lock.lock();
+        self.update_locked(f)
+    }
+
+    /// As [`Inode::update`], for a caller that already holds `lock`.
+    pub(crate) fn update_locked<R>(&self, f: impl FnOnce(&mut AttrWriter<'_>) -> R) -> R {
+        // Each attribute is an atomic valid on its own: a writer that panics leaves a mix
+        // of old and new values, and the count even.
+        let _w = self.attr_seq.write();
+        f(&mut AttrWriter { inode: self })
+    }
+
+    /// Registers an open file description. `ESTALE` if the contents were already evicted:
+    /// the open found the inode through a name that was unlinked (or renamed over) after
+    /// the walk, and must walk again. The count and the evicted bit share one word, so an
+    /// open and the eviction decision cannot both succeed.
+    pub(crate) fn opened(&self) -> crate::abi::errno::Result<()> {
+        self.opens
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n & OPENS_EVICTED == 0).then_some(n + 1))
+            .map(|_| ())
+            .map_err(|_| crate::abi::errno::Errno::ESTALE)
+    }
+
+    /// Unregisters an open file description; true if that evicted the inode.
+    pub(crate) fn closed(&self) -> bool {
+        self.opens.fetch_sub(1, Ordering::AcqRel) == 1 && self.evict_if_unused()
+    }
+
+    /// Frees the contents once the inode has neither links nor open files (Linux's
+    /// `iput_final` -> `evict`), without waiting for the memory to be reclaimed. At most
+    /// once, and never while (or after) an open registers.
+    /// True if it evicted now.
+    pub(crate) fn evict_if_unused(&self) -> bool {
+        if self.nlink() == 0
+            && self.opens.compare_exchange(0, OPENS_EVICTED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        {
+            self.sb.fs().evict(self);
+            return true;
+        }
+        false
+    }
+
+    /// The cached symlink body, if cached.
+    #[inline]
+    pub fn cached_link(&self) -> Option<&[u8]> {
+        self.link.get().map(|b| &b[..])
+    }
+
+    /// Caches the symlink body (first caller wins; bodies do not change).
+    pub fn set_cached_link(&self, body: Box<[u8]>) {
+        let _ = self.link.set(body);
+    }
+}
+
+/// Writes the attribute group of an inode; only exists inside [`Inode::update`].
+pub struct AttrWriter<'a> {
+    inode: &'a Inode,
+}
+
+impl AttrWriter<'_> {
+    /// Current attributes.
+    pub fn get(&self) -> Attrs {
+        let i = self.inode;
+        Attrs {
+            mode: i.mode.load(Ordering::Relaxed),
+            uid: i.uid.load(Ordering::Relaxed),
+            gid: i.gid.load(Ordering::Relaxed),
+            nlink: i.nlink.load(Ordering::Relaxed),
+            size: i.size.load(Ordering::Relaxed),
+            blocks: i.blocks.load(Ordering::Relaxed),
+            atime: i.atime.load(),
+            mtime: i.mtime.load(),
+            ctime: i.ctime.load(),
+        }
+    }
+    /// Sets the permission bits (keeps the type bits). A set-id bit may be back: the next
+    /// write checks again what it must remove.
+    pub fn set_mode(&mut self, mode: u32) {
+        let old = self.inode.mode.load(Ordering::Relaxed);
+        let m = (old & S_IFMT) | (mode & !S_IFMT);
+        if m != old {
+            self.inode.set_nosec(false);
+        }
+        self.inode.mode.store(m, Ordering::Relaxed);
+    }
+    /// Sets the owner.
+    pub fn set_uid(&mut self, uid: u32) {
+        self.inode.uid.store(uid, Ordering::Relaxed);
+    }
+    /// Sets the group.
+    pub fn set_gid(&mut self, gid: u32) {
+        self.inode.gid.store(gid, Ordering::Relaxed);
+    }
+    /// Sets the link count.
+    pub fn set_nlink(&mut self, n: u32) {
+        self.inode.nlink.store(n, Ordering::Relaxed);
+    }
+    /// Sets the size.
+    pub fn set_size(&mut self, n: u64) {
+        self.inode.size.store(n, Ordering::Relaxed);
+    }
+    /// Sets the block count.
+    pub fn set_blocks(&mut self, n: u64) {
+        self.inode.blocks.store(n, Ordering::Relaxed);
+    }
+    /// Sets the access time.
+    pub fn set_atime(&mut self, t: Timespec) {
+        self.inode.atime.store(t);
+    }
+    /// Sets the modification time.
+    pub fn set_mtime(&mut self, t: Timespec) {
+        self.inode.mtime.store(t);
+    }
+    /// Sets the change time.
+    pub fn set_ctime(&mut self, t: Timespec) {
+        self.inode.ctime.store(t);
+    }
+}
+
+impl std::fmt::Debug for Inode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inode").field("ino", &self.ino).field("type", &self.ftype).finish()
+    }
+}
+
+/// Owner, group, mode and inherited ACLs of a node `creds` creates in `dir` with the
+/// requested `mode` (type bits included): `inode_init_owner` (setgid rules, decided on the
+/// requested mode), then `posix_acl_create` (the directory's default ACL, or the umask).
+pub(crate) fn new_node_args(
+    creds: &crate::abi::cred::Credentials,
+    dir: &crate::core::inode::Inode,
+    mode: u32,
+    umask: u32,
+) -> crate::abi::errno::Result<CreateArgs<'static>> {
+    let is_dir = mode & S_IFMT == FileType::Directory.mode_bits();
+    let (gid, m) = init_owner(creds, dir, mode, is_dir);
+    let a = posix_acl_create(dir, m, umask)?;
+    Ok(CreateArgs { mode: a.mode, uid: creds.uid.0, gid, acl: a.acl, default_acl: a.default_acl, ..Default::default() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of};
+
+    /// What stat and the permission check read sits at the start; the lock and the
+    /// filesystem's data after it.
+    #[test]
+    fn hot_fields_first() {
+        assert_eq!(align_of::<Inode>(), 64);
+        for off in [
+            offset_of!(Inode, ino),
+            offset_of!(Inode, mode),
+            offset_of!(Inode, uid),
+            offset_of!(Inode, gid),
+            offset_of!(Inode, acl_access),
+        ] {
+            assert!(off < 64, "hot field at {off}");
+        }
+        assert!(offset_of!(Inode, lock) >= 64);
+        assert!(offset_of!(Inode, private) >= 64);
+    }
+}

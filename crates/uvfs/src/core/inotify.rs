@@ -1,0 +1,421 @@
+//! inotify: a group of watches and its event queue. Mirrors Linux's
+//! `fs/notify/inotify/` (queue limit with one `IN_Q_OVERFLOW`, coalescing of an event
+//! identical to the last queued one, `IN_IGNORED` when a watch goes away, `IN_ONESHOT`),
+//! plus marks on a whole mount or filesystem whose events carry the path (fanotify's mark
+//! kinds), for tools that watch a tree without a watch per directory.
+//!
+//! An instance is an [`Inotify`] handle rather than a descriptor of the task; it reads
+//! events as typed values or as Linux's `struct inotify_event` bytes, blocks with a
+//! timeout, and offers a readiness descriptor (an eventfd, readable while events are
+//! queued) for epoll or an async loop.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bitflags::bitflags;
+
+use crate::abi::errno::{Errno, Result};
+
+use crate::core::fsnotify::{EventMask, Mark, MarkTarget, NotifyMutex};
+use crate::sync::rcu::LocalGuard;
+
+bitflags! {
+    /// `inotify_init1(2)` flags.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct InotifyFlags: u32 {
+        /// Reads do not block: EAGAIN when the queue is empty.
+        const NONBLOCK = 0o4000;
+        /// Accepted for compatibility (no exec here).
+        const CLOEXEC = 0o2000000;
+    }
+}
+
+/// What a filesystem-wide mark covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkKind {
+    /// Every object seen through the mount of the path.
+    Mount,
+    /// Every object of the filesystem of the path.
+    Filesystem,
+}
+
+/// One event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InotifyEvent {
+    /// Watch descriptor (-1 for `IN_Q_OVERFLOW`).
+    pub wd: i32,
+    /// Event bits (one event, plus `ISDIR`), or `IGNORED`/`UNMOUNT`/`Q_OVERFLOW`.
+    pub mask: EventMask,
+    /// Pairs `MOVED_FROM` with `MOVED_TO`.
+    pub cookie: u32,
+    /// Name of the child, for events a directory reports about an entry.
+    pub name: Option<Vec<u8>>,
+    /// Path of the object, for mount and filesystem marks.
+    pub path: Option<Vec<u8>>,
+}
+
+impl InotifyEvent {
+    /// Size of this event in Linux's byte layout.
+    pub fn byte_len(&self) -> usize {
+        16 + self.name.as_ref().map_or(0, |n| (n.len() + 1).next_multiple_of(16))
+    }
+
+    fn write_to(&self, out: &mut [u8]) {
+        let name_len = self.byte_len() - 16;
+        out[0..4].copy_from_slice(&self.wd.to_ne_bytes());
+        out[4..8].copy_from_slice(&self.mask.bits().to_ne_bytes());
+        out[8..12].copy_from_slice(&self.cookie.to_ne_bytes());
+        out[12..16].copy_from_slice(&(name_len as u32).to_ne_bytes());
+        out[16..16 + name_len].fill(0);
+        if let Some(n) = &self.name {
+            out[16..16 + n.len()].copy_from_slice(n);
+        }
+    }
+}
+
+/// What the group lock protects.
+pub(crate) struct GroupState {
+    queue: VecDeque<InotifyEvent>,
+    /// Watches by descriptor.
+    pub(crate) watches: BTreeMap<i32, Arc<Mark>>,
+    /// Next descriptor to hand out.
+    pub(crate) next_wd: i32,
+    pub(crate) closed: bool,
+}
+
+/// A group: the watches of one instance and its queue.
+pub struct Group {
+    /// The group lock (a notify lock; a leaf after the marks' locks).
+    pub(crate) state: NotifyMutex<GroupState, { crate::sync::rank::NOTIFY_GROUP }>,
+    /// Signalled when an event is queued or the group is closed.
+    cond: parking_lot::Condvar,
+    /// Readable (count > 0) while events are queued.
+    efd: OwnedFd,
+    /// Immutable.
+    nonblock: bool,
+    /// Immutable: queue bound (`max_queued_events`).
+    max_events: usize,
+    /// Immutable: watch bound (`max_user_watches`).
+    pub(crate) max_watches: usize,
+}
+
+/// An inotify instance.
+pub struct Inotify {
+    pub(crate) group: Arc<Group>,
+}
+
+impl Inotify {
+    /// A new instance (`inotify_init1`) that queues at most `max_events` events and holds
+    /// at most `max_watches` watches.
+    pub(crate) fn new(flags: InotifyFlags, max_events: usize, max_watches: usize) -> Result<Inotify> {
+        let efd =
+            rustix::event::eventfd(0, rustix::event::EventfdFlags::NONBLOCK | rustix::event::EventfdFlags::CLOEXEC)
+                .map_err(|e| Errno::from_raw(e.raw_os_error()))?;
+        Ok(Inotify {
+            group: Arc::new(Group {
+                state: NotifyMutex::new(GroupState {
+                    queue: VecDeque::new(),
+                    watches: BTreeMap::new(),
+                    next_wd: 1,
+                    closed: false,
+                }),
+                cond: parking_lot::Condvar::new(),
+                efd,
+                nonblock: flags.contains(InotifyFlags::NONBLOCK),
+                max_events,
+                max_watches,
+            }),
+        })
+    }
+}
+
+impl Group {
+    fn signal(&self, st: &GroupState) {
+        let ready = !st.queue.is_empty();
+        // The eventfd mirrors "queue non-empty": write 1 when it becomes so, drain when
+        // it empties. Both calls are nonblocking; a full counter cannot happen (at most 1).
+        if ready {
+            let _ = rustix::io::write(&self.efd, &1u64.to_ne_bytes());
+        } else {
+            let mut b = [0u8; 8];
+            let _ = rustix::io::read(&self.efd, &mut b);
+        }
+        self.cond.notify_all();
+    }
+
+    fn push(&self, st: &mut GroupState, ev: InotifyEvent) {
+        if st.closed {
+            return;
+        }
+        // Coalesce with the last queued event, as `inotify_merge`.
+        if st.queue.back().is_some_and(|last| *last == ev) {
+            return;
+        }
+        let was_empty = st.queue.is_empty();
+        if st.queue.len() >= self.max_events {
+            if st.queue.back().is_some_and(|l| l.mask == EventMask::Q_OVERFLOW) {
+                return;
+            }
+            st.queue.push_back(InotifyEvent { wd: -1, mask: EventMask::Q_OVERFLOW, cookie: 0, name: None, path: None });
+        } else {
+            st.queue.push_back(ev);
+        }
+        if was_empty {
+            self.signal(st);
+        } else {
+            self.cond.notify_all();
+        }
+    }
+
+    /// Delivers an event to `m` if it wants it.
+    pub(crate) fn deliver(
+        &self,
+        m: &Arc<Mark>,
+        mask: u32,
+        cookie: u32,
+        name: Option<&[u8]>,
+        bits: u32,
+        unlinked: bool,
+    ) {
+        let mmask = m.mask.load(Ordering::Relaxed);
+        if mmask & bits == 0 {
+            return;
+        }
+        if unlinked && name.is_some() && mmask & EventMask::EXCL_UNLINK.bits() != 0 {
+            return;
+        }
+        let mut st = self.state.lock();
+        if !st.watches.get(&m.wd).is_some_and(|w| Arc::ptr_eq(w, m)) {
+            return;
+        }
+        let reported = (mask & (bits & mmask)) | (mask & EventMask::ISDIR.bits());
+        let ev = InotifyEvent {
+            wd: m.wd,
+            mask: EventMask::from_bits_retain(reported),
+            cookie,
+            name: name.map(<[u8]>::to_vec),
+            path: None,
+        };
+        self.push(&mut st, ev);
+        if mmask & EventMask::ONESHOT.bits() != 0 {
+            let gone = self.remove_watch_locked(&mut st, m.wd);
+            drop(st);
+            drop(gone);
+        }
+    }
+
+    /// Delivers an event with its path to a mount or filesystem mark.
+    pub(crate) fn deliver_path(
+        &self,
+        m: &Arc<Mark>,
+        ev: &crate::core::fsnotify::Event<'_>,
+        bits: u32,
+        guard: &LocalGuard<'_>,
+    ) {
+        if m.mask.load(Ordering::Relaxed) & bits == 0 {
+            return;
+        }
+        let Some(mnt) = ev.mnt else { return };
+        let path = match (ev.dentry, ev.dir_dentry, ev.dir) {
+            (Some(d), _, _) => crate::core::path::dentry_path(mnt, d, guard),
+            (None, Some(dd), Some((_, name))) => {
+                let mut p = crate::core::path::dentry_path(mnt, dd, guard);
+                if p.last() != Some(&b'/') {
+                    p.push(b'/');
+                }
+                p.extend_from_slice(name);
+                p
+            }
+            _ => return,
+        };
+        let mut st = self.state.lock();
+        let reported = (ev.mask & bits) | (ev.mask & EventMask::ISDIR.bits());
+        let e = InotifyEvent {
+            wd: m.wd,
+            mask: EventMask::from_bits_retain(reported),
+            cookie: ev.cookie,
+            name: None,
+            path: Some(path),
+        };
+        self.push(&mut st, e);
+    }
+
+    /// Removes a watch: unhooks the mark and queues `IN_IGNORED`. Returns the mark, for
+    /// the caller to drop after the group lock: it may hold the last reference of an inode,
+    /// whose destructor takes the filesystem's locks.
+    #[must_use]
+    pub(crate) fn remove_watch_locked(&self, st: &mut GroupState, wd: i32) -> Option<Arc<Mark>> {
+        let m = st.watches.remove(&wd)?;
+        unhook(&m);
+        let ev = InotifyEvent { wd, mask: EventMask::IGNORED, cookie: 0, name: None, path: None };
+        self.push(st, ev);
+        Some(m)
+    }
+
+    /// The filesystem of `m` was unmounted: `IN_UNMOUNT`, then `IN_IGNORED`.
+    pub(crate) fn unmounted(&self, m: &Arc<Mark>) {
+        let mut st = self.state.lock();
+        if st.watches.get(&m.wd).is_some_and(|w| Arc::ptr_eq(w, m)) {
+            let ev = InotifyEvent { wd: m.wd, mask: EventMask::UNMOUNT, cookie: 0, name: None, path: None };
+            self.push(&mut st, ev);
+            let gone = self.remove_watch_locked(&mut st, m.wd);
+            drop(st);
+            drop(gone);
+        }
+    }
+
+    /// The object of `m` is gone (deleted, unmounted): `IN_IGNORED`, mark removed.
+    pub(crate) fn object_gone(&self, m: &Arc<Mark>) {
+        let mut st = self.state.lock();
+        if st.watches.get(&m.wd).is_some_and(|w| Arc::ptr_eq(w, m)) {
+            let gone = self.remove_watch_locked(&mut st, m.wd);
+            drop(st);
+            drop(gone);
+        }
+    }
+}
+
+/// Takes a mark off its object and out of the watched count.
+pub(crate) fn unhook(m: &Arc<Mark>) {
+    let sb = match &m.target {
+        MarkTarget::Inode(i) => {
+            i.marks.remove(m);
+            i.sb().notify.inode_marks.lock().retain(|x| !Arc::ptr_eq(x, m));
+            i.sb().clone()
+        }
+        MarkTarget::Mount(mnt) => {
+            mnt.marks.remove(m);
+            mnt.sb().clone()
+        }
+        MarkTarget::Filesystem(sb) => {
+            sb.notify.marks.remove(m);
+            sb.clone()
+        }
+    };
+    sb.notify.watched.fetch_sub(1, Ordering::Relaxed);
+}
+
+impl Inotify {
+    /// Reads up to `max` events, waiting up to `timeout` (`None`: as the instance's
+    /// blocking mode says; a nonblocking instance never waits). EAGAIN if none came.
+    pub fn read_events(&self, max: usize, timeout: Option<Duration>) -> Result<Vec<InotifyEvent>> {
+        let g = &*self.group;
+        let mut st = g.state.lock();
+        if st.closed {
+            return Err(Errno::EBADF);
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        while st.queue.is_empty() {
+            if g.nonblock && timeout.is_none() {
+                return Err(Errno::EAGAIN);
+            }
+            match deadline {
+                Some(d) => {
+                    if g.cond.wait_until(st.parking_lot(), d).timed_out() && st.queue.is_empty() {
+                        return Err(Errno::EAGAIN);
+                    }
+                }
+                None => g.cond.wait(st.parking_lot()),
+            }
+            if st.closed {
+                return Err(Errno::EBADF);
+            }
+        }
+        let n = max.min(st.queue.len());
+        let out: Vec<InotifyEvent> = st.queue.drain(..n).collect();
+        if st.queue.is_empty() {
+            g.signal(&st);
+        }
+        Ok(out)
+    }
+
+    /// `read(2)` on the instance: events in Linux's `struct inotify_event` layout; EINVAL
+    /// if the first event does not fit; blocks unless the instance is nonblocking.
+    pub fn read(&self, buf: &mut [u8]) -> Result<usize> {
+        let g = &*self.group;
+        let mut st = g.state.lock();
+        loop {
+            if st.closed {
+                return Err(Errno::EBADF);
+            }
+            if !st.queue.is_empty() {
+                break;
+            }
+            if g.nonblock {
+                return Err(Errno::EAGAIN);
+            }
+            g.cond.wait(st.parking_lot());
+        }
+        let mut used = 0;
+        while let Some(ev) = st.queue.front() {
+            let len = ev.byte_len();
+            if used + len > buf.len() {
+                if used == 0 {
+                    return Err(Errno::EINVAL);
+                }
+                break;
+            }
+            ev.write_to(&mut buf[used..used + len]);
+            used += len;
+            st.queue.pop_front();
+        }
+        if st.queue.is_empty() {
+            g.signal(&st);
+        }
+        Ok(used)
+    }
+
+    /// Events queued now (`FIONREAD` counts bytes; this counts events).
+    pub fn pending(&self) -> usize {
+        self.group.state.lock().queue.len()
+    }
+
+    /// A descriptor that is readable while events are queued (an eventfd).
+    pub fn readiness_fd(&self) -> BorrowedFd<'_> {
+        self.group.efd.as_fd()
+    }
+
+    /// Closes the instance: every watch goes away; later calls get EBADF.
+    pub fn close(&self) -> Result<()> {
+        let g = &*self.group;
+        let mut st = g.state.lock();
+        if st.closed {
+            return Err(Errno::EBADF);
+        }
+        st.closed = true;
+        let watches = std::mem::take(&mut st.watches);
+        for m in watches.values() {
+            unhook(m);
+        }
+        st.queue.clear();
+        g.signal(&st);
+        // The marks may hold the last references of inodes, whose destructors take the
+        // filesystem's locks: dropped after the group lock.
+        drop(st);
+        drop(watches);
+        Ok(())
+    }
+}
+
+impl Drop for Inotify {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+/// A directory that now wants child events flags its children, so their events find
+/// the watch through the per-dentry check.
+pub(crate) fn set_children_watched(dentry: &crate::core::dentry::Dentry, inode: &crate::core::inode::Inode) {
+    if !inode.is_dir() || inode.marks.mask() & EventMask::CHILD_EVENTS == 0 {
+        return;
+    }
+    if let Some(dir) = dentry.dir() {
+        let l = dir.lock.read();
+        for d in l.order.values() {
+            d.set_flag(crate::core::dentry::DENTRY_PARENT_WATCHED);
+        }
+    }
+}

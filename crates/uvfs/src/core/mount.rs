@@ -1,0 +1,333 @@
+//! `Mount`: a filesystem instance attached at a dentry of a parent mount. Mirrors Linux's
+//! `struct mount` (the mount *calls* are in `namespace.rs`).
+//!
+//! The walk tests one dentry flag (`DENTRY_MOUNTED`) per step; only when it is set does it
+//! probe the mount table, a lockless map keyed by (parent mount, mountpoint dentry). A
+//! walk reads a mount's parent link (for `..` at its root) under its guard; both the table
+//! and the parent link change only under the rename lock, inside the rename sequence, so
+//! a walk that overlapped a mount change retries (Linux's `mount_lock` seqlock).
+//!
+//! # Users (what makes `umount` say EBUSY)
+//! Linux counts every reference to a mount (`mnt_count`) and calls it busy when more than
+//! the tree's own and the caller's are left. uvfs's walks take no references at all, and
+//! a retired `Arc` lives on until the collector runs, so the `Arc` count says nothing. A
+//! mount counts its **users** instead: open file descriptions ([`File`](crate::File),
+//! from open to the last close) and the root and working directory of every task. Child
+//! mounts make a mount busy too (they are found in the tree). Transient references (a
+//! call that holds a path for its own length) are not users, as they are not in Linux
+//! once the call returns.
+//!
+//! A walk finds a mount without a reference, so a non-lazy `umount` could race with an
+//! open that walked into the mount and has not counted itself yet. The two meet with a
+//! Dekker handshake on two `SeqCst` words, as Linux's `MNT_SYNC_UMOUNT` with
+//! `legitimize_mnt`: the unmounter sets `DOOMED` then reads the user count; a new user
+//! adds itself then reads the state. At least one sees the other: either `umount` sees
+//! the user (EBUSY, and clears `DOOMED`), or the user sees `DOOMED` and waits for the
+//! verdict: `UNMOUNTED` means what it walked to is gone (ESTALE: the caller walks again).
+//! A lazy (`MNT_DETACH`) unmount only unhooks the mount; its users keep it alive, and it
+//! is freed with its last `Arc`.
+//!
+//! # Writers (what makes a read-only remount say EBUSY)
+//! Files open for writing are counted per mount in the same word as the read-only bit
+//! (Linux's `mnt_writers` with `MNT_READONLY` and `MNT_WRITE_HOLD`), so "make read-only
+//! unless there are writers" and "add a writer unless read-only" are each one CAS.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+
+use bitflags::bitflags;
+
+use crate::abi::errno::{Errno, Result};
+use crate::core::dentry::Dentry;
+use crate::core::superblock::{FileSystem, SuperBlock};
+use crate::fs::memfs::MemFsLimits;
+use crate::sync::rcu::{ArcBorrow, LocalGuard, RcuBox};
+
+bitflags! {
+    /// Per-mount flags (`MS_*`/`MNT_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct MountFlags: u32 {
+        /// Read-only: every write-type call gets EROFS.
+        const RDONLY = 1;
+        /// Ignore setuid/setgid bits (uvfs executes nothing, so this is only reported).
+        const NOSUID = 2;
+        /// No device access: opening a device node is EACCES.
+        const NODEV = 4;
+        /// No execution: `access(X_OK)` of a regular file is EACCES.
+        const NOEXEC = 8;
+        /// Do not update access times (uvfs never updates them on read, so this is only
+        /// reported: `noatime` instead of `relatime`).
+        const NOATIME = 1024;
+    }
+}
+
+bitflags! {
+    /// `umount2(2)` flags.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct UmountFlags: u32 {
+        /// `MNT_FORCE`: accepted; memfs has nothing to abort, so it unmounts as without.
+        const FORCE = 1;
+        /// `MNT_DETACH`: unhook now, free when the last user goes.
+        const DETACH = 2;
+        /// `MNT_EXPIRE`: the first call marks an unused mount (EAGAIN), a second one
+        /// unmounts it if nobody used it meanwhile.
+        const EXPIRE = 4;
+        /// `UMOUNT_NOFOLLOW`: do not follow a symlink in the last component.
+        const NOFOLLOW = 8;
+    }
+}
+
+/// What `Task::mount` attaches.
+pub enum MountSource<'a> {
+    /// A new, empty memfs (tmpfs semantics) with these limits.
+    MemFs(MemFsLimits),
+    /// A new instance of any filesystem.
+    Fs(Box<dyn FileSystem>),
+    /// A bind mount of what `path` names (a directory or a file), as seen through its
+    /// mount; `recursive` copies the mounts below it too (`MS_REC`).
+    Bind {
+        /// The source path (symlinks followed).
+        path: &'a [u8],
+        /// `MS_BIND | MS_REC`.
+        recursive: bool,
+    },
+}
+
+/// One line of the mount table, as `/proc/self/mountinfo` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountInfo {
+    /// Mount id.
+    pub id: u64,
+    /// Parent mount id (the root of the tree names itself).
+    pub parent_id: u64,
+    /// Device number of the filesystem (`st_dev`).
+    pub dev: u64,
+    /// The mount's root within its filesystem (`/` unless a bind of a subtree).
+    pub root: Vec<u8>,
+    /// Where it is mounted, relative to the task's root.
+    pub mount_point: Vec<u8>,
+    /// Per-mount flags.
+    pub flags: MountFlags,
+    /// Filesystem type (`"tmpfs"`).
+    pub fs_type: &'static str,
+}
+
+/// The parent link of an attached mount: (parent mount, mountpoint dentry).
+pub(crate) type MountParent = Option<(Arc<Mount>, Arc<Dentry>)>;
+
+/// State bit: the mount is in the tree (reachable by path).
+pub(crate) const ATTACHED: u32 = 1;
+/// State bit: a non-lazy umount is deciding whether the mount is busy.
+pub(crate) const DOOMED: u32 = 2;
+/// State bit: a non-lazy umount took the mount away (it had no users then).
+pub(crate) const UNMOUNTED: u32 = 4;
+
+/// `write_state` bit: read-only.
+const WS_RDONLY: u32 = 1 << 31;
+
+/// A mount. Only ever constructed as `Arc<Mount>`.
+pub struct Mount {
+    /// Immutable: mount id (as in mountinfo).
+    pub(crate) id: u64,
+    /// Immutable: the filesystem instance.
+    pub(crate) sb: Arc<SuperBlock>,
+    /// Immutable: the root dentry of this mount (a subdirectory, or a file, for a bind).
+    pub(crate) root: Arc<Dentry>,
+    /// (parent mount, mountpoint) while attached below another mount; `None` for the root
+    /// of the tree and once detached. Cleared under the rename lock inside the rename
+    /// sequence, the old value retired through the collector: a walk reads it under its
+    /// guard.
+    parent: RcuBox<MountParent>,
+    /// Atomic: `MountFlags` except `RDONLY` (which lives in `write_state`); written under
+    /// the rename lock.
+    flags: AtomicU32,
+    /// Atomic: `WS_RDONLY` | number of files open for writing through this mount.
+    write_state: AtomicU32,
+    /// Atomic (`SeqCst`, see the module docs): open files and task roots/cwds here.
+    users: AtomicUsize,
+    /// Atomic (`SeqCst`): `ATTACHED`, `DOOMED`, `UNMOUNTED`; changed under the rename lock.
+    state: AtomicU32,
+    /// Atomic: `MNT_EXPIRE`'s mark; set by `umount2(EXPIRE)`, cleared by any user.
+    expiry_mark: AtomicBool,
+    /// Notify marks on this mount (their mask is read by the notify fast path).
+    pub(crate) marks: crate::core::fsnotify::Marks,
+}
+
+impl Mount {
+    pub(crate) fn new(
+        id: u64,
+        sb: Arc<SuperBlock>,
+        root: Arc<Dentry>,
+        parent: MountParent,
+        flags: MountFlags,
+    ) -> Arc<Mount> {
+        let ro = if flags.contains(MountFlags::RDONLY) { WS_RDONLY } else { 0 };
+        Arc::new(Mount {
+            id,
+            sb,
+            root,
+            parent: RcuBox::new(parent),
+            flags: AtomicU32::new((flags - MountFlags::RDONLY).bits()),
+            write_state: AtomicU32::new(ro),
+            users: AtomicUsize::new(0),
+            state: AtomicU32::new(0),
+            expiry_mark: AtomicBool::new(false),
+            marks: Default::default(),
+        })
+    }
+
+    /// Mount id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Flags.
+    #[inline]
+    pub fn flags(&self) -> MountFlags {
+        let ro = if self.write_state.load(Ordering::Acquire) & WS_RDONLY != 0 {
+            MountFlags::RDONLY
+        } else {
+            MountFlags::empty()
+        };
+        MountFlags::from_bits_truncate(self.flags.load(Ordering::Acquire)) | ro
+    }
+
+    /// The filesystem instance.
+    pub fn sb(&self) -> &Arc<SuperBlock> {
+        &self.sb
+    }
+
+    /// The root dentry of the mount.
+    pub fn root(&self) -> &Arc<Dentry> {
+        &self.root
+    }
+
+    /// The parent mount and the mountpoint, read under a guard (`None`: the root of the
+    /// tree, or detached).
+    #[inline]
+    pub(crate) fn parent<'g>(&'g self, guard: &'g LocalGuard<'_>) -> Option<(&'g Mount, &'g Dentry)> {
+        self.parent.load(guard).as_ref().map(|(m, d)| (&**m, &**d))
+    }
+
+    /// [`Mount::parent`] as borrows that can be counted.
+    pub(crate) fn parent_borrow<'g>(
+        &'g self,
+        guard: &'g LocalGuard<'_>,
+    ) -> Option<(ArcBorrow<'g, Mount>, ArcBorrow<'g, Dentry>)> {
+        self.parent.load(guard).as_ref().map(|(m, d)| (ArcBorrow::from_arc(m), ArcBorrow::from_arc(d)))
+    }
+
+    /// Replaces the parent link (attach, detach). Caller holds the rename lock, inside the
+    /// rename sequence.
+    pub(crate) fn set_parent(&self, parent: MountParent, rcu: &crate::sync::rcu::Rcu) {
+        self.parent.replace(parent, rcu);
+    }
+
+    /// `mnt_want_write`: EROFS on a read-only mount.
+    #[inline]
+    pub fn want_write(&self) -> Result<()> {
+        if self.write_state.load(Ordering::Acquire) & WS_RDONLY != 0 { Err(Errno::EROFS) } else { Ok(()) }
+    }
+
+    /// A file opened for writing (Linux's `FMODE_WRITER`): EROFS on a read-only mount.
+    pub(crate) fn get_write_access(&self) -> Result<()> {
+        self.write_state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| (s & WS_RDONLY == 0).then_some(s + 1))
+            .map(|_| ())
+            .map_err(|_| Errno::EROFS)
+    }
+
+    /// A file open for writing was released.
+    pub(crate) fn put_write_access(&self) {
+        self.write_state.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Sets the per-mount flags (`MS_REMOUNT | MS_BIND`): EBUSY if it would make the mount
+    /// read-only while files are open for writing through it. Caller holds the rename lock.
+    pub(crate) fn set_flags(&self, flags: MountFlags) -> Result<()> {
+        if flags.contains(MountFlags::RDONLY) {
+            self.write_state
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| (s & !WS_RDONLY == 0).then_some(WS_RDONLY))
+                .map_err(|_| Errno::EBUSY)?;
+        } else {
+            self.write_state.fetch_and(!WS_RDONLY, Ordering::AcqRel);
+        }
+        self.flags.store((flags - MountFlags::RDONLY).bits(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Registers a user whose reference to this mount came from a walk (an open, a
+    /// chdir). ESTALE if a non-lazy umount took the mount away after the walk found it
+    /// (the caller walks again); see the module docs for the handshake.
+    pub(crate) fn get_user(&self) -> Result<()> {
+        self.users.fetch_add(1, Ordering::SeqCst);
+        loop {
+            let s = self.state.load(Ordering::SeqCst);
+            if s & UNMOUNTED != 0 {
+                self.put_user();
+                return Err(Errno::ESTALE);
+            }
+            if s & DOOMED == 0 {
+                return Ok(());
+            }
+            // An unmounter is between setting DOOMED and its verdict, under the rename
+            // lock and without blocking: a handful of instructions (yield in case it was
+            // preempted there).
+            std::thread::yield_now();
+        }
+    }
+
+    /// Registers a user on behalf of one that already exists (fork copies a cwd): the
+    /// mount cannot become unmounted meanwhile, since an unmounter would see that user.
+    pub(crate) fn get_user_held(&self) {
+        self.users.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A user went away.
+    pub(crate) fn put_user(&self) {
+        self.expiry_mark.store(false, Ordering::Relaxed);
+        self.users.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Number of users (for tests and `umount`).
+    pub fn users(&self) -> usize {
+        self.users.load(Ordering::SeqCst)
+    }
+
+    /// Whether the mount is in the tree.
+    pub fn is_attached(&self) -> bool {
+        self.state.load(Ordering::SeqCst) & ATTACHED != 0
+    }
+
+    /// The unmounter's half of the handshake: true (and the mount is marked unmounted) if
+    /// it had no users. Caller holds the rename lock.
+    pub(crate) fn try_doom(&self) -> bool {
+        self.state.fetch_or(DOOMED, Ordering::SeqCst);
+        if self.users.load(Ordering::SeqCst) > 0 {
+            self.state.fetch_and(!DOOMED, Ordering::SeqCst);
+            return false;
+        }
+        self.state.fetch_or(UNMOUNTED, Ordering::SeqCst);
+        true
+    }
+
+    /// Sets or clears `ATTACHED`. Caller holds the rename lock.
+    pub(crate) fn set_attached(&self, on: bool) {
+        if on {
+            self.state.fetch_or(ATTACHED, Ordering::SeqCst);
+        } else {
+            self.state.fetch_and(!ATTACHED, Ordering::SeqCst);
+        }
+    }
+
+    /// `MNT_EXPIRE`: sets the mark, returning whether it was already set.
+    pub(crate) fn mark_expired(&self) -> bool {
+        self.expiry_mark.swap(true, Ordering::Relaxed)
+    }
+}
+
+impl std::fmt::Debug for Mount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mount").field("id", &self.id).field("flags", &self.flags()).finish()
+    }
+}

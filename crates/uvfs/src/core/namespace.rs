@@ -1,0 +1,129 @@
+//! The mount calls: `mount` (a new filesystem, a bind mount), `remount`, `umount2`,
+//! `mountinfo`. Mirrors Linux's `fs/namespace.c` (`do_new_mount`, `do_loopback`,
+//! `copy_tree`, `do_reconfigure_mnt`, `do_umount`, `umount_tree`, `show_mountinfo`).
+//!
+//! Every change of the tree happens under the rename lock (first in the lock order), which
+//! also holds the list of mounts ([`MountTree`]), and inside the rename sequence, so a
+//! lockless walk that overlapped it retries. The mount table that walks probe is
+//! `VfsInner::mounts`; a mountpoint's `DENTRY_MOUNTED` flag says whether to
+//! probe it. Entries are removed through the collector (the table retires its nodes), and a
+//! detached mount's parent link is retired the same way, so a walk still standing on a
+//! mount that is being unmounted reads valid memory and then retries.
+//!
+//! What counts as a user of a mount (for EBUSY) and how a umount and a concurrent open
+//! agree is in [`crate::core::mount`].
+
+use std::sync::Arc;
+
+use crate::core::dentry::{DENTRY_MOUNTED, Dentry};
+
+use crate::core::instance::VfsInner;
+use crate::core::mount::Mount;
+use crate::core::superblock::SuperBlock;
+use crate::sync::rcu::{ArcBorrow, LocalGuard};
+
+/// The list of attached mounts, protected by the rename lock (whose value it is).
+pub(crate) struct MountTree {
+    /// Attached mounts in mount order, so every parent comes before its children; the
+    /// root of the tree first.
+    pub(crate) mounts: Vec<Arc<Mount>>,
+    /// The next mount id.
+    next_id: u64,
+}
+
+impl MountTree {
+    pub(crate) fn new(root: Arc<Mount>) -> MountTree {
+        let next_id = root.id() + 1;
+        MountTree { mounts: vec![root], next_id }
+    }
+
+    /// Takes the list of mounts (instance teardown).
+    pub(crate) fn take_mounts(&mut self) -> Vec<Arc<Mount>> {
+        std::mem::take(&mut self.mounts)
+    }
+
+    pub(crate) fn alloc_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Whether `m` has attached children.
+    pub(crate) fn has_children(&self, m: &Mount, guard: &LocalGuard<'_>) -> bool {
+        self.mounts.iter().any(|c| c.parent(guard).is_some_and(|(p, _)| std::ptr::eq(p, m)))
+    }
+}
+
+impl VfsInner {
+    /// Attaches `m` at `mp` in `parent` (`attach_mnt`). Caller holds the rename lock (as
+    /// `tree`), inside the rename sequence; `m`'s parent link is already set.
+    pub(crate) fn attach(&self, tree: &mut MountTree, parent: &Mount, mp: &Dentry, m: Arc<Mount>) {
+        mp.cold.mounts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        parent.sb.mountpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        mp.set_flag(DENTRY_MOUNTED);
+        let old = self.mounts.insert((parent.id(), mp as *const Dentry as usize), m.clone(), &self.rcu);
+        debug_assert!(old.is_none(), "two mounts on one mountpoint of one mount");
+        m.set_attached(true);
+        tree.mounts.push(m);
+    }
+
+    /// Detaches `top` and every mount below it (`umount_tree`): out of the table, parent
+    /// links cleared. Caller holds the rename lock (as `tree`), inside the rename sequence.
+    /// Returns the filesystems of the detached mounts.
+    pub(crate) fn detach_tree(
+        &self,
+        tree: &mut MountTree,
+        top: &Arc<Mount>,
+        guard: &LocalGuard<'_>,
+    ) -> Vec<Arc<SuperBlock>> {
+        let mut victims: Vec<Arc<Mount>> = vec![top.clone()];
+        // Parents come before children in the list, so one pass finds the whole subtree.
+        for m in tree.mounts.iter() {
+            if let Some((p, _)) = m.parent(guard)
+                && victims.iter().any(|v| std::ptr::eq(&**v, p))
+                && !victims.iter().any(|v| Arc::ptr_eq(v, m))
+            {
+                victims.push(m.clone());
+            }
+        }
+        for v in &victims {
+            if let Some((p, mp)) = v.parent(guard) {
+                self.mounts.remove(&(p.id(), mp as *const Dentry as usize), &self.rcu);
+                p.sb.mountpoints.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                if mp.cold.mounts.fetch_sub(1, std::sync::atomic::Ordering::Relaxed) == 1 {
+                    mp.clear_mounted();
+                }
+            }
+            // `mp` (read under `guard`) stays valid: the old link is retired, not freed.
+            v.set_parent(None, &self.rcu);
+            v.set_attached(false);
+        }
+        tree.mounts.retain(|m| !victims.iter().any(|v| Arc::ptr_eq(v, m)));
+        victims.iter().map(|v| v.sb.clone()).collect()
+    }
+
+    /// The topmost mount on (`mnt`, `dentry`) (`lock_mount` follows mounts that appeared
+    /// since the caller's walk). Caller holds the rename lock.
+    pub(crate) fn topmost<'g>(
+        &'g self,
+        mnt: ArcBorrow<'g, Mount>,
+        dentry: ArcBorrow<'g, Dentry>,
+        guard: &'g LocalGuard<'_>,
+    ) -> (ArcBorrow<'g, Mount>, ArcBorrow<'g, Dentry>) {
+        let (mut m, mut d) = (mnt, dentry);
+        while d.flags() & DENTRY_MOUNTED != 0 {
+            match self.lookup_mount(&m, &d, guard) {
+                Some(c) => {
+                    m = c;
+                    d = ArcBorrow::from_arc(&c.get().root);
+                }
+                None => break,
+            }
+        }
+        (m, d)
+    }
+}
+
+/// A directory's lock held shared.
+pub(crate) type DirReadGuard<'g> =
+    crate::sync::RwLockReadGuard<'g, crate::core::dentry::DirLocked, { crate::sync::rank::DIR }>;

@@ -1,0 +1,338 @@
+//! `SuperBlock` (one filesystem instance) and `FileSystem` (its operations). Mirrors
+//! Linux's `struct super_block` with its `super_operations` and `inode_operations`.
+//!
+//! The VFS does every check (names, permissions, types, emptiness, read-only) before it
+//! calls an operation, and holds the directory locks the operation needs, so a filesystem
+//! implements only what its storage must do. A filesystem whose directories are complete
+//! in the dentry cache ([`FileSystem::dcache_complete`], memfs) is never asked to look up
+//! or list: a cache miss is ENOENT at once.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::abi::errno::{Errno, Result};
+use crate::abi::flags::{RenameFlags, Timespec};
+use crate::abi::stat::StatFs;
+use crate::core::acl::{Acl, AclType};
+use crate::core::inode::Inode;
+use crate::core::xattr::XattrFlags;
+use crate::sync::rcu::{Rcu, RcuWeak};
+
+/// What to create.
+#[derive(Clone, Debug, Default)]
+pub struct CreateArgs<'a> {
+    /// Type and permission bits (umask or inherited ACL, and setgid rules, already
+    /// applied).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Device number for device nodes.
+    pub rdev: u64,
+    /// Symlink target, for symlinks.
+    pub target: Option<&'a [u8]>,
+    /// The access ACL inherited from the directory's default ACL, to store with the node.
+    pub acl: Option<Arc<Acl>>,
+    /// The default ACL a new directory inherits.
+    pub default_acl: Option<Arc<Acl>>,
+}
+
+/// Attribute changes the VFS has decided on and applied to the inode; the filesystem
+/// persists them (memfs: nothing to do).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetAttr {
+    /// New permission bits.
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New access time.
+    pub atime: Option<Timespec>,
+    /// New modification time.
+    pub mtime: Option<Timespec>,
+}
+
+/// A directory entry as a filesystem lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Inode number.
+    pub ino: u64,
+    /// Cursor of the entry after this one (`d_off`).
+    pub next: u64,
+    /// `DT_*` type.
+    pub dtype: u8,
+    /// Name bytes.
+    pub name: Vec<u8>,
+}
+
+/// The operations of a filesystem type. Directory-changing calls are made with the
+/// directory (or, for rename, both directories) locked by the VFS.
+pub trait FileSystem: Send + Sync + 'static {
+    /// Name of the type, as in /proc/filesystems (`"tmpfs"`).
+    fn fs_type(&self) -> &'static str;
+    /// Whether every directory's entries are all in the dentry cache, so a cache miss is
+    /// ENOENT and listing walks the cache.
+    fn dcache_complete(&self) -> bool;
+    /// Makes the root inode.
+    fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>>;
+    /// statfs.
+    fn statfs(&self, sb: &SuperBlock) -> StatFs;
+
+    /// Whether cached dentries of this instance must be revalidated before use (Linux's
+    /// `DCACHE_OP_REVALIDATE`): the storage can change behind the VFS's back. Asked once,
+    /// when the root dentry is made; every dentry below inherits the answer.
+    fn revalidates(&self) -> bool {
+        false
+    }
+    /// `d_revalidate`: whether the cached `dentry`, named `name` in `dir` (positive or
+    /// negative), still says what the storage holds; `false` makes the VFS drop it and
+    /// look the name up again. The filesystem may refresh the inode's attributes on the
+    /// way. Called in the lockless walk (no lock held) and with `dir`'s lock held; it must
+    /// not take directory locks. Only called when [`FileSystem::revalidates`].
+    fn d_revalidate(&self, _dir: &Inode, _name: &[u8], _dentry: &crate::core::dentry::Dentry) -> Result<bool> {
+        Ok(true)
+    }
+    /// `d_init`: a dentry was just made from what the filesystem said (a lookup or a
+    /// create), for a filesystem that [`FileSystem::revalidates`] to timestamp.
+    fn d_init(&self, _dentry: &crate::core::dentry::Dentry) {}
+    /// Refreshes the inode's attributes from the storage before they are reported (Linux's
+    /// `->getattr` for network filesystems): called by `fstat` and by walks that end on a
+    /// position no name lookup revalidated (`.`, `..`, a root), when
+    /// [`FileSystem::revalidates`]. No lock held.
+    fn getattr(&self, _inode: &Inode) -> Result<()> {
+        Ok(())
+    }
+
+    /// Looks up `name` in `dir` (only for filesystems that are not dcache-complete).
+    fn lookup(&self, _sb: &Arc<SuperBlock>, _dir: &Inode, _name: &[u8]) -> Result<Option<Arc<Inode>>> {
+        Ok(None)
+    }
+    /// A file description of `inode` is being opened (not `O_PATH`): the filesystem
+    /// readies what I/O on it needs (Linux's `->open`; hostfs opens the host file now, so
+    /// an open file keeps its data whatever happens to its name on the host).
+    fn open(&self, _inode: &Inode) -> Result<()> {
+        Ok(())
+    }
+    /// Creates a node of any type (regular, directory, device, fifo, socket, symlink).
+    fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>>;
+    /// Creates an unnamed regular file (`O_TMPFILE`).
+    fn tmpfile(&self, _sb: &Arc<SuperBlock>, _dir: &Inode, _args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Adds a hard link to `inode` as `name` in `dir`.
+    fn link(&self, dir: &Inode, name: &[u8], inode: &Arc<Inode>) -> Result<()>;
+    /// Removes the non-directory `inode` named `name` from `dir`.
+    fn unlink(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()>;
+    /// Removes the empty directory `inode` named `name` from `dir`.
+    fn rmdir(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()>;
+    /// Renames; `target` is the inode replaced (or exchanged), if any.
+    fn rename(&self, req: &RenameReq<'_>) -> Result<()>;
+    /// Reads a symlink's target.
+    fn readlink(&self, inode: &Inode) -> Result<Vec<u8>>;
+    /// Persists attribute changes already applied to the inode.
+    fn setattr(&self, _inode: &Inode, _attr: &SetAttr) -> Result<()> {
+        Ok(())
+    }
+    /// Sets the size of a regular file (the VFS updates the inode's size and times).
+    fn truncate(&self, inode: &Inode, size: u64) -> Result<()>;
+    /// Reads at `off`; returns bytes read (0 at end of file).
+    fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize>;
+    /// Writes `buf` where `at` says, which the filesystem resolves with
+    /// [`WriteAt::resolve`] against the file's size *under the lock that serializes its
+    /// writes*, so that an `O_APPEND` write lands at the end atomically across open file
+    /// descriptions (Linux holds the inode lock for this). Returns where the data went
+    /// and how many bytes were written, and updates size/blocks in the inode.
+    fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)>;
+    /// Lists a directory from `cursor` (only for filesystems that are not dcache-complete).
+    fn readdir(&self, _dir: &Inode, _cursor: u64, _out: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+        Err(Errno::ENOTDIR)
+    }
+    /// Flushes a file to stable storage.
+    fn fsync(&self, _inode: &Inode) -> Result<()> {
+        Ok(())
+    }
+    /// The inode has no links and no open files: free its contents.
+    fn evict(&self, _inode: &Inode) {}
+    /// Whether the filesystem supports POSIX ACLs (Linux's `SB_POSIXACL`): the VFS then
+    /// evaluates them, accepts `system.posix_acl_*`, and leaves the umask to
+    /// `posix_acl_create`-style inheritance.
+    fn posix_acl(&self) -> bool {
+        false
+    }
+    /// Reads an ACL from storage (the VFS caches the answer in the inode's slot). Called
+    /// with the inode lock held.
+    fn get_acl(&self, _inode: &Inode, _ty: AclType) -> Result<Option<Arc<Acl>>> {
+        Ok(None)
+    }
+    /// Stores (`Some`) or removes an ACL, already validated and reduced (a minimal access
+    /// ACL arrives as `None`; the VFS has updated the mode and persists it with
+    /// [`FileSystem::setattr`]). Called with the inode lock held.
+    fn set_acl(&self, _inode: &Inode, _ty: AclType, _acl: Option<&Arc<Acl>>) -> Result<()> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Reads the xattr `name` (full name, namespace prefix included; the VFS has checked
+    /// it and the caller's permission) into `buf`. An empty `buf` asks for the size;
+    /// ENODATA when absent, ERANGE when `buf` is too small.
+    fn getxattr(&self, _inode: &Inode, _name: &[u8], _buf: &mut [u8]) -> Result<usize> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Sets the xattr `name`: EEXIST for `CREATE` when present, ENODATA for `REPLACE`
+    /// when absent, ENOSPC when out of space. Called with the inode lock held.
+    fn setxattr(&self, _inode: &Inode, _name: &[u8], _value: &[u8], _flags: XattrFlags) -> Result<()> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Removes the xattr `name`; ENODATA when absent. Called with the inode lock held.
+    fn removexattr(&self, _inode: &Inode, _name: &[u8]) -> Result<()> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// Calls `out` with the name of every stored xattr (not the ACLs: the VFS lists those
+    /// from the slots), stopping at its first error.
+    fn listxattr(&self, _inode: &Inode, _out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        Ok(())
+    }
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Where a write goes: at an offset, or (`O_APPEND`) at the end of the file as it is when
+/// the filesystem writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteAt {
+    off: u64,
+    append: bool,
+}
+
+impl WriteAt {
+    /// At `off` (`pwrite`, or `write` at the file position).
+    pub fn offset(off: u64) -> WriteAt {
+        WriteAt { off, append: false }
+    }
+
+    /// At the end of the file (`O_APPEND`, `RWF_APPEND`).
+    pub fn end() -> WriteAt {
+        WriteAt { off: 0, append: true }
+    }
+
+    /// Whether this is an append.
+    pub fn is_append(self) -> bool {
+        self.append
+    }
+
+    /// The offset to write at in a file now `size` bytes long, and how much of `len` may
+    /// be written there: Linux's `generic_write_checks`, EFBIG for a start at or past the
+    /// largest file size, a write that would pass it cut short.
+    pub fn resolve(self, size: u64, len: usize) -> Result<(u64, usize)> {
+        let off = if self.append { size } else { self.off };
+        let max = crate::abi::limits::MAX_LFS_FILESIZE;
+        if off >= max {
+            return Err(Errno::EFBIG);
+        }
+        Ok((off, len.min((max - off).try_into().unwrap_or(usize::MAX))))
+    }
+}
+
+/// A rename as the filesystem sees it.
+pub struct RenameReq<'a> {
+    /// Source directory.
+    pub old_dir: &'a Inode,
+    /// Source name.
+    pub old_name: &'a [u8],
+    /// The inode being renamed.
+    pub inode: &'a Inode,
+    /// Target directory.
+    pub new_dir: &'a Inode,
+    /// Target name.
+    pub new_name: &'a [u8],
+    /// The inode at the target name, replaced or exchanged.
+    pub target: Option<&'a Inode>,
+    /// `RENAME_*` flags.
+    pub flags: RenameFlags,
+}
+
+static NEXT_DEV: AtomicU64 = AtomicU64::new(1);
+
+/// One filesystem instance.
+pub struct SuperBlock {
+    /// Immutable: device number reported in `st_dev` (anonymous devices, major 0).
+    dev: u64,
+    /// Immutable: the filesystem.
+    fs: Box<dyn FileSystem>,
+    /// Immutable: the instance's reclamation domain, held weakly (see [`crate::sync::rcu`]: a
+    /// superblock outlives its instance when an open file does).
+    rcu: RcuWeak,
+    /// Notification state: the watched-object count and filesystem-wide marks.
+    pub(crate) notify: crate::core::fsnotify::SbNotify,
+    /// The inode cache of a filesystem that loads inodes (hostfs); internally locked.
+    icache: crate::core::icache::InodeCache,
+    /// Atomic (changed under the rename lock): mounts whose mountpoint is a dentry of this
+    /// instance. While there are any, revalidation does not drop directories (Linux would
+    /// detach the mounts below; uvfs keeps the directory).
+    pub(crate) mountpoints: std::sync::atomic::AtomicUsize,
+    /// Set once, by the VFS, before the first inode is made, for a filesystem that is not
+    /// dcache-complete: the instance's counts its inodes are counted in (the inode limit).
+    pub(crate) counts: std::sync::OnceLock<Arc<crate::core::dentry::DcacheCounts>>,
+}
+
+impl SuperBlock {
+    /// A new instance of `fs` with the default configuration.
+    #[cfg(test)]
+    pub(crate) fn new(fs: Box<dyn FileSystem>, rcu: &Rcu) -> Arc<SuperBlock> {
+        SuperBlock::with_config(fs, rcu, &crate::abi::config::VfsConfig::default())
+    }
+
+    /// A new instance of `fs`; `config` gives the inode cache its probe mode
+    /// ([`FastPaths::INODE_HASH`](crate::FastPaths::INODE_HASH)).
+    pub(crate) fn with_config(
+        fs: Box<dyn FileSystem>,
+        rcu: &Rcu,
+        config: &crate::abi::config::VfsConfig,
+    ) -> Arc<SuperBlock> {
+        let minor = NEXT_DEV.fetch_add(1, Ordering::Relaxed);
+        Arc::new(SuperBlock {
+            dev: crate::abi::stat::makedev(0, 0x40 + minor as u32),
+            fs,
+            rcu: rcu.downgrade(),
+            notify: Default::default(),
+            icache: crate::core::icache::InodeCache::new(
+                config.fast_paths.contains(crate::abi::config::FastPaths::INODE_HASH),
+            ),
+            mountpoints: Default::default(),
+            counts: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Counts this instance's inodes in `counts` if its directories are not complete in
+    /// the dcache (their inodes come and go with evictable dentries). Call before the
+    /// first inode is made.
+    pub(crate) fn count_inodes_in(&self, counts: &Arc<crate::core::dentry::DcacheCounts>) {
+        if !self.fs.dcache_complete() {
+            let _ = self.counts.set(counts.clone());
+        }
+    }
+
+    /// The inode cache (used by filesystems that load inodes, such as hostfs).
+    #[inline]
+    pub(crate) fn icache(&self) -> &crate::core::icache::InodeCache {
+        &self.icache
+    }
+
+    /// `st_dev`.
+    #[inline]
+    pub fn dev(&self) -> u64 {
+        self.dev
+    }
+
+    /// The filesystem operations.
+    #[inline]
+    pub fn fs(&self) -> &dyn FileSystem {
+        &*self.fs
+    }
+
+    /// The reclamation domain: the instance's while it lives, else the orphans'.
+    pub(crate) fn rcu(&self) -> Rcu {
+        self.rcu.get()
+    }
+}

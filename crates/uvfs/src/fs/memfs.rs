@@ -1,0 +1,539 @@
+//! `memfs`: tmpfs semantics in memory. Mirrors Linux's `mm/shmem.c` (and the `libfs`
+//! helpers it uses).
+//!
+//! Directories are complete in the dentry cache, so memfs keeps no directory structure of
+//! its own: the dcache *is* the tree (as with tmpfs), lookups of missing names never reach
+//! it, and it only accounts link counts, sizes and times the way tmpfs reports them
+//! (directory size 20 bytes per entry plus 40; symlinks of 128 bytes or more take a page).
+//! File contents are sparse 4 KiB pages, so `truncate` to a huge size costs nothing and
+//! `st_blocks` counts pages as tmpfs does. Size and inode limits give ENOSPC and are what
+//! `statfs` reports: by default tmpfs's (half of RAM, and as many inodes as half of RAM
+//! has pages), 0 for unlimited, as tmpfs's `size=` and `nr_inodes=`.
+//!
+//! Extended attributes (`user.`, `trusted.`, `security.`) live in the inode's private
+//! data, in name order, under a leaf lock. As in tmpfs, their space comes out of the inode
+//! limit's budget (`nr_inodes` x 1 KiB, each inode taking 1 KiB and each xattr 40 bytes
+//! plus its name and value), so with an inode limit a full budget is ENOSPC. POSIX ACLs
+//! are stored beside them (not charged, as tmpfs) and cached in the inode's slots.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::abi::errno::{Errno, Result};
+use crate::abi::flags::Timespec;
+use crate::abi::stat::{FileType, S_IFMT, StatFs};
+use crate::core::acl::{Acl, AclInit, AclType};
+use crate::core::inode::{Inode, NewInode};
+use crate::core::superblock::{CreateArgs, FileSystem, RenameReq, SuperBlock, WriteAt};
+use crate::core::xattr::XattrFlags;
+use crate::sync::{Mutex, RwLock};
+
+/// tmpfs's `BOGO_DIRENT_SIZE`: what each entry adds to a directory's size.
+const DIRENT_SIZE: u64 = 20;
+/// Page size of file contents.
+const PAGE: u64 = 4096;
+/// tmpfs stores symlink bodies shorter than this inline (no block).
+const SHORT_SYMLINK_LEN: usize = 128;
+use crate::abi::limits::MAX_LFS_FILESIZE as MAX_FILE_SIZE;
+/// tmpfs's `BOGO_INODE_SIZE`: what an inode takes of the inode budget.
+const BOGO_INODE_SIZE: u64 = 1024;
+/// `TMPFS_MAGIC`.
+pub const TMPFS_MAGIC: u64 = 0x0102_1994;
+
+/// Limits of a memfs instance, as tmpfs's `size=` and `nr_inodes=`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemFsLimits {
+    /// Bytes of file contents, rounded to pages. `None`: tmpfs's default, half of RAM;
+    /// `Some(0)`: unlimited.
+    pub max_bytes: Option<u64>,
+    /// Number of inodes. `None`: tmpfs's default, the number of pages in half of RAM;
+    /// `Some(0)`: unlimited.
+    pub max_inodes: Option<u64>,
+}
+
+impl MemFsLimits {
+    /// No limit at all (tmpfs `size=0,nr_inodes=0`).
+    pub const UNLIMITED: MemFsLimits = MemFsLimits { max_bytes: Some(0), max_inodes: Some(0) };
+
+    /// The limits in force (`None`: unlimited), with tmpfs's defaults filled in
+    /// (`shmem_default_max_blocks`, `shmem_default_max_inodes`: half of RAM in pages).
+    fn resolve(self) -> (Option<u64>, Option<u64>) {
+        let half_ram_pages = || {
+            let si = rustix::system::sysinfo();
+            si.totalram.saturating_mul(u64::from(si.mem_unit)) / PAGE / 2
+        };
+        let bytes = match self.max_bytes {
+            None => Some(half_ram_pages() * PAGE),
+            Some(0) => None,
+            Some(b) => Some(b),
+        };
+        let inodes = match self.max_inodes {
+            None => Some(half_ram_pages()),
+            Some(0) => None,
+            Some(n) => Some(n),
+        };
+        (bytes, inodes)
+    }
+}
+
+/// Usage counters, shared with the inodes so freeing one gives its space back.
+#[derive(Default)]
+struct Usage {
+    /// Atomic: pages in use.
+    pages: AtomicU64,
+    /// Atomic: bytes of the inode budget in use (tmpfs's `max_inodes * BOGO_INODE_SIZE -
+    /// free_ispace`): [`BOGO_INODE_SIZE`] per inode plus [`xattr_space`] per xattr.
+    ispace: AtomicU64,
+}
+
+/// What an xattr takes of the inode budget (`simple_xattr_space`).
+fn xattr_space(name: &[u8], value: &[u8]) -> u64 {
+    40 + name.len() as u64 + value.len() as u64
+}
+
+impl Usage {
+    /// Takes `n` bytes of the inode budget; ENOSPC when a limit is set and it would pass it.
+    fn reserve_ispace(&self, limit: Option<u64>, n: u64) -> Result<()> {
+        let cap = limit.map_or(u64::MAX, |m| m.saturating_mul(BOGO_INODE_SIZE));
+        self.ispace
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| u.checked_add(n).filter(|&t| t <= cap))
+            .map(|_| ())
+            .map_err(|_| Errno::ENOSPC)
+    }
+
+    fn release_ispace(&self, n: u64) {
+        self.ispace.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
+/// The memfs filesystem type.
+pub struct MemFs {
+    /// Immutable: bytes of file contents allowed (`None`: unlimited).
+    max_bytes: Option<u64>,
+    /// Immutable: inodes allowed (`None`: unlimited).
+    max_inodes: Option<u64>,
+    /// Atomic: next inode number.
+    next_ino: AtomicU64,
+    /// Shared with inodes.
+    usage: Arc<Usage>,
+}
+
+/// Per-inode private data.
+enum Node {
+    /// Regular file contents: page index -> page. Leaf lock.
+    File(RwLock<BTreeMap<u64, Box<[u8; PAGE as usize]>>, { crate::sync::rank::FILE_DATA }>),
+    /// Symlink body (the filesystem's own copy; the inode caches one too).
+    Link(Box<[u8]>),
+    /// Directories and special files carry nothing.
+    Other,
+}
+
+/// Extended attributes: full name -> value.
+type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
+
+/// Returns the inode's space to the filesystem when it is freed.
+struct MemNode {
+    node: Node,
+    /// Extended attributes by full name, in name order. Leaf lock.
+    xattrs: RwLock<Xattrs, { crate::sync::rank::FS_META }>,
+    /// The access and default ACLs. Leaf lock; changed under the inode lock too.
+    acls: Mutex<[Option<Arc<Acl>>; 2], { crate::sync::rank::FS_META }>,
+    usage: Arc<Usage>,
+    /// Atomic: the space was given back (evict), so the final drop must not again.
+    evicted: AtomicBool,
+}
+
+impl MemNode {
+    /// Gives the inode's pages and the inode itself back to the filesystem, once.
+    fn release(&self) {
+        if self.evicted.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Node::File(pages) = &self.node {
+            let mut pages = pages.write();
+            self.usage.pages.fetch_sub(pages.len() as u64, Ordering::Relaxed);
+            pages.clear();
+        }
+        let mut xattrs = self.xattrs.write();
+        let space: u64 = xattrs.iter().map(|(n, v)| xattr_space(n, v)).sum();
+        xattrs.clear();
+        self.usage.release_ispace(BOGO_INODE_SIZE + space);
+    }
+}
+
+impl Drop for MemNode {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl MemFs {
+    /// A memfs with tmpfs's default limits.
+    pub fn new() -> MemFs {
+        MemFs::with_limits(MemFsLimits::default())
+    }
+
+    /// A memfs with limits.
+    pub fn with_limits(limits: MemFsLimits) -> MemFs {
+        let (max_bytes, max_inodes) = limits.resolve();
+        MemFs { max_bytes, max_inodes, next_ino: AtomicU64::new(1), usage: Arc::default() }
+    }
+
+    fn mem(inode: &Inode) -> &MemNode {
+        inode.private::<MemNode>().expect("memfs inode without memfs data")
+    }
+
+    fn node(inode: &Inode) -> &Node {
+        &MemFs::mem(inode).node
+    }
+
+    fn acl_index(ty: AclType) -> usize {
+        match ty {
+            AclType::Access => 0,
+            AclType::Default => 1,
+        }
+    }
+
+    fn new_inode(&self, sb: &Arc<SuperBlock>, args: &CreateArgs<'_>, nlink: u32) -> Result<Arc<Inode>> {
+        let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
+        self.usage.reserve_ispace(self.max_inodes, BOGO_INODE_SIZE)?;
+        let now = Timespec::now();
+        let (node, size, blocks, link) = match ftype {
+            FileType::Regular => (Node::File(RwLock::new(BTreeMap::new())), 0, 0, None),
+            FileType::Directory => (Node::Other, 2 * DIRENT_SIZE, 0, None),
+            FileType::Symlink => {
+                let t = args.target.unwrap_or_default();
+                let blocks = if t.len() + 1 > SHORT_SYMLINK_LEN { PAGE / 512 } else { 0 };
+                (Node::Link(t.into()), t.len() as u64, blocks, Some(t.into()))
+            }
+            _ => (Node::Other, 0, 0, None),
+        };
+        let n = NewInode {
+            ino: self.next_ino.fetch_add(1, Ordering::Relaxed),
+            mode: args.mode,
+            uid: args.uid,
+            gid: args.gid,
+            nlink,
+            size,
+            blocks,
+            rdev: args.rdev,
+            times: [now; 3],
+            acl: AclInit::Known(args.acl.clone()),
+            default_acl: AclInit::Known(args.default_acl.clone()),
+            link,
+        };
+        let mem = MemNode {
+            node,
+            xattrs: RwLock::new(BTreeMap::new()),
+            acls: Mutex::new([args.acl.clone(), args.default_acl.clone()]),
+            usage: self.usage.clone(),
+            evicted: AtomicBool::new(false),
+        };
+        Ok(Inode::new(sb, n, Box::new(mem)))
+    }
+
+    /// A directory gained an entry.
+    fn dir_added(dir: &Inode, now: Timespec, subdir: bool) {
+        dir.update(|w| {
+            let a = w.get();
+            w.set_size(a.size + DIRENT_SIZE);
+            if subdir {
+                w.set_nlink(a.nlink + 1);
+            }
+            w.set_mtime(now);
+            w.set_ctime(now);
+        });
+    }
+
+    /// A directory lost an entry.
+    fn dir_removed(dir: &Inode, now: Timespec, subdir: bool) {
+        dir.update(|w| {
+            let a = w.get();
+            w.set_size(a.size.saturating_sub(DIRENT_SIZE));
+            if subdir {
+                w.set_nlink(a.nlink.saturating_sub(1));
+            }
+            w.set_mtime(now);
+            w.set_ctime(now);
+        });
+    }
+
+    /// An inode lost `n` links.
+    fn drop_links(inode: &Inode, now: Timespec, n: u32) {
+        inode.update(|w| {
+            let a = w.get();
+            w.set_nlink(a.nlink.saturating_sub(n));
+            w.set_ctime(now);
+        });
+    }
+
+    fn touch_ctime(inode: &Inode, now: Timespec) {
+        inode.update(|w| w.set_ctime(now));
+    }
+}
+
+impl Default for MemFs {
+    fn default() -> Self {
+        MemFs::new()
+    }
+}
+
+impl FileSystem for MemFs {
+    fn fs_type(&self) -> &'static str {
+        "tmpfs"
+    }
+
+    fn dcache_complete(&self) -> bool {
+        true
+    }
+
+    fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>> {
+        let args = CreateArgs { mode: FileType::Directory.mode_bits() | 0o1777, ..Default::default() };
+        self.new_inode(sb, &args, 2)
+    }
+
+    fn statfs(&self, _sb: &SuperBlock) -> StatFs {
+        let pages = self.usage.pages.load(Ordering::Relaxed);
+        let ispace = self.usage.ispace.load(Ordering::Relaxed);
+        // An unlimited tmpfs reports zeros (`shmem_statfs`).
+        let blocks = self.max_bytes.map(|b| b / PAGE).unwrap_or(0);
+        let files = self.max_inodes.unwrap_or(0);
+        StatFs {
+            fs_type: TMPFS_MAGIC,
+            bsize: PAGE,
+            blocks,
+            bfree: blocks.saturating_sub(pages),
+            bavail: blocks.saturating_sub(pages),
+            files,
+            ffree: files.saturating_mul(BOGO_INODE_SIZE).saturating_sub(ispace) / BOGO_INODE_SIZE,
+            namelen: 255,
+        }
+    }
+
+    fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, _name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
+        let is_dir = args.mode & S_IFMT == FileType::Directory.mode_bits();
+        let inode = self.new_inode(sb, args, if is_dir { 2 } else { 1 })?;
+        MemFs::dir_added(dir, inode.stat().ctime, is_dir);
+        Ok(inode)
+    }
+
+    fn tmpfile(&self, sb: &Arc<SuperBlock>, _dir: &Inode, args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
+        self.new_inode(sb, args, 0)
+    }
+
+    fn link(&self, dir: &Inode, _name: &[u8], inode: &Arc<Inode>) -> Result<()> {
+        let now = Timespec::now();
+        inode.update(|w| {
+            let a = w.get();
+            w.set_nlink(a.nlink + 1);
+            w.set_ctime(now);
+        });
+        MemFs::dir_added(dir, now, false);
+        Ok(())
+    }
+
+    fn unlink(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
+        let now = Timespec::now();
+        MemFs::drop_links(inode, now, 1);
+        MemFs::dir_removed(dir, now, false);
+        Ok(())
+    }
+
+    fn rmdir(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
+        let now = Timespec::now();
+        MemFs::drop_links(inode, now, 2);
+        MemFs::dir_removed(dir, now, true);
+        Ok(())
+    }
+
+    fn rename(&self, r: &RenameReq<'_>) -> Result<()> {
+        let now = Timespec::now();
+        let moving_dir = r.inode.is_dir();
+        let same_dir = std::ptr::eq(r.old_dir, r.new_dir);
+        if r.flags.contains(crate::abi::flags::RenameFlags::EXCHANGE) {
+            let target = r.target.ok_or(Errno::ENOENT)?;
+            if !same_dir && moving_dir != target.is_dir() {
+                let (lose, gain) = if moving_dir { (r.old_dir, r.new_dir) } else { (r.new_dir, r.old_dir) };
+                lose.update(|w| w.set_nlink(w.get().nlink.saturating_sub(1)));
+                gain.update(|w| w.set_nlink(w.get().nlink + 1));
+            }
+            MemFs::touch_ctime(target, now);
+        } else {
+            if let Some(t) = r.target {
+                MemFs::drop_links(t, now, if t.is_dir() { 2 } else { 1 });
+                // The target's entry goes away: the new directory loses it.
+                MemFs::dir_removed(r.new_dir, now, t.is_dir());
+            }
+            MemFs::dir_removed(r.old_dir, now, moving_dir);
+            MemFs::dir_added(r.new_dir, now, moving_dir);
+        }
+        for d in [r.old_dir, r.new_dir] {
+            d.update(|w| {
+                w.set_mtime(now);
+                w.set_ctime(now);
+            });
+        }
+        MemFs::touch_ctime(r.inode, now);
+        Ok(())
+    }
+
+    fn readlink(&self, inode: &Inode) -> Result<Vec<u8>> {
+        match MemFs::node(inode) {
+            Node::Link(t) => Ok(t.to_vec()),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    fn truncate(&self, inode: &Inode, size: u64) -> Result<()> {
+        let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::EINVAL) };
+        if size > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let mut pages = pages.write();
+        let old = inode.size();
+        if size < old {
+            let keep = size.div_ceil(PAGE);
+            let dropped = pages.split_off(&keep);
+            self.usage.pages.fetch_sub(dropped.len() as u64, Ordering::Relaxed);
+            if !size.is_multiple_of(PAGE)
+                && let Some(p) = pages.get_mut(&(size / PAGE))
+            {
+                p[(size % PAGE) as usize..].fill(0);
+            }
+        }
+        let blocks = pages.len() as u64 * (PAGE / 512);
+        inode.update(|w| {
+            w.set_size(size);
+            w.set_blocks(blocks);
+        });
+        Ok(())
+    }
+
+    fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::EINVAL) };
+        let pages = pages.read();
+        let size = inode.size();
+        if off >= size {
+            return Ok(0);
+        }
+        let n = buf.len().min((size - off) as usize);
+        let mut done = 0;
+        while done < n {
+            let pos = off + done as u64;
+            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
+            let chunk = (n - done).min(PAGE as usize - in_page);
+            match pages.get(&idx) {
+                Some(p) => buf[done..done + chunk].copy_from_slice(&p[in_page..in_page + chunk]),
+                None => buf[done..done + chunk].fill(0),
+            }
+            done += chunk;
+        }
+        Ok(n)
+    }
+
+    fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)> {
+        let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::EINVAL) };
+        // Every write and truncate of the file holds this lock, so the size an append
+        // resolves against is the one it extends.
+        let mut pages = pages.write();
+        let (off, len) = at.resolve(inode.size(), buf.len())?;
+        let buf = &buf[..len];
+        if buf.is_empty() {
+            return Ok((off, 0));
+        }
+        let end = off.checked_add(buf.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or(Errno::EFBIG)?;
+        // Reserve the new pages first so a full filesystem fails before anything changes.
+        let new_pages = (off / PAGE..end.div_ceil(PAGE)).filter(|i| !pages.contains_key(i)).count() as u64;
+        if new_pages > 0 {
+            let used = self.usage.pages.fetch_add(new_pages, Ordering::Relaxed) + new_pages;
+            if self.max_bytes.is_some_and(|m| used > m / PAGE) {
+                self.usage.pages.fetch_sub(new_pages, Ordering::Relaxed);
+                return Err(Errno::ENOSPC);
+            }
+        }
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
+            let chunk = (buf.len() - done).min(PAGE as usize - in_page);
+            let page = pages.entry(idx).or_insert_with(|| Box::new([0u8; PAGE as usize]));
+            page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
+            done += chunk;
+        }
+        let blocks = pages.len() as u64 * (PAGE / 512);
+        inode.update(|w| {
+            let a = w.get();
+            if end > a.size {
+                w.set_size(end);
+            }
+            w.set_blocks(blocks);
+        });
+        Ok((off, buf.len()))
+    }
+
+    fn posix_acl(&self) -> bool {
+        true
+    }
+
+    fn get_acl(&self, inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
+        Ok(MemFs::mem(inode).acls.lock()[MemFs::acl_index(ty)].clone())
+    }
+
+    fn set_acl(&self, inode: &Inode, ty: AclType, acl: Option<&Arc<Acl>>) -> Result<()> {
+        MemFs::mem(inode).acls.lock()[MemFs::acl_index(ty)] = acl.cloned();
+        Ok(())
+    }
+
+    fn getxattr(&self, inode: &Inode, name: &[u8], buf: &mut [u8]) -> Result<usize> {
+        let xattrs = MemFs::mem(inode).xattrs.read();
+        let v = xattrs.get(name).ok_or(Errno::ENODATA)?;
+        if buf.is_empty() {
+            return Ok(v.len());
+        }
+        let out = buf.get_mut(..v.len()).ok_or(Errno::ERANGE)?;
+        out.copy_from_slice(v);
+        Ok(v.len())
+    }
+
+    fn setxattr(&self, inode: &Inode, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
+        let mem = MemFs::mem(inode);
+        // tmpfs charges the new value before it looks for the old one.
+        let need = xattr_space(name, value);
+        self.usage.reserve_ispace(self.max_inodes, need)?;
+        let mut xattrs = mem.xattrs.write();
+        let give_back = match xattrs.get_mut(name) {
+            Some(_) if flags.contains(XattrFlags::CREATE) => Err(Errno::EEXIST),
+            Some(old) => Ok(xattr_space(name, &std::mem::replace(old, value.into()))),
+            None if flags.contains(XattrFlags::REPLACE) => Err(Errno::ENODATA),
+            None => {
+                xattrs.insert(name.into(), value.into());
+                Ok(0)
+            }
+        };
+        drop(xattrs);
+        self.usage.release_ispace(*give_back.as_ref().unwrap_or(&need));
+        give_back.map(|_| ())
+    }
+
+    fn removexattr(&self, inode: &Inode, name: &[u8]) -> Result<()> {
+        let old = MemFs::mem(inode).xattrs.write().remove(name).ok_or(Errno::ENODATA)?;
+        self.usage.release_ispace(xattr_space(name, &old));
+        Ok(())
+    }
+
+    fn listxattr(&self, inode: &Inode, out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        MemFs::mem(inode).xattrs.read().keys().try_for_each(|n| out(n))
+    }
+
+    fn evict(&self, inode: &Inode) {
+        if let Some(n) = inode.private::<MemNode>() {
+            n.release();
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

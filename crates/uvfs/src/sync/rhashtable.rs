@@ -1,0 +1,412 @@
+//! A hash table with lockless readers and one writer at a time, reclaimed through the
+//! instance's collector. Used for a directory's children (Linux's dentry hash) and the
+//! mount table (Linux's mount hash).
+//!
+//! Readers load the bucket array and walk a chain with acquire loads under a guard: no
+//! lock, no write. Writers are serialized by the owner's lock (the directory lock, the
+//! rename lock): an insert publishes a fully built node at the head of its chain; a remove
+//! unlinks the node (readers standing on it still find the rest of the chain through its
+//! `next`, which is never changed after unlinking) and retires it through the collector.
+//!
+//! Growing moves the nodes themselves into a new array (no node is copied or allocated:
+//! a copy per entry per doubling was most of a cold scan's allocations), publishes it, and
+//! retires the old array, emptied. A reader that overlaps a grow may follow a moved node
+//! into its new chain and so **miss** an entry that is there; it never finds a wrong one
+//! (keys are compared) and never loops (moved nodes only lead to moved nodes). Hits are
+//! therefore always right; a miss is certain only if no grow overlapped it, which
+//! [`RHashTable::get_sure`] checks with the table's resize sequence. Readers whose misses
+//! are rechecked anyway (under the writer's lock, or inside another sequence) use `get`.
+//!
+//! **Seeds.** Every table hashes with a seed of its own, drawn from a per-thread
+//! generator that the OS's randomness seeds: names chosen inside a sandbox to collide
+//! (and so turn every lookup in a directory into a list walk) would have to be chosen
+//! against a seed nobody outside sees, and colliding in one directory says nothing about
+//! another or another run. (Linux salts the dcache hash with the parent's address.)
+//!
+//! (papaya was the first choice, but its `Drop` reclaims the whole collector, which is
+//! unsound with a collector shared by every directory while other threads run.)
+
+use std::borrow::Borrow;
+use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
+
+use crate::sync::rcu::{Guard, LocalGuard, Rcu};
+
+struct Node<K, V> {
+    /// Immutable.
+    hash: u64,
+    /// Immutable.
+    key: K,
+    /// Immutable.
+    value: V,
+    /// Atomic: the next node of the chain; changed only by the writer while the node is
+    /// linked, never after it is unlinked.
+    next: AtomicPtr<Node<K, V>>,
+}
+
+struct Buckets<K, V> {
+    /// Atomic chain heads.
+    heads: Box<[AtomicPtr<Node<K, V>>]>,
+}
+
+impl<K, V> Buckets<K, V> {
+    fn new(n: usize) -> Buckets<K, V> {
+        Buckets { heads: (0..n).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect() }
+    }
+}
+
+impl<K, V> Drop for Buckets<K, V> {
+    fn drop(&mut self) {
+        // Frees the nodes this array owns: the current array's at the table's drop, or
+        // those of an array `drain` took out whole. An array retired by a grow is empty
+        // (its nodes moved).
+        for h in self.heads.iter_mut() {
+            let mut p = *h.get_mut();
+            while !p.is_null() {
+                // SAFETY: nodes of a dropped array are reachable only from it.
+                let node = unsafe { Box::from_raw(p) };
+                p = node.next.load(Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The table.
+pub struct RHashTable<K, V> {
+    /// The bucket array; replaced by the writer when growing, the old one retired.
+    buckets: AtomicPtr<Buckets<K, V>>,
+    /// Writer-only: number of entries.
+    len: AtomicUsize,
+    /// Debug check that writers are serialized.
+    writing: AtomicBool,
+    /// Atomic, written by the writer: odd while a grow moves nodes (a sequence count for
+    /// [`RHashTable::get_sure`]).
+    resizing: AtomicU64,
+    /// Immutable: keyed with [`table_seed`].
+    hasher: foldhash::fast::FixedState,
+}
+
+/// A seed for a new table: the next output of a per-thread SplitMix64 generator whose
+/// state starts from the OS's randomness (`getrandom`).
+fn table_seed() -> u64 {
+    use std::cell::Cell;
+    fn os_seed() -> u64 {
+        let mut b = [0u8; 8];
+        // A failure leaves the address of a stack slot, which ASLR randomizes (foldhash's
+        // own fallback), mixed with the time.
+        if rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).is_ok_and(|n| n == 8) {
+            return u64::from_ne_bytes(b);
+        }
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        (&b as *const _ as u64) ^ t.as_nanos() as u64
+    }
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(os_seed());
+    }
+    STATE.with(|s| {
+        let x = s.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        s.set(x);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    })
+}
+
+// SAFETY: a table of K, V shared between threads: values are read by many threads and
+// dropped by any (through the collector).
+unsafe impl<K: Send + Sync, V: Send + Sync> Send for RHashTable<K, V> {}
+// SAFETY: as above.
+unsafe impl<K: Send + Sync, V: Send + Sync> Sync for RHashTable<K, V> {}
+
+impl<K, V> Drop for RHashTable<K, V> {
+    fn drop(&mut self) {
+        // SAFETY: the table owns its current array; being dropped, no reader can reach it
+        // (reclamation rule).
+        drop(unsafe { Box::from_raw(*self.buckets.get_mut()) });
+    }
+}
+
+impl<K, V> Default for RHashTable<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K, V> RHashTable<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
+    /// An empty table.
+    pub fn new() -> Self {
+        RHashTable {
+            buckets: AtomicPtr::new(Box::into_raw(Box::new(Buckets::new(4)))),
+            len: AtomicUsize::new(0),
+            writing: AtomicBool::new(false),
+            resizing: AtomicU64::new(0),
+            hasher: foldhash::fast::FixedState::with_seed(table_seed()),
+        }
+    }
+
+    #[inline]
+    fn hash<Q: Hash + ?Sized>(&self, k: &Q) -> u64 {
+        self.hasher.hash_one(k)
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Whether empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Lockless lookup; the reference lives as long as the guard. A hit is always right; a
+    /// miss may be wrong if a grow overlapped it (see the module docs): callers recheck a
+    /// miss under the writers' lock, or use [`RHashTable::get_sure`].
+    #[inline]
+    pub(crate) fn get<'g, Q>(&'g self, key: &Q, guard: &'g LocalGuard<'_>) -> Option<&'g V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let h = self.hash(key);
+        // SAFETY: the array is retired through the collector only after being replaced, so
+        // it outlives `guard`; likewise every node reachable from it. The table's own drop,
+        // which frees them directly, is excluded by the borrow of `self`.
+        unsafe {
+            let b = &*guard.protect(&self.buckets, Ordering::Acquire);
+            let mut p = guard.protect(&b.heads[(h as usize) & (b.heads.len() - 1)], Ordering::Acquire);
+            // Nodes visited, counted in debug builds (the test suite's probe counts).
+            let mut probes = 0u64;
+            while !p.is_null() {
+                probes += 1;
+                let n = &*p;
+                if n.hash == h && n.key.borrow() == key {
+                    count_probes(probes);
+                    return Some(&n.value);
+                }
+                p = guard.protect(&n.next, Ordering::Acquire);
+            }
+            count_probes(probes);
+        }
+        None
+    }
+
+    /// Lockless lookup whose miss can be trusted: `Some(hit or None)`, or `None` when a
+    /// grow overlapped a miss (the caller looks again, or takes the writers' lock). Two
+    /// extra loads, on the miss path only.
+    #[inline]
+    pub(crate) fn get_sure<'g, Q>(&'g self, key: &Q, guard: &'g LocalGuard<'_>) -> Option<Option<&'g V>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let seq = self.resizing.load(Ordering::Acquire);
+        match self.get(key, guard) {
+            Some(v) => Some(Some(v)),
+            None => {
+                // Seqlock read side: the chain loads above happen before this re-read.
+                fence(Ordering::Acquire);
+                (seq & 1 == 0 && self.resizing.load(Ordering::Relaxed) == seq).then_some(None)
+            }
+        }
+    }
+
+    /// Inserts or replaces; returns the value replaced. The caller serializes writers.
+    pub(crate) fn insert(&self, key: K, value: V, rcu: &Rcu) -> Option<V> {
+        let _w = WriterCheck::enter(&self.writing);
+        let old = self.remove_locked(&key, rcu);
+        self.push(key, value, rcu);
+        old
+    }
+
+    /// Inserts unless present; returns the value now in the table. The caller serializes
+    /// writers.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn get_or_insert<'g>(&'g self, key: K, value: V, rcu: &Rcu, guard: &'g LocalGuard<'_>) -> &'g V {
+        let _w = WriterCheck::enter(&self.writing);
+        if let Some(v) = self.get(&key, guard) {
+            return v;
+        }
+        let node = self.push(key, value, rcu);
+        // SAFETY: the node is linked and freed only through the collector; see `get`.
+        unsafe { &(*node).value }
+    }
+
+    /// Removes every entry and returns their values (instance teardown). The caller
+    /// serializes writers. The old array is retired whole, readers still on it finish.
+    pub(crate) fn drain(&self, rcu: &Rcu) -> Vec<V> {
+        let _w = WriterCheck::enter(&self.writing);
+        let old = self.buckets.swap(Box::into_raw(Box::new(Buckets::new(4))), Ordering::AcqRel);
+        let mut out = Vec::with_capacity(self.len.load(Ordering::Relaxed));
+        // SAFETY: `old` was the current array, which only the (serialized) writer frees;
+        // its nodes are alive until it is reclaimed.
+        unsafe {
+            for h in (*old).heads.iter() {
+                let mut p = h.load(Ordering::Acquire);
+                while !p.is_null() {
+                    out.push((*p).value.clone());
+                    p = (*p).next.load(Ordering::Acquire);
+                }
+            }
+        }
+        self.len.store(0, Ordering::Relaxed);
+        // SAFETY: `old` came from `Box::into_raw` and is no longer published.
+        unsafe { rcu.retire_box(old) };
+        out
+    }
+
+    /// Removes; returns the value removed. The caller serializes writers.
+    pub(crate) fn remove<Q>(&self, key: &Q, rcu: &Rcu) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let _w = WriterCheck::enter(&self.writing);
+        self.remove_locked(key, rcu)
+    }
+
+    fn push(&self, key: K, value: V, rcu: &Rcu) -> *mut Node<K, V> {
+        let h = self.hash(&key);
+        let n = self.len.load(Ordering::Relaxed) + 1;
+        // SAFETY: only the (serialized) writer replaces the array.
+        let mut b = unsafe { &*self.buckets.load(Ordering::Acquire) };
+        if n > b.heads.len() {
+            b = self.grow(b, b.heads.len() * 2, rcu);
+        }
+        let head = &b.heads[(h as usize) & (b.heads.len() - 1)];
+        let node =
+            Box::into_raw(Box::new(Node { hash: h, key, value, next: AtomicPtr::new(head.load(Ordering::Relaxed)) }));
+        head.store(node, Ordering::Release);
+        self.len.store(n, Ordering::Relaxed);
+        node
+    }
+
+    fn remove_locked<Q>(&self, key: &Q, rcu: &Rcu) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let h = self.hash(key);
+        // SAFETY: the writer owns the chains' shape; nodes are freed only via the collector.
+        unsafe {
+            let b = &*self.buckets.load(Ordering::Acquire);
+            let mut link: &AtomicPtr<Node<K, V>> = &b.heads[(h as usize) & (b.heads.len() - 1)];
+            loop {
+                let p = link.load(Ordering::Relaxed);
+                if p.is_null() {
+                    return None;
+                }
+                let n = &*p;
+                if n.hash == h && n.key.borrow() == key {
+                    link.store(n.next.load(Ordering::Relaxed), Ordering::Release);
+                    let v = n.value.clone();
+                    self.len.store(self.len.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+                    rcu.retire_box(p);
+                    return Some(v);
+                }
+                link = &n.next;
+            }
+        }
+    }
+
+    /// Moves every node into a larger array, publishes it, retires the old array (emptied)
+    /// through the collector. Inside the resize sequence: readers' misses meanwhile are
+    /// not trusted by [`RHashTable::get_sure`].
+    fn grow<'b>(&'b self, old: &Buckets<K, V>, size: usize, rcu: &Rcu) -> &'b Buckets<K, V> {
+        let seq = self.resizing.load(Ordering::Relaxed);
+        self.resizing.store(seq + 1, Ordering::Relaxed);
+        // Seqlock write side: the odd count is visible before any node moves.
+        fence(Ordering::Release);
+        let new = Buckets::new(size);
+        for head in old.heads.iter() {
+            let mut p = head.load(Ordering::Relaxed);
+            while !p.is_null() {
+                // SAFETY: the writer owns the chains' shape; nodes are freed only through
+                // the collector, and none is freed here.
+                let n = unsafe { &*p };
+                let next = n.next.load(Ordering::Relaxed);
+                let slot = &new.heads[(n.hash as usize) & (size - 1)];
+                // A reader standing on `n` now continues in its new chain (moved nodes only
+                // lead to moved nodes, so it ends).
+                n.next.store(slot.load(Ordering::Relaxed), Ordering::Release);
+                slot.store(p, Ordering::Relaxed);
+                p = next;
+            }
+            // The old array must not own (and free) what moved.
+            head.store(std::ptr::null_mut(), Ordering::Release);
+        }
+        let new = Box::into_raw(Box::new(new));
+        // Publishes the new array with every chain complete.
+        let old = self.buckets.swap(new, Ordering::AcqRel);
+        self.resizing.store(seq + 2, Ordering::Release);
+        // SAFETY: `old` is unpublished and empty; readers still on it are waited for.
+        unsafe { rcu.retire_box(old) };
+        // SAFETY: just published; only this writer replaces it.
+        unsafe { &*new }
+    }
+}
+
+/// Adds a lockless lookup's visited nodes to the thread's `hash_probes` counter (debug
+/// builds only: the release hot path does not pay for it).
+#[inline(always)]
+fn count_probes(n: u64) {
+    #[cfg(debug_assertions)]
+    crate::sync::counters::bump(|c| c.hash_probes += n);
+    let _ = n;
+}
+
+/// Asserts (in debug builds) that writers do not overlap.
+struct WriterCheck<'a>(&'a AtomicBool);
+
+impl<'a> WriterCheck<'a> {
+    fn enter(flag: &'a AtomicBool) -> WriterCheck<'a> {
+        let was = flag.swap(true, Ordering::Acquire);
+        debug_assert!(!was, "concurrent writers on an RHashTable");
+        WriterCheck(flag)
+    }
+}
+
+impl Drop for WriterCheck<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_get_remove_across_growth() {
+        let rcu = Rcu::new();
+        let t: RHashTable<Vec<u8>, usize> = RHashTable::new();
+        let g = rcu.pin();
+        for i in 0..1000usize {
+            assert_eq!(t.insert(i.to_string().into_bytes(), i, &rcu), None);
+        }
+        assert_eq!(t.len(), 1000);
+        for i in 0..1000usize {
+            assert_eq!(t.get(i.to_string().as_bytes(), &g), Some(&i));
+        }
+        assert_eq!(t.insert(b"7".to_vec(), 70, &rcu), Some(7));
+        assert_eq!(t.get(b"7".as_slice(), &g), Some(&70));
+        for i in (0..1000usize).step_by(2) {
+            assert!(t.remove(i.to_string().as_bytes(), &rcu).is_some());
+        }
+        assert_eq!(t.len(), 500);
+        assert_eq!(t.get(b"2".as_slice(), &g), None);
+        assert_eq!(t.get(b"3".as_slice(), &g), Some(&3));
+        assert_eq!(t.remove(b"nope".as_slice(), &rcu), None);
+        assert_eq!(*t.get_or_insert(b"3".to_vec(), 99, &rcu, &g), 3);
+        assert_eq!(*t.get_or_insert(b"x".to_vec(), 99, &rcu, &g), 99);
+    }
+}

@@ -1,0 +1,291 @@
+use crate::abi::cred::Capabilities;
+use crate::abi::errno::{Errno, Result};
+use crate::core::dentry::Dentry;
+use crate::core::file::DirFd;
+use crate::core::mount::{Mount, MountFlags, MountInfo, MountSource, UmountFlags};
+use crate::core::namespace::DirReadGuard;
+use crate::core::path::PathRef;
+use crate::core::superblock::{FileSystem, SuperBlock};
+use crate::fs::memfs::MemFs;
+use crate::sync::rcu::LocalGuard;
+use crate::task::Task;
+use crate::walk::namei::LookupFlags;
+use std::sync::Arc;
+
+impl Task {
+    fn require_sys_admin(&self) -> Result<()> {
+        if self.credentials().capable(Capabilities::SYS_ADMIN) { Ok(()) } else { Err(Errno::EPERM) }
+    }
+
+    /// `mount(2)`: attaches `source` at `target` (symlinks followed) with `flags`.
+    ///
+    /// A new filesystem needs a directory to mount on (ENOTDIR otherwise); a bind mount
+    /// needs source and target of the same kind, directory or not (ENOTDIR). Mounting on
+    /// a mount stacks on top of it. EPERM without `CAP_SYS_ADMIN` (after the target is
+    /// found, as Linux), ENOENT for a removed directory, EINVAL where the target or the
+    /// source is not in the tree (on a lazily unmounted mount).
+    ///
+    /// Unlike `mount(2)` with `MS_BIND`, which ignores the other flags, a bind mount takes
+    /// `flags` (as `open_tree` plus `mount_setattr` would): they add to the source mount's
+    /// own (a bind of a read-only mount stays read-only; `remount` changes them).
+    pub fn mount(&self, source: MountSource<'_>, target: &[u8], flags: MountFlags) -> Result<()> {
+        let tp = self.resolve(DirFd::Cwd, target, LookupFlags::FOLLOW)?;
+        self.require_sys_admin()?;
+        let vfs = &*self.vfs;
+        match source {
+            MountSource::MemFs(limits) => self.mount_new(&tp, Box::new(MemFs::with_limits(limits)), flags),
+            MountSource::Fs(fs) => self.mount_new(&tp, fs, flags),
+            MountSource::Bind { path, recursive } => {
+                let sp = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW)?;
+                let mut tree = vfs.rename_lock.lock();
+                let guard = vfs.rcu.pin();
+                let (pm, mp, dir_lock) = self.lock_target(&tp, &guard)?;
+                if !sp.mnt.is_attached() {
+                    return Err(Errno::EINVAL);
+                }
+                let src_dir = sp.dentry.inode().is_some_and(|i| i.is_dir());
+                if mp.inode().is_some_and(|i| i.is_dir()) != src_dir {
+                    return Err(Errno::ENOTDIR);
+                }
+                // `copy_tree`: every copy is made before any is attached, so a bind of a
+                // tree into itself copies what was there before.
+                let top = Mount::new(
+                    tree.alloc_id(),
+                    sp.mnt.sb.clone(),
+                    sp.dentry.clone(),
+                    Some((pm.clone(), mp.clone())),
+                    sp.mnt.flags() | flags,
+                );
+                let mut clones = vec![MountCopy { src: sp.mnt.clone(), new: top.clone() }];
+                if recursive {
+                    for m in tree.mounts.clone().iter() {
+                        let Some((p, pmp)) = m.parent(&guard) else { continue };
+                        let Some(pc) = clones.iter().position(|c| std::ptr::eq(&*c.src, p)) else { continue };
+                        // Children of the source mount only if below the bound directory.
+                        if pc == 0 && !pmp.is_subdir(&sp.dentry, &guard) {
+                            continue;
+                        }
+                        let pmp = m.parent_borrow(&guard).map(|(_, d)| d.to_arc()).expect("a child has a parent");
+                        let new = Mount::new(
+                            tree.alloc_id(),
+                            m.sb.clone(),
+                            m.root.clone(),
+                            Some((clones[pc].new.clone(), pmp)),
+                            m.flags(),
+                        );
+                        clones.push(MountCopy { src: m.clone(), new });
+                    }
+                }
+                let _w = vfs.rename_seq.write_poisoning().map_err(|_| Errno::EIO)?;
+                for c in &clones {
+                    let (p, d) = c.new.parent(&guard).expect("a copy has a parent");
+                    vfs.attach(&mut tree, p, d, c.new.clone());
+                }
+                drop(_w);
+                drop(dir_lock);
+                Ok(())
+            }
+        }
+    }
+
+    /// `do_new_mount`: a new instance of `fs` at `tp`.
+    fn mount_new(&self, tp: &PathRef, fs: Box<dyn FileSystem>, flags: MountFlags) -> Result<()> {
+        let vfs = &*self.vfs;
+        let sb = SuperBlock::with_config(fs, &vfs.rcu, &vfs.config);
+        sb.count_inodes_in(&vfs.dcache_counts);
+        let root = Dentry::new_root(sb.fs().root_inode(&sb)?, &vfs.rcu);
+        let mut tree = vfs.rename_lock.lock();
+        let guard = vfs.rcu.pin();
+        let (pm, mp, dir_lock) = self.lock_target(tp, &guard)?;
+        if !mp.inode().is_some_and(|i| i.is_dir()) {
+            return Err(Errno::ENOTDIR);
+        }
+        let m = Mount::new(tree.alloc_id(), sb, root, Some((pm.clone(), mp.clone())), flags);
+        let w = vfs.rename_seq.write_poisoning().map_err(|_| Errno::EIO)?;
+        vfs.attach(&mut tree, &pm, &mp, m);
+        drop(w);
+        drop(dir_lock);
+        Ok(())
+    }
+
+    /// `lock_mount`: the topmost mount on the target, which must not be removed (ENOENT)
+    /// and must be in the tree (EINVAL). Caller holds the rename lock. The returned lock of
+    /// the target's parent directory, held until the mount is attached, orders the mount
+    /// with a concurrent rmdir or unlink (which check `cold.mounts` and mark the dentry
+    /// dead under that lock).
+    fn lock_target<'g>(
+        &'g self,
+        tp: &'g PathRef,
+        guard: &'g LocalGuard<'_>,
+    ) -> Result<(Arc<Mount>, Arc<Dentry>, Option<DirReadGuard<'g>>)> {
+        let p = crate::core::path::Pos::of(tp);
+        let (m, d) = self.vfs.topmost(p.mnt, p.dentry, guard);
+        let l = if d.is_root() { None } else { d.get().parent(guard).dir().map(|dir| dir.lock.read()) };
+        let (m, d) = (m.to_arc(), d.to_arc());
+        if d.is_dead() {
+            return Err(Errno::ENOENT);
+        }
+        if !m.is_attached() {
+            return Err(Errno::EINVAL);
+        }
+        Ok((m, d, l))
+    }
+
+    /// `mount(MS_REMOUNT | MS_BIND)`: sets the per-mount flags of the mount whose root
+    /// `target` names (EINVAL if it names no mount root). Making a mount read-only while
+    /// files are open for writing through it is EBUSY, as Linux's `mnt_make_readonly`;
+    /// afterwards every write-type call through it is EROFS, including through files
+    /// opened before (`fchmod`, `fchown`, `futimens`: Linux's `mnt_want_write_file`).
+    pub fn remount(&self, target: &[u8], flags: MountFlags) -> Result<()> {
+        let tp = self.resolve(DirFd::Cwd, target, LookupFlags::FOLLOW)?;
+        self.require_sys_admin()?;
+        let _tree = self.vfs.rename_lock.lock();
+        if !tp.mnt.is_attached() || !Arc::ptr_eq(&tp.dentry, &tp.mnt.root) {
+            return Err(Errno::EINVAL);
+        }
+        tp.mnt.set_flags(flags)
+    }
+
+    /// `umount2(2)`. EINVAL for unknown flags, `EXPIRE` with `FORCE` or `DETACH`, a path
+    /// that is not a mount's root, a mount not in the tree, and the root of the tree
+    /// (Linux would remount the task's root read-only; uvfs refuses); EPERM without
+    /// `CAP_SYS_ADMIN`; EBUSY if the mount has users (open files, a task's root or cwd)
+    /// or mounts below it, unless `DETACH`, which unhooks the whole subtree now and lets
+    /// the users keep it until they go.
+    pub fn umount2(&self, target: &[u8], flags: UmountFlags) -> Result<()> {
+        if UmountFlags::from_bits(flags.bits()).is_none() {
+            return Err(Errno::EINVAL);
+        }
+        let lf = if flags.contains(UmountFlags::NOFOLLOW) { LookupFlags::empty() } else { LookupFlags::FOLLOW };
+        let tp = self.resolve(DirFd::Cwd, target, lf)?;
+        self.require_sys_admin()?;
+        let vfs = &*self.vfs;
+        let mut tree = vfs.rename_lock.lock();
+        let guard = vfs.rcu.pin();
+        let m = &tp.mnt;
+        if !Arc::ptr_eq(&tp.dentry, &m.root) || !m.is_attached() || m.parent(&guard).is_none() {
+            return Err(Errno::EINVAL);
+        }
+        if flags.contains(UmountFlags::EXPIRE) {
+            if flags.intersects(UmountFlags::FORCE | UmountFlags::DETACH) {
+                return Err(Errno::EINVAL);
+            }
+            if m.users() > 0 || tree.has_children(m, &guard) {
+                return Err(Errno::EBUSY);
+            }
+            if !m.mark_expired() {
+                return Err(Errno::EAGAIN);
+            }
+        }
+        if !flags.contains(UmountFlags::DETACH) && (tree.has_children(m, &guard) || !m.try_doom()) {
+            return Err(Errno::EBUSY);
+        }
+        let w = vfs.rename_seq.write_poisoning().map_err(|_| Errno::EIO)?;
+        let sbs: Vec<Arc<SuperBlock>> = vfs.detach_tree(&mut tree, m, &guard);
+        drop(w);
+        // A filesystem no longer mounted anywhere is shut down: its watches hear of it.
+        // (Linux waits for the last user of a lazily detached mount; uvfs tells at once.)
+        let orphaned: Vec<Arc<SuperBlock>> =
+            sbs.into_iter().filter(|sb| !tree.mounts.iter().any(|x| Arc::ptr_eq(&x.sb, sb))).collect();
+        drop(tree);
+        for sb in orphaned {
+            crate::core::fsnotify::sb_unmounted(&sb);
+        }
+        Ok(())
+    }
+
+    /// `umount(2)`: `umount2` without flags.
+    pub fn umount(&self, target: &[u8]) -> Result<()> {
+        self.umount2(target, UmountFlags::empty())
+    }
+
+    /// The mount table as this task sees it (`/proc/self/mountinfo`): mounts whose
+    /// mountpoint is reachable from the task's root, in mount order, mount points
+    /// relative to that root.
+    pub fn mountinfo(&self) -> Vec<MountInfo> {
+        let vfs = &*self.vfs;
+        let tree = vfs.rename_lock.lock();
+        let guard = vfs.rcu.pin();
+        let fsx = self.fs.load(&guard);
+        let mut out = Vec::new();
+        for m in &tree.mounts {
+            let mut parts: Vec<&[u8]> = Vec::new();
+            if !crate::core::path::climb(m, &m.root, Some((&fsx.root.mnt, &fsx.root.dentry)), &guard, |n| parts.push(n))
+            {
+                continue;
+            }
+            let mount_point = crate::core::path::join(&parts);
+            // The mount's root within its filesystem.
+            let mut root_parts: Vec<&[u8]> = Vec::new();
+            let mut d: &Dentry = &m.root;
+            while !d.is_root() {
+                root_parts.push(d.name(&guard));
+                d = d.parent(&guard);
+            }
+            out.push(MountInfo {
+                id: m.id(),
+                parent_id: m.parent(&guard).map_or(m.id(), |(p, _)| p.id()),
+                dev: m.sb.dev(),
+                root: crate::core::path::join(&root_parts),
+                mount_point,
+                flags: m.flags(),
+                fs_type: m.sb.fs().fs_type(),
+            });
+        }
+        out
+    }
+
+    /// [`mountinfo`](Self::mountinfo) in the text format of `/proc/self/mountinfo`:
+    /// `id parent major:minor root mount-point options - type source super-options`, with
+    /// space, tab, newline and backslash in paths escaped as octal, as Linux's `mangle`.
+    pub fn mountinfo_text(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for mi in self.mountinfo() {
+            let (major, minor) = major_minor(mi.dev);
+            out.extend_from_slice(format!("{} {} {}:{} ", mi.id, mi.parent_id, major, minor).as_bytes());
+            mangle(&mut out, &mi.root);
+            out.push(b' ');
+            mangle(&mut out, &mi.mount_point);
+            out.extend_from_slice(if mi.flags.contains(MountFlags::RDONLY) { b" ro" } else { b" rw" });
+            for (f, name) in [
+                (MountFlags::NOSUID, ",nosuid"),
+                (MountFlags::NODEV, ",nodev"),
+                (MountFlags::NOEXEC, ",noexec"),
+                (MountFlags::NOATIME, ",noatime"),
+            ] {
+                if mi.flags.contains(f) {
+                    out.extend_from_slice(name.as_bytes());
+                }
+            }
+            if !mi.flags.contains(MountFlags::NOATIME) {
+                out.extend_from_slice(b",relatime");
+            }
+            out.extend_from_slice(format!(" - {} {} rw\n", mi.fs_type, mi.fs_type).as_bytes());
+        }
+        out
+    }
+}
+
+/// A mount of a bind and the one it copies (`copy_tree`).
+struct MountCopy {
+    /// The mount being copied (for the parent lookup of its children).
+    src: Arc<Mount>,
+    /// The copy.
+    new: Arc<Mount>,
+}
+
+/// glibc's `major`/`minor`, the inverse of [`crate::abi::stat::makedev`].
+fn major_minor(dev: u64) -> (u64, u64) {
+    (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff), ((dev >> 12) & 0xffff_ff00) | (dev & 0xff))
+}
+
+/// Linux's `mangle`: ` `, `\t`, `\n` and `\\` as three-digit octal escapes.
+fn mangle(out: &mut Vec<u8>, s: &[u8]) {
+    for &c in s {
+        if matches!(c, b' ' | b'\t' | b'\n' | b'\\') {
+            out.extend_from_slice(format!("\\{c:03o}").as_bytes());
+        } else {
+            out.push(c);
+        }
+    }
+}

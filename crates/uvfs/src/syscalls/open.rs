@@ -1,0 +1,381 @@
+//! `openat`, `truncate`, `faccessat`, `fchmodat`, `fchownat`, `chdir`, `chroot`. Mirrors
+//! Linux's `fs/open.c` (with `do_open`/`may_open` from `fs/namei.c`).
+//!
+//! The failed-open fast path (seed 003): the walk runs before anything is allocated, and a
+//! miss returns its errno straight from the lockless walk. With [`FastPaths::FAILED_OPEN`]
+//! off, open allocates its file first (Linux's `alloc_empty_file` before `path_openat`) and
+//! resolves through the locked tier.
+//!
+//! `openat2`: open with scoped resolution (`RESOLVE_*`). Mirrors `build_open_flags` of
+//! Linux's `fs/open.c`; the walk side of each flag is in [`crate::walk::namei`].
+//!
+//! These are what sandboxes use: `RESOLVE_BENEATH` and `RESOLVE_IN_ROOT` confine a walk to
+//! a directory however its path, its symlinks or concurrent renames try to leave it. The
+//! walk answers only from a state of the tree that no rename or mount change overlapped
+//! (see [`crate::walk::namei`]), where climbing with `..` meets the scope's root before anything
+//! outside it, and every scoped answer is checked to lie below the root before it is
+//! returned.
+
+use std::sync::Arc;
+
+use crate::abi::config::FastPaths;
+use crate::abi::errno::{Errno, Result};
+use crate::abi::flags::OpenHow;
+use crate::abi::flags::ResolveFlags;
+use crate::abi::flags::{Fd, OpenFlags};
+use crate::abi::stat::{FileType, S_IALLUGO};
+use crate::core::file::DirFd;
+use crate::core::file::{File, FileRef};
+use crate::core::fsnotify::{self, EventMask};
+use crate::core::inode::new_node_args;
+use crate::core::mount::MountFlags;
+use crate::core::path::PathRef;
+use crate::core::permission::{MAY_READ, MAY_WRITE, generic_permission, may_create_in, owner_or_capable};
+use crate::task::Task;
+use crate::walk::namei::{LookupFlags, Outcome};
+
+/// What an open resolved to, with references taken.
+// Boxing the name would allocate on every open; this lives on the stack for one call.
+#[allow(clippy::large_enum_variant)]
+enum OpenTarget {
+    Existing(PathRef),
+    Create { parent: PathRef, name: crate::walk::namei::NameBuf },
+}
+
+impl Task {
+    /// `openat(2)`.
+    pub fn openat(&self, dirfd: DirFd, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Fd> {
+        self.do_sys_open(dirfd, path, flags, mode, LookupFlags::empty())
+    }
+
+    /// Opens as `openat` does, without installing the file in the descriptor table: the
+    /// caller holds it (and walks from it with [`DirFd::File`], does I/O on it with
+    /// [`FileRef::File`]); it is released, close event included, when its last `Arc`
+    /// goes. What a server that names files by handle uses (the FUSE frontend), so that it
+    /// needs no descriptor per file. `O_CLOEXEC` means nothing here.
+    pub fn openat_file(&self, dirfd: DirFd, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Arc<File>> {
+        let (file, _) = self.do_filp_open(dirfd, path, flags, mode, LookupFlags::empty(), false)?;
+        Ok(file)
+    }
+
+    /// `openat` with the walk flags of `openat2`'s `resolve` (`RESOLVE_*`, see
+    /// [`Task::openat2`]).
+    pub(crate) fn do_sys_open(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        resolve: LookupFlags,
+    ) -> Result<Fd> {
+        let cloexec = flags.contains(OpenFlags::CLOEXEC);
+        let (file, slot) = self.do_filp_open(dirfd, path, flags, mode, resolve, true)?;
+        match slot {
+            Some(slot) => Ok(slot.install(file, cloexec)),
+            None => self.files.install(file, 0, cloexec),
+        }
+    }
+
+    /// The open itself (Linux's `do_filp_open`), announced; with `reserve`, the
+    /// descriptor an `O_CREAT`/`O_TRUNC` open will be installed at is taken before
+    /// anything is created or truncated.
+    fn do_filp_open(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        resolve: LookupFlags,
+        reserve: bool,
+    ) -> Result<(Arc<File>, Option<crate::core::fdtable::Reservation<'_>>)> {
+        let mut flags = flags;
+        if flags.contains(OpenFlags::TMPFILE) {
+            if !flags.contains(OpenFlags::DIRECTORY) || flags.contains(OpenFlags::CREAT) || !flags.writable() {
+                return Err(Errno::EINVAL);
+            }
+        } else if flags.contains(OpenFlags::PATH) {
+            flags &= OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW | OpenFlags::PATH | OpenFlags::CLOEXEC;
+        }
+        if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
+            return Err(Errno::EINVAL);
+        }
+        // Seed 003, general path: the file is allocated before the walk.
+        let slow = !self.vfs.fast.contains(FastPaths::FAILED_OPEN);
+        let prealloc = slow.then(Arc::<File>::new_uninit);
+        if flags.contains(OpenFlags::TMPFILE) {
+            let slot = if reserve { Some(self.files.reserve()?) } else { None };
+            return Ok((self.open_tmpfile(dirfd, path, flags, mode, resolve)?, slot));
+        }
+        let mut lf = resolve;
+        if !flags.contains(OpenFlags::NOFOLLOW) && !flags.contains(OpenFlags::CREAT | OpenFlags::EXCL) {
+            lf |= LookupFlags::FOLLOW;
+        }
+        if flags.contains(OpenFlags::DIRECTORY) {
+            lf |= LookupFlags::DIRECTORY;
+        }
+        if flags.contains(OpenFlags::CREAT) {
+            lf |= LookupFlags::MISSING_OK;
+        }
+        if slow {
+            lf |= LookupFlags::LOCKED;
+        }
+        let creat = flags.contains(OpenFlags::CREAT);
+        let mut reval = false;
+        let file = loop {
+            let lf = if reval { lf | LookupFlags::LOCKED } else { lf };
+            let target = self.walk(dirfd, path, lf, |o| match o {
+                Outcome::Found(p) => {
+                    if creat {
+                        if flags.contains(OpenFlags::EXCL) {
+                            return Err(Errno::EEXIST);
+                        }
+                        if p.inode().is_dir() {
+                            return Err(Errno::EISDIR);
+                        }
+                    }
+                    Ok(OpenTarget::Existing(p.to_path()))
+                }
+                Outcome::Missing { parent, name, trailing_slash } => {
+                    if trailing_slash {
+                        return Err(Errno::EISDIR);
+                    }
+                    Ok(OpenTarget::Create { parent: parent.to_path(), name })
+                }
+                Outcome::Parent { .. } => Err(Errno::EINVAL),
+            })?;
+            // The descriptor before anything that cannot be undone (a create, a truncate),
+            // as Linux's `get_unused_fd_flags` comes first; only once the walk succeeded,
+            // so a failed open still takes no lock (seed 003), and only when there is
+            // something to undo: a plain open has nothing, and installing takes the
+            // table's lock once instead of twice.
+            let slot = match reserve && flags.intersects(OpenFlags::CREAT | OpenFlags::TRUNC) {
+                true => Some(self.files.reserve()?),
+                false => None,
+            };
+            let opened = match target {
+                OpenTarget::Existing(p) => self.do_open(p, flags).map(Some),
+                OpenTarget::Create { parent, name } => self.open_create(&parent, name.as_bytes(), flags, mode),
+            };
+            match opened {
+                Ok(Some(f)) => break (f, slot),
+                // Lost a race with a creator: open what is there now.
+                Ok(None) => {
+                    drop(slot);
+                    return self.do_filp_open(dirfd, path, flags & !OpenFlags::CREAT, mode, resolve, reserve);
+                }
+                // What the walk found lost its last name (and its contents) before it could be
+                // opened: walk again, in the locked tier, which waits for the unlink to finish.
+                Err(Errno::ESTALE) => reval = true,
+                Err(e) => return Err(e),
+            }
+        };
+        let (file, slot) = file;
+        let file = match prealloc {
+            Some(mut slot) => {
+                Arc::get_mut(&mut slot).expect("fresh allocation").write(file);
+                // SAFETY: just initialized.
+                unsafe { slot.assume_init() }
+            }
+            None => Arc::new(file),
+        };
+        file.announce_open(self.vfs.fast);
+        Ok((file, slot))
+    }
+
+    /// `open(2)`: `openat(AT_FDCWD, ...)`.
+    pub fn open(&self, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Fd> {
+        self.openat(DirFd::Cwd, path, flags, mode)
+    }
+
+    /// `creat(2)`.
+    pub fn creat(&self, path: &[u8], mode: u32) -> Result<Fd> {
+        self.openat(DirFd::Cwd, path, OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC, mode)
+    }
+
+    /// Opens the file a descriptor refers to anew with `flags` (what `open` of
+    /// `/proc/self/fd/N` does on Linux): the checks of an open of an existing file, also
+    /// for a file that lost its last name. `O_CREAT`/`O_EXCL` are ignored. Used by the FUSE
+    /// frontend, whose requests name files by node (an `O_PATH` descriptor), not by path.
+    pub fn reopen<'f>(&self, fd: impl Into<FileRef<'f>>, flags: OpenFlags) -> Result<Fd> {
+        let file = self.reopen_file(fd, flags)?;
+        self.files.install(file, 0, flags.contains(OpenFlags::CLOEXEC))
+    }
+
+    /// [`Task::reopen`] without installing the file (see [`Task::openat_file`]).
+    pub fn reopen_file<'f>(&self, fd: impl Into<FileRef<'f>>, flags: OpenFlags) -> Result<Arc<File>> {
+        let flags = flags & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::TMPFILE);
+        let p = self.resolve(DirFd::from(fd.into()), b"", LookupFlags::EMPTY)?;
+        if flags.contains(OpenFlags::DIRECTORY) && !p.dentry.inode().is_some_and(|i| i.is_dir()) {
+            return Err(Errno::ENOTDIR);
+        }
+        let file = Arc::new(self.do_open(p, flags)?);
+        file.announce_open(self.vfs.fast);
+        Ok(file)
+    }
+
+    /// Creates and opens `name` in `parent`; `Ok(None)` if it appeared meanwhile (and
+    /// `O_EXCL` is not set).
+    fn open_create(&self, parent: &PathRef, name: &[u8], flags: OpenFlags, mode: u32) -> Result<Option<File>> {
+        let vfs = &*self.vfs;
+        let guard = vfs.rcu.pin();
+        let creds = self.creds.load(&guard).get();
+        let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
+        let dir = parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
+        let mut locked = dir.lock.write();
+        if vfs.lookup_excl(&parent.mnt.sb, &parent.dentry, &mut locked, name, &guard)?.is_some() {
+            if flags.contains(OpenFlags::EXCL) {
+                return Err(Errno::EEXIST);
+            }
+            return Ok(None);
+        }
+        parent.mnt.want_write()?;
+        if parent.dentry.is_dead() {
+            return Err(Errno::ENOENT);
+        }
+        may_create_in(creds, dir_inode, vfs.fast, &guard)?;
+        let args =
+            new_node_args(creds, dir_inode, (mode & S_IALLUGO) | FileType::Regular.mode_bits(), self.current_umask())?;
+        let inode = parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &args)?;
+        let d = vfs.d_add(&parent.dentry, &mut locked, name, inode.clone(), &guard);
+        fsnotify::notify_name(vfs.fast, parent.pos(), name, &inode, EventMask::CREATE.bits(), 0, &guard);
+        drop(locked);
+        Ok(Some(File::new(parent.mnt.clone(), d, inode, flags & !OpenFlags::TRUNC)?))
+    }
+
+    fn open_tmpfile(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        resolve: LookupFlags,
+    ) -> Result<Arc<File>> {
+        let dir = self.resolve(dirfd, path, resolve | LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
+        let guard = self.vfs.rcu.pin();
+        let creds = self.creds.load(&guard).get();
+        let dir_inode = dir.dentry.inode().ok_or(Errno::ENOENT)?;
+        dir.mnt.want_write()?;
+        may_create_in(creds, dir_inode, self.vfs.fast, &guard)?;
+        let args =
+            new_node_args(creds, dir_inode, (mode & S_IALLUGO) | FileType::Regular.mode_bits(), self.current_umask())?;
+        let inode = dir.mnt.sb.fs().tmpfile(&dir.mnt.sb, dir_inode, &args)?;
+        let d = crate::core::dentry::Dentry::new_child(&dir.dentry, b"#tmpfile", Some(inode.clone()), &self.vfs.rcu);
+        d.set_flag(crate::core::dentry::DENTRY_DEAD | crate::core::dentry::DENTRY_LINKABLE);
+        let file = Arc::new(File::new(dir.mnt.clone(), d, inode, flags)?);
+        file.announce_open(self.vfs.fast);
+        Ok(file)
+    }
+
+    /// `do_open` + `may_open`: checks and opens an existing file.
+    fn do_open(&self, p: PathRef, flags: OpenFlags) -> Result<File> {
+        let inode = p.dentry.inode().ok_or(Errno::ENOENT)?.clone();
+        if flags.contains(OpenFlags::PATH) {
+            return File::new(p.mnt, p.dentry, inode, flags);
+        }
+        let guard = self.vfs.rcu.pin();
+        let creds = self.creds.load(&guard).get();
+        let mut acc = 0;
+        if flags.readable() || flags.access_mode() == 3 {
+            acc |= MAY_READ;
+        }
+        if flags.writable() || flags.access_mode() == 3 || flags.contains(OpenFlags::TRUNC) {
+            acc |= MAY_WRITE;
+        }
+        let mut trunc = flags.contains(OpenFlags::TRUNC);
+        match inode.file_type() {
+            FileType::Symlink => return Err(Errno::ELOOP),
+            FileType::Directory => {
+                if acc & MAY_WRITE != 0 {
+                    return Err(Errno::EISDIR);
+                }
+            }
+            FileType::CharDevice | FileType::BlockDevice => {
+                if p.mnt.flags().contains(MountFlags::NODEV) {
+                    return Err(Errno::EACCES);
+                }
+                trunc = false;
+            }
+            FileType::Fifo | FileType::Socket => trunc = false,
+            FileType::Regular => {}
+        }
+        if trunc {
+            p.mnt.want_write()?;
+        }
+        generic_permission(creds, &inode, acc, self.vfs.fast, &guard)?;
+        if acc & MAY_WRITE != 0 {
+            p.mnt.want_write()?;
+        }
+        if flags.contains(OpenFlags::NOATIME) && !owner_or_capable(creds, &inode) {
+            return Err(Errno::EPERM);
+        }
+        match inode.file_type() {
+            // In-process I/O on special files is not supported yet.
+            FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice => {
+                return Err(Errno::ENXIO);
+            }
+            _ => {}
+        }
+        if trunc && inode.file_type() == FileType::Regular {
+            self.do_truncate(creds, &inode, 0, true)?;
+            fsnotify::notify_file(self.vfs.fast, &p.mnt, &p.dentry, &inode, EventMask::MODIFY.bits(), &guard);
+        }
+        File::new(p.mnt, p.dentry, inode, flags)
+    }
+}
+
+impl Task {
+    /// `openat2(2)`. EINVAL for unknown flag or resolve bits, `BENEATH` with `IN_ROOT`, a
+    /// mode without `O_CREAT`/`O_TMPFILE` or with bits beyond `07777`, `O_PATH` with flags
+    /// other than `O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC`; EAGAIN for `CACHED` with
+    /// `O_CREAT`, `O_TRUNC` or `O_TMPFILE`, and whenever the answer is not in the cache
+    /// (with the lockless walk switched off, always). The rest is `openat`.
+    pub fn openat2(&self, dirfd: DirFd, path: &[u8], how: &OpenHow) -> Result<Fd> {
+        let flags = how.flags;
+        if OpenFlags::from_bits(flags.bits()).is_none() || ResolveFlags::from_bits(how.resolve.bits()).is_none() {
+            return Err(Errno::EINVAL);
+        }
+        let r = how.resolve;
+        if r.contains(ResolveFlags::BENEATH | ResolveFlags::IN_ROOT) {
+            return Err(Errno::EINVAL);
+        }
+        let will_create = flags.intersects(OpenFlags::CREAT | OpenFlags::TMPFILE);
+        if (will_create && how.mode & !S_IALLUGO != 0) || (!will_create && how.mode != 0) {
+            return Err(Errno::EINVAL);
+        }
+        if flags.contains(OpenFlags::DIRECTORY | OpenFlags::CREAT) {
+            return Err(Errno::EINVAL);
+        }
+        if flags.contains(OpenFlags::TMPFILE)
+            && (flags & (OpenFlags::TMPFILE | OpenFlags::DIRECTORY | OpenFlags::CREAT)
+                != OpenFlags::TMPFILE | OpenFlags::DIRECTORY
+                || !flags.writable())
+        {
+            return Err(Errno::EINVAL);
+        }
+        if flags.contains(OpenFlags::PATH)
+            && !(OpenFlags::PATH | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW | OpenFlags::CLOEXEC).contains(flags)
+        {
+            return Err(Errno::EINVAL);
+        }
+        let mut lf = LookupFlags::empty();
+        for (rf, l) in [
+            (ResolveFlags::NO_XDEV, LookupFlags::NO_XDEV),
+            (ResolveFlags::NO_MAGICLINKS, LookupFlags::NO_MAGICLINKS),
+            (ResolveFlags::NO_SYMLINKS, LookupFlags::NO_SYMLINKS),
+            (ResolveFlags::BENEATH, LookupFlags::BENEATH),
+            (ResolveFlags::IN_ROOT, LookupFlags::IN_ROOT),
+        ] {
+            if r.contains(rf) {
+                lf |= l;
+            }
+        }
+        if r.contains(ResolveFlags::CACHED) {
+            // Don't bother even trying for create/truncate/tmpfile open.
+            if flags.intersects(OpenFlags::TRUNC | OpenFlags::CREAT | OpenFlags::TMPFILE) {
+                return Err(Errno::EAGAIN);
+            }
+            lf |= LookupFlags::CACHED;
+        }
+        self.do_sys_open(dirfd, path, flags, how.mode, lf)
+    }
+}

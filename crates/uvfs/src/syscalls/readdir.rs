@@ -1,0 +1,132 @@
+//! `getdents64`. Mirrors Linux's `fs/readdir.c` with tmpfs's stable offsets
+//! (`simple_offset_*`): every entry of a directory gets a position when it is added, and
+//! the cursor is the next position to return, so an entry present for a whole listing
+//! appears exactly once however others are added and removed meanwhile.
+
+use std::sync::atomic::Ordering;
+
+use crate::abi::errno::{Errno, Result};
+use crate::abi::stat::FileType;
+use crate::core::file::FileRef;
+use crate::core::superblock::DirEntry;
+use crate::task::Task;
+
+impl Task {
+    /// Lists up to `max` entries from the descriptor's cursor and advances it.
+    /// An empty vector means the end of the directory.
+    pub fn getdents<'f>(&self, fd: impl Into<FileRef<'f>>, max: usize) -> Result<Vec<DirEntry>> {
+        let mut out = Vec::new();
+        self.readdir_with(fd.into(), &mut |e| {
+            if out.len() >= max {
+                return false;
+            }
+            out.push(e);
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// `getdents64(2)`: fills `buf` with `struct linux_dirent64` records.
+    pub fn getdents64<'f>(&self, fd: impl Into<FileRef<'f>>, buf: &mut [u8]) -> Result<usize> {
+        let mut used = 0;
+        let mut first_too_big = false;
+        self.readdir_with(fd.into(), &mut |e| {
+            let reclen = (19 + e.name.len() + 1).next_multiple_of(8);
+            if used + reclen > buf.len() {
+                first_too_big = used == 0;
+                return false;
+            }
+            let r = &mut buf[used..used + reclen];
+            r.fill(0);
+            r[0..8].copy_from_slice(&e.ino.to_ne_bytes());
+            r[8..16].copy_from_slice(&(e.next as i64).to_ne_bytes());
+            r[16..18].copy_from_slice(&(reclen as u16).to_ne_bytes());
+            r[18] = e.dtype;
+            r[19..19 + e.name.len()].copy_from_slice(&e.name);
+            used += reclen;
+            true
+        })?;
+        if first_too_big {
+            return Err(Errno::EINVAL);
+        }
+        Ok(used)
+    }
+
+    /// Runs `emit` on entries from the cursor until it returns false; the cursor moves
+    /// past every entry `emit` accepted.
+    fn readdir_with(&self, fd: FileRef<'_>, emit: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+        let guard = self.vfs.rcu.pin();
+        let file = self.fget(fd, &guard)?;
+        if file.is_path() {
+            return Err(Errno::EBADF);
+        }
+        let inode = &file.inode;
+        if !inode.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        let mut pos = file.pos.lock();
+        let dentry = &file.dentry;
+        if dentry.is_dead() {
+            return Err(Errno::ENOENT);
+        }
+        let sb = inode.sb();
+        if !sb.fs().dcache_complete() {
+            let mut cursor = *pos;
+            sb.fs().readdir(inode, cursor, &mut |e| {
+                let next = e.next;
+                if emit(e) {
+                    cursor = next;
+                    true
+                } else {
+                    false
+                }
+            })?;
+            *pos = cursor;
+            return Ok(());
+        }
+        if *pos == 0 {
+            if !emit(DirEntry {
+                ino: inode.ino(),
+                next: 1,
+                dtype: FileType::Directory.dirent_type(),
+                name: b".".to_vec(),
+            }) {
+                return Ok(());
+            }
+            *pos = 1;
+        }
+        if *pos == 1 {
+            let parent = if std::ptr::eq(&**dentry, &**file.mnt.root()) {
+                // ".." of a mount root is the mountpoint's parent, as Linux reports it.
+                match file.mnt.parent(&guard) {
+                    Some((_, mp)) => mp.parent(&guard).inode().map(|i| i.ino()),
+                    None => Some(inode.ino()),
+                }
+            } else {
+                dentry.parent(&guard).inode().map(|i| i.ino())
+            };
+            let ino = parent.unwrap_or(inode.ino());
+            if !emit(DirEntry { ino, next: 2, dtype: FileType::Directory.dirent_type(), name: b"..".to_vec() }) {
+                return Ok(());
+            }
+            *pos = 2;
+        }
+        let dir = dentry.dir().ok_or(Errno::ENOTDIR)?;
+        let locked = dir.lock.read();
+        for (&p, d) in locked.order.range(*pos..) {
+            let Some(i) = d.inode() else { continue };
+            let e = DirEntry {
+                ino: i.ino(),
+                next: p + 1,
+                dtype: i.file_type().dirent_type(),
+                name: d.name(&guard).to_vec(),
+            };
+            if !emit(e) {
+                break;
+            }
+            *pos = p + 1;
+        }
+        let _ = Ordering::Relaxed;
+        Ok(())
+    }
+}

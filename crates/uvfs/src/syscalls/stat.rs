@@ -1,0 +1,90 @@
+use crate::abi::errno::{Errno, Result};
+use crate::abi::flags::AtFlags;
+use crate::abi::stat::FileType;
+use crate::abi::stat::Stat;
+use crate::abi::stat::StatFs;
+use crate::core::file::{DirFd, FileRef};
+use crate::task::Task;
+use crate::walk::namei::{LookupFlags, Outcome};
+
+impl Task {
+    /// `fstatat(2)` (`newfstatat`): `AT_SYMLINK_NOFOLLOW`, `AT_EMPTY_PATH`.
+    /// On cached names: lockless, no allocation, no shared write.
+    pub fn fstatat(&self, dirfd: DirFd, path: &[u8], flags: AtFlags) -> Result<Stat> {
+        if !(AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH | AtFlags::NO_AUTOMOUNT).contains(flags) {
+            return Err(Errno::EINVAL);
+        }
+        self.walk(dirfd, path, crate::walk::namei::at_lookup(flags), |o| match o {
+            Outcome::Found(p) => Ok(p.inode().stat()),
+            _ => Err(Errno::ENOENT),
+        })
+    }
+
+    /// `stat(2)`.
+    pub fn stat(&self, path: &[u8]) -> Result<Stat> {
+        self.fstatat(DirFd::Cwd, path, AtFlags::empty())
+    }
+
+    /// `lstat(2)`.
+    pub fn lstat(&self, path: &[u8]) -> Result<Stat> {
+        self.fstatat(DirFd::Cwd, path, AtFlags::SYMLINK_NOFOLLOW)
+    }
+
+    /// `fstat(2)` (works on `O_PATH` descriptors, as Linux).
+    pub fn fstat<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<Stat> {
+        let guard = self.vfs.rcu.pin();
+        let file = self.fget(fd.into(), &guard)?;
+        crate::walk::namei::getattr(crate::core::path::Pos::of_file(file))?;
+        Ok(file.inode().stat())
+    }
+
+    /// `statfs(2)`: what the filesystem holding `path` has and has left.
+    pub fn statfs(&self, path: &[u8]) -> Result<StatFs> {
+        let p = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW)?;
+        Ok(p.mnt.sb.fs().statfs(&p.mnt.sb))
+    }
+
+    /// `fstatfs(2)` (works on `O_PATH` descriptors, as Linux).
+    pub fn fstatfs<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<StatFs> {
+        let file = self.file_arc(fd.into())?;
+        Ok(file.mnt.sb.fs().statfs(&file.mnt.sb))
+    }
+
+    /// `readlinkat(2)`: copies at most `buf.len()` bytes of the target, no NUL.
+    ///
+    /// Seed 002: the body is cached in the inode, so this is one bounded copy with no
+    /// lock and no allocation. With [`FastPaths::SYMLINK_CACHE`](crate::FastPaths) off the
+    /// filesystem is asked every time.
+    pub fn readlinkat(&self, dirfd: DirFd, path: &[u8], buf: &mut [u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let empty = path.is_empty();
+        let cache = self.vfs.fast.contains(crate::FastPaths::SYMLINK_CACHE);
+        self.walk(dirfd, path, LookupFlags::EMPTY, |o| {
+            let Outcome::Found(p) = o else { return Err(Errno::ENOENT) };
+            let inode = p.inode();
+            if inode.file_type() != FileType::Symlink {
+                return Err(if empty { Errno::ENOENT } else { Errno::EINVAL });
+            }
+            if cache && let Some(body) = inode.cached_link() {
+                let n = body.len().min(buf.len());
+                buf[..n].copy_from_slice(&body[..n]);
+                return Ok(n);
+            }
+            crate::sync::counters::bump(|c| c.link_fs_reads += 1);
+            let body = inode.sb().fs().readlink(inode)?;
+            let n = body.len().min(buf.len());
+            buf[..n].copy_from_slice(&body[..n]);
+            if cache {
+                inode.set_cached_link(body.into_boxed_slice());
+            }
+            Ok(n)
+        })
+    }
+
+    /// `readlink(2)`.
+    pub fn readlink(&self, path: &[u8], buf: &mut [u8]) -> Result<usize> {
+        self.readlinkat(DirFd::Cwd, path, buf)
+    }
+}

@@ -1,0 +1,868 @@
+//! The path walk. Mirrors Linux's `fs/namei.c` (`link_path_walk`, `walk_component`,
+//! `step_into`, `follow_dotdot`, `handle_mounts`).
+//!
+//! # Tiers
+//! A walk runs first in the **lockless tier**: it pins the collector, samples the global
+//! rename sequence, and follows dentries and inodes with plain loads: no lock, no
+//! reference count, no allocation, no write to shared memory. When a step cannot be
+//! answered that way (a miss in a directory that is not complete in the cache, a symlink
+//! whose body is not cached) or the rename sequence moved under it, it restarts in the
+//! **locked tier**: the same walk, taking each directory's lock around its lookup and
+//! asking the filesystem on a miss. [`FastPaths::LOCKLESS_WALK`] off starts there. The
+//! locked tier validates against the rename sequence too, and redoes a walk that a rename
+//! overlapped holding the rename lock, so neither tier answers with a state the tree was
+//! never in.
+//!
+//! Both tiers stay pinned for the whole walk, which is what keeps every dentry, inode and
+//! name they touch alive (see [`crate::sync::rcu`]); so neither takes reference counts on the
+//! way. The caller's closure sees the outcome while still pinned, and takes a reference
+//! only if it keeps the result (an open file, a cwd).
+//!
+//! # Paths
+//! Paths are bytes. Components are split in place, never copied; symlink bodies are
+//! pushed on a fixed stack of at most [`MAXSYMLINKS`] segments. Limits are Linux's: a
+//! component over 255 bytes is ENAMETOOLONG, a path of 4096 bytes or more too, a NUL byte
+//! anywhere is EINVAL (a C caller could not have passed it), more than 40 symlinks ELOOP.
+
+use std::mem::MaybeUninit;
+
+use bitflags::bitflags;
+
+use crate::abi::config::FastPaths;
+use crate::abi::cred::Credentials;
+use crate::abi::errno::{Errno, Result};
+use crate::core::dentry::{DENTRY_MOUNTED, Dentry};
+use crate::core::file::DirFd;
+
+use crate::abi::flags::AtFlags;
+use crate::abi::limits::MAXSYMLINKS;
+use crate::abi::limits::NAME_MAX;
+use crate::abi::limits::PATH_MAX;
+use crate::abi::stat::FileType;
+use crate::core::path::PathRef;
+use crate::core::path::Pos;
+use crate::core::permission::{MAY_EXEC, generic_permission};
+use crate::sync::counters;
+use crate::sync::rcu::{ArcBorrow, LocalGuard};
+use crate::task::Task;
+
+bitflags! {
+    /// How to walk (`LOOKUP_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct LookupFlags: u32 {
+        /// Follow a symlink in the last component.
+        const FOLLOW = 1 << 0;
+        /// The result must be a directory.
+        const DIRECTORY = 1 << 1;
+        /// An empty path means the start directory (or dirfd's file) itself.
+        const EMPTY = 1 << 2;
+        /// Stop before the last component (create, unlink, rename).
+        const PARENT = 1 << 3;
+        /// A missing last component is an outcome, not an error (open with O_CREAT).
+        const MISSING_OK = 1 << 4;
+        /// Start in the locked tier (a fast path is switched off).
+        const LOCKED = 1 << 5;
+        /// `RESOLVE_BENEATH`: the start directory is the root, and leaving it (`..` at it,
+        /// an absolute path or symlink) is EXDEV.
+        const BENEATH = 1 << 6;
+        /// `RESOLVE_IN_ROOT`: the start directory is the root: `..` at it stays, absolute
+        /// paths and symlinks start at it.
+        const IN_ROOT = 1 << 7;
+        /// `RESOLVE_NO_SYMLINKS`: any symlink to follow is ELOOP.
+        const NO_SYMLINKS = 1 << 8;
+        /// `RESOLVE_NO_XDEV`: crossing a mount (down, up, or by an absolute symlink) is
+        /// EXDEV.
+        const NO_XDEV = 1 << 9;
+        /// `RESOLVE_NO_MAGICLINKS`: uvfs has no magic links (`/proc/*/fd`), so nothing to
+        /// refuse.
+        const NO_MAGICLINKS = 1 << 10;
+        /// `RESOLVE_CACHED`: the lockless tier only; EAGAIN where it would fall back.
+        const CACHED = 1 << 11;
+    }
+}
+
+impl LookupFlags {
+    /// The scoping flags (`LOOKUP_IS_SCOPED`).
+    pub const SCOPED: LookupFlags = LookupFlags::BENEATH.union(LookupFlags::IN_ROOT);
+}
+
+/// What kind of last component a parent walk stopped before (`LAST_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LastType {
+    /// A name.
+    Normal,
+    /// `"."`.
+    Dot,
+    /// `".."`.
+    DotDot,
+    /// The path was `"/"` (or only slashes).
+    Root,
+}
+
+/// A component copied out of the walk (a name has at most 255 bytes): no allocation.
+#[derive(Clone, Copy)]
+pub struct NameBuf {
+    len: u8,
+    buf: [u8; NAME_MAX],
+}
+
+impl NameBuf {
+    fn new(b: &[u8]) -> NameBuf {
+        let mut n = NameBuf { len: b.len() as u8, buf: [0; NAME_MAX] };
+        n.buf[..b.len()].copy_from_slice(b);
+        n
+    }
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len as usize]
+    }
+}
+
+/// The outcome of a walk.
+pub enum Outcome<'a> {
+    /// The path names this (positive) dentry.
+    Found(Pos<'a>),
+    /// `MISSING_OK`: the last component does not exist in `parent`.
+    Missing {
+        /// The directory it would be in.
+        parent: Pos<'a>,
+        /// Its name.
+        name: NameBuf,
+        /// The path ended in a slash.
+        trailing_slash: bool,
+    },
+    /// `PARENT`: the walk stopped before the last component.
+    Parent {
+        /// The directory.
+        parent: Pos<'a>,
+        /// The kind of last component.
+        last: LastType,
+        /// The last component (empty unless `Normal`).
+        name: NameBuf,
+        /// The path ended in a slash.
+        trailing_slash: bool,
+        /// The last component is over `NAME_MAX` (`name` is then empty): ENAMETOOLONG
+        /// once the caller looks it up.
+        too_long: bool,
+    },
+}
+
+/// Why a lockless attempt gave up.
+enum Stop {
+    /// A real answer.
+    Err(Errno),
+    /// Needs the locked tier.
+    Fallback,
+}
+
+impl From<Errno> for Stop {
+    fn from(e: Errno) -> Stop {
+        Stop::Err(e)
+    }
+}
+
+/// Where the bytes of a path segment live.
+enum SegSrc<'a> {
+    /// The caller's path, a cached symlink body (alive under the guard).
+    Borrowed(&'a [u8]),
+    /// A body the filesystem returned (locked tier only).
+    Owned(Box<[u8]>),
+}
+
+struct Seg<'a> {
+    src: SegSrc<'a>,
+    /// Where the next component starts (slashes after the last one already skipped).
+    pos: usize,
+    /// The last component taken from this segment was followed by a slash.
+    slash_after: bool,
+}
+
+impl Seg<'_> {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match &self.src {
+            SegSrc::Borrowed(b) => b,
+            SegSrc::Owned(b) => b,
+        }
+    }
+    /// Whether the segment is used up.
+    #[inline]
+    fn at_end(&self) -> bool {
+        self.pos == self.bytes().len()
+    }
+}
+
+/// The walk's segments: the caller's path, then the bodies of the symlinks being
+/// followed. Fixed capacity and never initialized beyond what is pushed, so a walk
+/// without symlinks touches one slot (an initialized array of 41 was a measurable part of
+/// a cached stat).
+struct SegStack<'a> {
+    /// Slots below `len` are initialized.
+    len: usize,
+    items: [MaybeUninit<Seg<'a>>; MAXSYMLINKS + 1],
+}
+
+impl<'a> SegStack<'a> {
+    #[inline]
+    fn new(path: &'a [u8]) -> Self {
+        let mut st = SegStack { len: 0, items: [const { MaybeUninit::uninit() }; MAXSYMLINKS + 1] };
+        st.push(Seg { src: SegSrc::Borrowed(path), pos: 0, slash_after: false });
+        st
+    }
+
+    /// Pushes a segment; the walk gives up with ELOOP after MAXSYMLINKS links, before the
+    /// stack could overflow (and indexing would panic rather than corrupt if it did).
+    #[inline]
+    fn push(&mut self, seg: Seg<'a>) {
+        self.items[self.len].write(seg);
+        self.len += 1;
+    }
+
+    #[inline]
+    fn pop(&mut self) {
+        self.len -= 1;
+        // SAFETY: slots below the old `len` are initialized; this one is no longer counted.
+        unsafe { self.items[self.len].assume_init_drop() };
+    }
+
+    #[inline]
+    fn top(&mut self) -> &mut Seg<'a> {
+        // SAFETY: slots below `len` are initialized; indexing panics if `len` is 0.
+        unsafe { self.items[self.len - 1].assume_init_mut() }
+    }
+
+    #[inline]
+    fn top_ref(&self) -> &Seg<'a> {
+        // SAFETY: as `top`.
+        unsafe { self.items[self.len - 1].assume_init_ref() }
+    }
+
+    /// The segments below the top one.
+    #[inline]
+    fn lower(&self) -> impl Iterator<Item = &Seg<'a>> {
+        // SAFETY: slots below `len` are initialized.
+        self.items[..self.len.saturating_sub(1)].iter().map(|s| unsafe { s.assume_init_ref() })
+    }
+}
+
+impl Drop for SegStack<'_> {
+    fn drop(&mut self) {
+        while self.len > 0 {
+            self.pop();
+        }
+    }
+}
+
+/// A component: borrowed from the path or a cached body, or copied.
+// Boxing the copy would allocate on the walk; this lives on the stack for one step.
+#[allow(clippy::large_enum_variant)]
+enum Comp<'a> {
+    Borrowed(&'a [u8]),
+    Copied(NameBuf),
+}
+
+impl Comp<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Comp::Borrowed(b) => b,
+            Comp::Copied(n) => n.as_bytes(),
+        }
+    }
+}
+
+/// Refreshes the attributes of `p`'s inode if its filesystem revalidates (see
+/// [`FileSystem::getattr`](crate::core::superblock::FileSystem::getattr)); one flag test
+/// otherwise.
+#[inline]
+pub(crate) fn getattr(p: Pos<'_>) -> Result<()> {
+    if p.dentry.needs_revalidate() {
+        return refresh_attrs(p);
+    }
+    Ok(())
+}
+
+/// `->getattr` of a revalidating filesystem, out of line: the walk's hot path only tests
+/// the dentry's flag.
+#[cold]
+#[inline(never)]
+fn refresh_attrs(p: Pos<'_>) -> Result<()> {
+    p.mnt.sb.fs().getattr(p.inode())
+}
+
+/// `d_revalidate` of the child `d` of `dir`, out of line (see [`refresh_attrs`]).
+#[cold]
+#[inline(never)]
+fn revalidate(dir: Pos<'_>, name: &[u8], d: &Dentry) -> Result<bool> {
+    dir.mnt.sb.fs().d_revalidate(dir.inode(), name, d)
+}
+
+/// Validates a path argument: length and NUL bytes.
+#[inline]
+pub fn check_path(path: &[u8]) -> Result<()> {
+    if path.len() >= PATH_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    if memchr_nul(path) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
+#[inline]
+fn memchr_nul(b: &[u8]) -> bool {
+    b.contains(&0)
+}
+
+/// One walk's state.
+struct Nameidata<'a, 't> {
+    task: &'t Task,
+    creds: &'a Credentials,
+    fast: FastPaths,
+    guard: &'a LocalGuard<'a>,
+    locked: bool,
+    /// The locked tier after a lockless attempt gave up (Linux's ref-walk `lookup_fast`):
+    /// cached names are still found without the directory lock, only a miss (or a dentry
+    /// its filesystem disowns) takes it. Off when the caller asked for the locked walk
+    /// (`LOCKED`: a fast path switched off, or an open waiting out an unlink).
+    lockless_hits: bool,
+    /// How to walk.
+    flags: LookupFlags,
+    /// Where `..` stops and absolute symlinks start: the task's root, or for a scoped
+    /// walk the start directory.
+    root: Pos<'a>,
+    cur: Pos<'a>,
+    links: usize,
+    stack: SegStack<'a>,
+    /// `cur` was reached by a name lookup (which revalidated it), not by `..`, a mount
+    /// crossing or the start: see [`Nameidata::found`].
+    fresh: bool,
+}
+
+impl<'a, 't: 'a> Nameidata<'a, 't> {
+    /// Whether everything below the top segment is used up.
+    fn lower_at_end(&self) -> bool {
+        self.stack.lower().all(|s| s.at_end())
+    }
+
+    /// Whether a lower segment ended in a slash (`link/` while `link`'s body is walked).
+    fn lower_has_slash(&self) -> bool {
+        self.stack.lower().any(|s| s.slash_after)
+    }
+
+    /// Next component of the top segment: (start, end, last in its segment, followed by a
+    /// slash). Pops used-up segments. One pass over the bytes.
+    #[inline]
+    fn next_component(&mut self) -> Option<(usize, usize, bool, bool)> {
+        loop {
+            if self.stack.len == 0 {
+                return None;
+            }
+            let seg = self.stack.top();
+            let b = seg.bytes();
+            let mut i = seg.pos;
+            while i < b.len() && b[i] == b'/' {
+                i += 1;
+            }
+            if i == b.len() {
+                self.stack.pop();
+                continue;
+            }
+            let start = i;
+            while i < b.len() && b[i] != b'/' {
+                i += 1;
+            }
+            let end = i;
+            while i < b.len() && b[i] == b'/' {
+                i += 1;
+            }
+            let (done, slash) = (i == b.len(), i > end);
+            seg.pos = i;
+            seg.slash_after = slash;
+            return Some((start, end, done, slash));
+        }
+    }
+
+    /// The component `s..e` of the top segment, borrowed when the segment outlives the
+    /// walk, copied (at most 255 bytes, on the stack) when it is an owned body.
+    fn component(&self, s: usize, e: usize) -> Comp<'a> {
+        match &self.stack.top_ref().src {
+            SegSrc::Borrowed(b) => Comp::Borrowed(&b[s..e]),
+            SegSrc::Owned(b) => Comp::Copied(NameBuf::new(&b[s..e])),
+        }
+    }
+
+    fn may_lookup(&self) -> Result<()> {
+        generic_permission(self.creds, self.cur.inode(), MAY_EXEC, self.fast, self.guard)
+    }
+
+    /// Crosses mounts stacked on the current dentry (`traverse_mounts`). Without a mount
+    /// this is one test of a flag the lookup already loaded: no lock, no probe.
+    #[inline]
+    fn follow_mounts(&mut self) -> std::result::Result<(), Stop> {
+        if self.cur.dentry.flags() & DENTRY_MOUNTED != 0 {
+            self.cross_mounts()?;
+        }
+        Ok(())
+    }
+
+    /// Something is mounted here: one lockless probe of the mount table per mount crossed.
+    /// A mount appearing or going meanwhile moves the rename sequence, so the walk's
+    /// answer is discarded if it saw either half of the change.
+    #[cold]
+    fn cross_mounts(&mut self) -> std::result::Result<(), Stop> {
+        while self.cur.dentry.flags() & DENTRY_MOUNTED != 0 {
+            match self.task.vfs.lookup_mount(&self.cur.mnt, &self.cur.dentry, self.guard) {
+                Some(m) => {
+                    if self.flags.contains(LookupFlags::NO_XDEV) {
+                        return Err(Stop::Err(Errno::EXDEV));
+                    }
+                    self.cur = Pos { mnt: m, dentry: ArcBorrow::from_arc(&m.get().root) };
+                    self.fresh = false;
+                }
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// `..` (`follow_dotdot`): stays at the root (EXDEV under `BENEATH`), climbs from a
+    /// mount's root to its mountpoint (EXDEV under `NO_XDEV`), then to the parent and
+    /// across what is mounted there.
+    ///
+    /// Under a scope this cannot climb out of it: a walk answers only from a window in
+    /// which no rename or mount change happened (the rename sequence did not move, or the
+    /// walk held the rename lock), and in a tree that does not change, climbing from a
+    /// descendant of the root meets the root first. Linux instead returns EAGAIN when `..`
+    /// overlapped a rename; uvfs walks again (under the rename lock, at worst).
+    fn dotdot(&mut self) -> std::result::Result<(), Stop> {
+        if self.cur.same(&self.root) {
+            return self.dotdot_in_root();
+        }
+        if std::ptr::eq(self.cur.dentry.as_ptr(), &*self.cur.mnt.root) {
+            // `choose_mountpoint`: the mountpoint below this mount, skipping mounts stacked
+            // on a mount's root; none if that would be the root itself or the top.
+            let mut m = self.cur.mnt;
+            let up = loop {
+                match m.get().parent_borrow(self.guard) {
+                    None => break None,
+                    Some((pm, mp)) => {
+                        let up = Pos { mnt: pm, dentry: mp };
+                        if up.same(&self.root) {
+                            break None;
+                        }
+                        if !std::ptr::eq(mp.as_ptr(), &*pm.root) {
+                            break Some(up);
+                        }
+                        m = pm;
+                    }
+                }
+            };
+            let Some(up) = up else { return self.dotdot_in_root() };
+            self.cur = up;
+            if self.flags.contains(LookupFlags::NO_XDEV) {
+                return Err(Stop::Err(Errno::EXDEV));
+            }
+        }
+        if let Some(parent) = self.cur.dentry.get().parent_borrow(self.guard) {
+            self.cur.dentry = parent;
+        }
+        self.follow_mounts()
+    }
+
+    /// `..` at the root (or the top of the tree): stays, and crosses what is mounted on
+    /// it; EXDEV under `BENEATH`.
+    fn dotdot_in_root(&mut self) -> std::result::Result<(), Stop> {
+        if self.flags.contains(LookupFlags::BENEATH) {
+            return Err(Stop::Err(Errno::EXDEV));
+        }
+        self.follow_mounts()
+    }
+
+    /// Whether `p` is the root or below it (`path_is_under`), climbing through mount
+    /// roots. A final check of every scoped answer, as Linux's `complete_walk` does: the
+    /// walk itself already cannot leave the scope (see `dotdot`).
+    fn is_under_root(&self, p: Pos<'a>) -> bool {
+        crate::core::path::climb(
+            p.mnt.get(),
+            p.dentry.get(),
+            Some((&self.root.mnt, &self.root.dentry)),
+            self.guard,
+            |_| {},
+        )
+    }
+
+    /// Jumps to the root for an absolute symlink (`nd_jump_root`).
+    fn jump_root(&mut self) -> std::result::Result<(), Stop> {
+        if self.flags.contains(LookupFlags::BENEATH) {
+            return Err(Stop::Err(Errno::EXDEV));
+        }
+        if self.flags.contains(LookupFlags::NO_XDEV) && !self.cur.mnt.ptr_eq(self.root.mnt) {
+            return Err(Stop::Err(Errno::EXDEV));
+        }
+        self.cur = self.root;
+        Ok(())
+    }
+
+    /// Looks `name` up in the current directory: the dentry, or `None` for a miss.
+    fn lookup(&mut self, name: &[u8]) -> std::result::Result<Option<ArcBorrow<'a, Dentry>>, Stop> {
+        let dir = self.cur.dentry.get();
+        if !self.locked {
+            let Some(found) = dir.lookup_rcu(name, self.guard) else { return Err(Stop::Fallback) };
+            if let Some(d) = found {
+                let d = ArcBorrow::from_arc(d);
+                // `d_revalidate` in RCU mode: a dentry its filesystem no longer vouches for
+                // is replaced by the locked tier.
+                if d.needs_revalidate() && !revalidate(self.cur, name, &d)? {
+                    return Err(Stop::Fallback);
+                }
+                return Ok(if d.inode().is_some() { Some(d) } else { None });
+            }
+            if self.cur.mnt.sb.fs().dcache_complete() {
+                return Ok(None);
+            }
+            return Err(Stop::Fallback);
+        }
+        if self.lockless_hits
+            && let Some(Some(d)) = dir.lookup_rcu(name, self.guard)
+            && (!d.needs_revalidate() || revalidate(self.cur, name, d)?)
+        {
+            return Ok(if d.inode().is_some() { Some(ArcBorrow::from_arc(d)) } else { None });
+        }
+        let d = self.task.vfs.lookup_locked(self.cur, name, self.guard)?;
+        Ok(d)
+    }
+
+    /// The body of the symlink `d`, pushed as a new segment.
+    fn push_link(&mut self, d: &'a Dentry) -> std::result::Result<(), Stop> {
+        if self.flags.contains(LookupFlags::NO_SYMLINKS) {
+            return Err(Stop::Err(Errno::ELOOP));
+        }
+        self.links += 1;
+        if self.links > MAXSYMLINKS {
+            return Err(Stop::Err(Errno::ELOOP));
+        }
+        let inode = d.inode().expect("positive");
+        let src = match inode.cached_link().filter(|_| self.fast.contains(FastPaths::SYMLINK_CACHE)) {
+            Some(b) => SegSrc::Borrowed(b),
+            None if !self.locked => return Err(Stop::Fallback),
+            None => {
+                counters::bump(|c| c.link_fs_reads += 1);
+                let body = inode.sb().fs().readlink(inode)?;
+                if self.fast.contains(FastPaths::SYMLINK_CACHE) {
+                    inode.set_cached_link(body.clone().into_boxed_slice());
+                }
+                SegSrc::Owned(body.into_boxed_slice())
+            }
+        };
+        let b = match &src {
+            SegSrc::Borrowed(b) => *b,
+            SegSrc::Owned(b) => b,
+        };
+        if b.is_empty() {
+            return Err(Stop::Err(Errno::ENOENT));
+        }
+        if b[0] == b'/' {
+            self.jump_root()?;
+        }
+        self.stack.push(Seg { src, pos: 0, slash_after: false });
+        Ok(())
+    }
+
+    /// The walk names `cur`. On a filesystem that revalidates, a position no name lookup
+    /// of this walk checked (`.`, `..`, a root) gets its attributes refreshed
+    /// (`->getattr`), so what the caller reports is current. The caller then returns
+    /// `Outcome::Found(self.cur)` itself: built in place, not returned through a helper,
+    /// since an `Outcome` carries a 255-byte name and a copy of it (then read back in
+    /// parts) cost a cached readlink a third of its speed.
+    #[inline(always)]
+    fn check_found(&self) -> std::result::Result<(), Stop> {
+        if !self.fresh && self.cur.dentry.needs_revalidate() {
+            return refresh_attrs(self.cur).map_err(Stop::Err);
+        }
+        Ok(())
+    }
+
+    fn run(&mut self) -> std::result::Result<Outcome<'a>, Stop> {
+        let flags = self.flags;
+        loop {
+            let Some((s, e, seg_done, slash_after)) = self.next_component() else {
+                // Only slashes (or a symlink body of slashes) were left: the current
+                // position is the answer.
+                if flags.contains(LookupFlags::PARENT) {
+                    return Ok(Outcome::Parent {
+                        parent: self.cur,
+                        last: LastType::Root,
+                        name: NameBuf::new(b""),
+                        trailing_slash: false,
+                        too_long: false,
+                    });
+                }
+                self.check_found()?;
+                return Ok(Outcome::Found(self.cur));
+            };
+            let is_last = seg_done && self.lower_at_end();
+            let trailing_slash = is_last && (slash_after || self.lower_has_slash());
+            // Search permission on the directory, as `link_path_walk` checks before each
+            // component.
+            self.may_lookup()?;
+            let comp = self.component(s, e.min(s + NAME_MAX));
+            let name = comp.bytes();
+            let kind = match name {
+                b"." => LastType::Dot,
+                b".." => LastType::DotDot,
+                _ => LastType::Normal,
+            };
+            // `open_last_lookups`: O_CREAT and a trailing slash is EISDIR, whatever the
+            // name is (`.` and `..` get it later, as directories).
+            if is_last && trailing_slash && kind == LastType::Normal && flags.contains(LookupFlags::MISSING_OK) {
+                return Err(Stop::Err(Errno::EISDIR));
+            }
+            // A parent walk leaves the last name's length to its caller, which checks it
+            // where Linux's lookup of that name would (after the other parent walk of a
+            // rename, after EROFS).
+            let too_long = e - s > NAME_MAX;
+            if is_last && flags.contains(LookupFlags::PARENT) {
+                let nb = if kind == LastType::Normal && !too_long { NameBuf::new(name) } else { NameBuf::new(b"") };
+                return Ok(Outcome::Parent { parent: self.cur, last: kind, name: nb, trailing_slash, too_long });
+            }
+            if too_long {
+                return Err(Stop::Err(Errno::ENAMETOOLONG));
+            }
+            match kind {
+                LastType::Dot => {}
+                LastType::DotDot => {
+                    self.fresh = false;
+                    self.dotdot()?
+                }
+                _ => {
+                    let found = self.lookup(name)?;
+                    let Some(d) = found else {
+                        if is_last && flags.contains(LookupFlags::MISSING_OK) {
+                            return Ok(Outcome::Missing { parent: self.cur, name: NameBuf::new(name), trailing_slash });
+                        }
+                        return Err(Stop::Err(Errno::ENOENT));
+                    };
+                    let ftype = d.inode().expect("positive").file_type();
+                    if ftype == FileType::Symlink && (!is_last || trailing_slash || flags.contains(LookupFlags::FOLLOW))
+                    {
+                        self.push_link(d.get())?;
+                        continue;
+                    }
+                    self.cur = Pos { mnt: self.cur.mnt, dentry: d };
+                    self.fresh = true;
+                    self.follow_mounts()?;
+                }
+            }
+            if !is_last {
+                if !self.cur.inode().is_dir() {
+                    return Err(Stop::Err(Errno::ENOTDIR));
+                }
+                continue;
+            }
+            if (trailing_slash || flags.contains(LookupFlags::DIRECTORY)) && !self.cur.inode().is_dir() {
+                return Err(Stop::Err(Errno::ENOTDIR));
+            }
+            // A symlink body that ended here may still have outer segments of slashes;
+            // they were accounted for in `is_last`.
+            self.check_found()?;
+            return Ok(Outcome::Found(self.cur));
+        }
+    }
+}
+
+impl Task {
+    /// Resolves `path` relative to `dirfd` and runs `f` on the outcome while the walk is
+    /// still pinned. `f` may run more than once (a lockless attempt whose result the rename
+    /// sequence invalidates is discarded), so it must not have side effects it cannot
+    /// repeat; it takes references only for what the caller keeps.
+    pub(crate) fn walk<R>(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: LookupFlags,
+        f: impl FnMut(Outcome<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.walk_as(None, dirfd, path, flags, f)
+    }
+
+    /// `walk` with other credentials for the search permissions (`access(2)` walks with
+    /// the real ids, as Linux's `access_override_creds` does before the lookup).
+    pub(crate) fn walk_as<R>(
+        &self,
+        as_creds: Option<&Credentials>,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: LookupFlags,
+        mut f: impl FnMut(Outcome<'_>) -> Result<R>,
+    ) -> Result<R> {
+        check_path(path)?;
+        // An empty path is ENOENT before the dirfd is looked at (`getname` fails first).
+        if path.is_empty() && !flags.contains(LookupFlags::EMPTY) {
+            return Err(Errno::ENOENT);
+        }
+        let vfs = &*self.vfs;
+        let fast = vfs.fast;
+        if fast.contains(FastPaths::LOCKLESS_WALK) && !flags.contains(LookupFlags::LOCKED) {
+            for _ in 0..2 {
+                let guard = vfs.rcu.pin();
+                let Some(seq) = vfs.rename_seq.try_read_begin() else { break };
+                match self.walk_tier(&guard, as_creds, dirfd, path, flags, false) {
+                    Err(Stop::Fallback) => break,
+                    res => {
+                        let r = match res {
+                            Ok(o) => f(o),
+                            Err(Stop::Err(e)) => Err(e),
+                            Err(Stop::Fallback) => unreachable!(),
+                        };
+                        if !vfs.rename_seq.read_retry(seq) {
+                            counters::bump(|c| c.walk_lockless += 1);
+                            return r;
+                        }
+                        counters::bump(|c| c.walk_retries += 1);
+                    }
+                }
+            }
+        }
+        if flags.contains(LookupFlags::CACHED) {
+            // `LOOKUP_CACHED`: what the lockless tier cannot answer is EAGAIN, never a
+            // lock or a call into the filesystem.
+            return Err(Errno::EAGAIN);
+        }
+        counters::bump(|c| c.walk_locked += 1);
+        // The locked tier locks one directory at a time, so a rename between two of its
+        // steps could make it answer what the path named neither before nor after (ENOENT
+        // for `dir/../name` while `dir` moves). As Linux's `read_seqbegin_or_lock`: validate
+        // against the rename sequence, and if a rename overlapped, walk once more holding
+        // the rename lock (first in the lock order), so that no rename can.
+        let mut rename_locked = None;
+        loop {
+            let guard = vfs.rcu.pin();
+            // Poisoned: a rename panicked halfway; nothing the dcache says can be trusted.
+            let seq = vfs.rename_seq.read_begin().map_err(|_| Errno::EIO)?;
+            let r = match self.walk_tier(&guard, as_creds, dirfd, path, flags, true) {
+                Ok(o) => f(o),
+                Err(Stop::Err(e)) => Err(e),
+                Err(Stop::Fallback) => Err(Errno::EIO),
+            };
+            if rename_locked.is_some() || !vfs.rename_seq.read_retry(seq) {
+                // The locked tier is where cached dentries are made: keep them bounded.
+                drop(rename_locked);
+                drop(guard);
+                vfs.shrink_dcache();
+                return r;
+            }
+            counters::bump(|c| c.walk_retries += 1);
+            rename_locked = Some(vfs.rename_lock.lock());
+        }
+    }
+
+    fn walk_tier<'a>(
+        &'a self,
+        guard: &'a LocalGuard<'a>,
+        as_creds: Option<&'a Credentials>,
+        dirfd: DirFd<'a>,
+        path: &'a [u8],
+        flags: LookupFlags,
+        locked: bool,
+    ) -> std::result::Result<Outcome<'a>, Stop> {
+        let creds = as_creds.unwrap_or_else(|| self.creds.load(guard).get());
+        let fsx = self.fs.load(guard);
+        let mut root = Pos::of(&fsx.root);
+        let absolute = path.first() == Some(&b'/');
+        // `path_init`: an absolute path jumps to the root, which a `BENEATH` walk may not;
+        // an `IN_ROOT` walk starts at its directory whatever the path says.
+        if absolute && flags.contains(LookupFlags::BENEATH) {
+            return Err(Stop::Err(Errno::EXDEV));
+        }
+        let start = if absolute && !flags.contains(LookupFlags::IN_ROOT) {
+            root
+        } else {
+            match dirfd {
+                DirFd::Cwd => Pos::of(&fsx.cwd),
+                DirFd::Fd(_) | DirFd::File(_) => {
+                    let file: &'a crate::core::file::File = match dirfd {
+                        DirFd::File(f) => f,
+                        DirFd::Fd(fd) => self.files.get(fd, guard)?.get(),
+                        DirFd::Cwd => unreachable!(),
+                    };
+                    let p = Pos::of_file(file);
+                    if path.is_empty() {
+                        // AT_EMPTY_PATH on a file of any type.
+                        if !flags.contains(LookupFlags::EMPTY) {
+                            return Err(Stop::Err(Errno::ENOENT));
+                        }
+                        getattr(p)?;
+                        return Ok(Outcome::Found(p));
+                    }
+                    if !file.inode.is_dir() {
+                        return Err(Stop::Err(Errno::ENOTDIR));
+                    }
+                    p
+                }
+            }
+        };
+        if path.is_empty() {
+            if !flags.contains(LookupFlags::EMPTY) {
+                return Err(Stop::Err(Errno::ENOENT));
+            }
+            getattr(start)?;
+            return Ok(Outcome::Found(start));
+        }
+        let scoped = flags.intersects(LookupFlags::SCOPED);
+        if scoped {
+            root = start;
+        }
+        let mut nd = Nameidata {
+            task: self,
+            creds,
+            fast: self.vfs.fast,
+            guard,
+            locked,
+            lockless_hits: locked
+                && self.vfs.fast.contains(FastPaths::LOCKLESS_WALK)
+                && !flags.contains(LookupFlags::LOCKED),
+            flags,
+            root,
+            cur: start,
+            links: 0,
+            stack: SegStack::new(path),
+            fresh: false,
+        };
+        if !scoped {
+            // Returned straight from `run`: an `Outcome` carries a 255-byte name, and a
+            // cached stat should not copy it once more.
+            return nd.run();
+        }
+        let out = nd.run()?;
+        {
+            let at = match &out {
+                Outcome::Found(p) => *p,
+                Outcome::Missing { parent, .. } | Outcome::Parent { parent, .. } => *parent,
+            };
+            if !nd.is_under_root(at) {
+                return Err(Stop::Err(Errno::EXDEV));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Resolves a path to a counted reference.
+    pub(crate) fn resolve(&self, dirfd: DirFd, path: &[u8], flags: LookupFlags) -> Result<PathRef> {
+        self.walk(dirfd, path, flags, |o| match o {
+            Outcome::Found(p) => Ok(p.to_path()),
+            _ => Err(Errno::ENOENT),
+        })
+    }
+}
+
+/// Lookup flags of the `AT_SYMLINK_NOFOLLOW`/`AT_EMPTY_PATH` calls.
+pub(crate) fn at_lookup(flags: AtFlags) -> LookupFlags {
+    let mut lf = LookupFlags::empty();
+    if !flags.contains(AtFlags::SYMLINK_NOFOLLOW) {
+        lf |= LookupFlags::FOLLOW;
+    }
+    if flags.contains(AtFlags::EMPTY_PATH) {
+        lf |= LookupFlags::EMPTY;
+    }
+    lf
+}
