@@ -11,12 +11,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::abi::cred::Credentials;
 use crate::abi::errno::Result;
 use crate::core::fdtable::FdTable;
+use crate::core::file::DirFd;
 use crate::core::instance::VfsInner;
 use crate::core::path::FsContext;
 use crate::core::path::PathRef;
 use crate::sync::Mutex;
 use crate::sync::rcu::{RcuArc, RcuBox};
 use crate::vfs::Vfs;
+use crate::walk::namei::{LookupFlags, Outcome, WalkCtx};
 
 /// A task: a process of the VFS.
 pub struct Task {
@@ -128,6 +130,46 @@ impl Task {
         old.cwd.mnt.put_user();
         self.fs.replace(ctx, &self.vfs.rcu);
         Ok(())
+    }
+}
+
+/// The walk as this task: its credentials, root, working directory and descriptors.
+impl Task {
+    /// The context a walk of this task starts from (with `as_creds` instead of its own
+    /// credentials for the search permissions, as `access(2)`).
+    #[inline]
+    pub(crate) fn walk_ctx<'t>(&'t self, as_creds: Option<&'t Credentials>) -> WalkCtx<'t> {
+        WalkCtx { vfs: &self.vfs, creds: &self.creds, as_creds, fs: &self.fs, files: &self.files }
+    }
+
+    /// [`WalkCtx::walk`] as this task.
+    #[inline]
+    pub(crate) fn walk<R>(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: LookupFlags,
+        f: impl FnMut(Outcome<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.walk_ctx(None).walk(dirfd, path, flags, f)
+    }
+
+    /// [`WalkCtx::walk`] as this task with other credentials for the search permissions.
+    #[inline]
+    pub(crate) fn walk_as<R>(
+        &self,
+        as_creds: Option<&Credentials>,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: LookupFlags,
+        f: impl FnMut(Outcome<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.walk_ctx(as_creds).walk(dirfd, path, flags, f)
+    }
+
+    /// [`WalkCtx::resolve`] as this task.
+    pub(crate) fn resolve(&self, dirfd: DirFd, path: &[u8], flags: LookupFlags) -> Result<PathRef> {
+        self.walk_ctx(None).resolve(dirfd, path, flags)
     }
 }
 

@@ -332,36 +332,21 @@ impl std::fmt::Debug for Dentry {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+// Seed 004, checked at compile time: the lookup-read fields share no cache line with
+// anything written during a lookup or by reference counting. `align(64)` makes the dentry
+// start a cache line, so an `Arc`'s counts (strong, weak) sit on the line before it.
+const _: () = {
     use std::mem::{align_of, offset_of, size_of};
-
-    /// Seed 004: the lookup-read fields share no cache line with anything written during a
-    /// lookup or by reference counting.
-    #[test]
-    fn lookup_fields_are_alone_on_the_first_cache_line() {
-        // `align(64)` puts the `Arc` counts on the line before the dentry.
-        assert_eq!(align_of::<Dentry>(), 64);
-        assert_eq!(offset_of!(Dentry, hot), 0);
-        assert!(size_of::<DentryHot>() <= 64, "hot part is {} bytes", size_of::<DentryHot>());
-        assert_eq!(offset_of!(Dentry, cold), 64);
-        for off in [
-            offset_of!(DentryHot, flags),
-            offset_of!(DentryHot, inode),
-            offset_of!(DentryHot, dir),
-            offset_of!(DentryHot, parent),
-            offset_of!(DentryHot, name),
-        ] {
-            assert!(off < 64);
-        }
-        // The Arc header (strong, weak) ends where the dentry's first line begins.
-        let rcu = Rcu::new();
-        let sb = crate::core::superblock::SuperBlock::new(Box::new(crate::fs::memfs::MemFs::new()), &rcu);
-        let d = Dentry::new_root(sb.fs().root_inode(&sb).unwrap(), &rcu);
-        let data = Arc::as_ptr(&d) as usize;
-        assert_eq!(data % 64, 0, "dentry not cache-line aligned");
-        // Directory lock and map live in their own allocation, off the hot line.
-        assert!(offset_of!(Dir, lock) >= size_of::<ChildMap>());
-    }
-}
+    assert!(align_of::<Dentry>() == 64);
+    assert!(offset_of!(Dentry, hot) == 0);
+    assert!(size_of::<DentryHot>() <= 64);
+    assert!(offset_of!(Dentry, cold) == 64);
+    assert!(offset_of!(DentryHot, flags) < 64);
+    assert!(offset_of!(DentryHot, inode) < 64);
+    assert!(offset_of!(DentryHot, dir) < 64);
+    assert!(offset_of!(DentryHot, parent) < 64);
+    assert!(offset_of!(DentryHot, name) < 64);
+    // The directory lock (written by every locked lookup) lives in the directory's own
+    // allocation, after its map.
+    assert!(offset_of!(Dir, lock) >= size_of::<ChildMap>());
+};

@@ -473,26 +473,16 @@ pub(crate) fn new_node_args(
     Ok(CreateArgs { mode: a.mode, uid: creds.uid.0, gid, acl: a.acl, default_acl: a.default_acl, ..Default::default() })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+// What stat and the permission check read sits on the first cache line; the lock and the
+// filesystem's data after it (checked at compile time).
+const _: () = {
     use std::mem::{align_of, offset_of};
-
-    /// What stat and the permission check read sits at the start; the lock and the
-    /// filesystem's data after it.
-    #[test]
-    fn hot_fields_first() {
-        assert_eq!(align_of::<Inode>(), 64);
-        for off in [
-            offset_of!(Inode, ino),
-            offset_of!(Inode, mode),
-            offset_of!(Inode, uid),
-            offset_of!(Inode, gid),
-            offset_of!(Inode, acl_access),
-        ] {
-            assert!(off < 64, "hot field at {off}");
-        }
-        assert!(offset_of!(Inode, lock) >= 64);
-        assert!(offset_of!(Inode, private) >= 64);
-    }
-}
+    assert!(align_of::<Inode>() == 64);
+    assert!(offset_of!(Inode, ino) < 64);
+    assert!(offset_of!(Inode, mode) < 64);
+    assert!(offset_of!(Inode, uid) < 64);
+    assert!(offset_of!(Inode, gid) < 64);
+    assert!(offset_of!(Inode, acl_access) < 64);
+    assert!(offset_of!(Inode, lock) >= 64);
+    assert!(offset_of!(Inode, private) >= 64);
+};

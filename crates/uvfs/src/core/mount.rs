@@ -39,8 +39,7 @@ use bitflags::bitflags;
 
 use crate::abi::errno::{Errno, Result};
 use crate::core::dentry::Dentry;
-use crate::core::superblock::{FileSystem, SuperBlock};
-use crate::fs::memfs::MemFsLimits;
+use crate::core::superblock::SuperBlock;
 use crate::sync::rcu::{ArcBorrow, LocalGuard, RcuBox};
 
 bitflags! {
@@ -75,22 +74,6 @@ bitflags! {
         /// `UMOUNT_NOFOLLOW`: do not follow a symlink in the last component.
         const NOFOLLOW = 8;
     }
-}
-
-/// What `Task::mount` attaches.
-pub enum MountSource<'a> {
-    /// A new, empty memfs (tmpfs semantics) with these limits.
-    MemFs(MemFsLimits),
-    /// A new instance of any filesystem.
-    Fs(Box<dyn FileSystem>),
-    /// A bind mount of what `path` names (a directory or a file), as seen through its
-    /// mount; `recursive` copies the mounts below it too (`MS_REC`).
-    Bind {
-        /// The source path (symlinks followed).
-        path: &'a [u8],
-        /// `MS_BIND | MS_REC`.
-        recursive: bool,
-    },
 }
 
 /// One line of the mount table, as `/proc/self/mountinfo` shows it.

@@ -277,12 +277,6 @@ pub struct SuperBlock {
 }
 
 impl SuperBlock {
-    /// A new instance of `fs` with the default configuration.
-    #[cfg(test)]
-    pub(crate) fn new(fs: Box<dyn FileSystem>, rcu: &Rcu) -> Arc<SuperBlock> {
-        SuperBlock::with_config(fs, rcu, &crate::abi::config::VfsConfig::default())
-    }
-
     /// A new instance of `fs`; `config` gives the inode cache its probe mode
     /// ([`FastPaths::INODE_HASH`](crate::FastPaths::INODE_HASH)).
     pub(crate) fn with_config(

@@ -7,7 +7,7 @@ mod attr;
 mod fd;
 mod fs_struct;
 mod inotify;
-mod mount;
+pub(crate) mod mount;
 mod names;
 mod open;
 mod read_write;

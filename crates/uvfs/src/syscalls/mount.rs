@@ -2,11 +2,12 @@ use crate::abi::cred::Capabilities;
 use crate::abi::errno::{Errno, Result};
 use crate::core::dentry::Dentry;
 use crate::core::file::DirFd;
-use crate::core::mount::{Mount, MountFlags, MountInfo, MountSource, UmountFlags};
+use crate::core::mount::{Mount, MountFlags, MountInfo, UmountFlags};
 use crate::core::namespace::DirReadGuard;
 use crate::core::path::PathRef;
 use crate::core::superblock::{FileSystem, SuperBlock};
 use crate::fs::memfs::MemFs;
+use crate::fs::memfs::MemFsLimits;
 use crate::sync::rcu::LocalGuard;
 use crate::task::Task;
 use crate::walk::namei::LookupFlags;
@@ -288,4 +289,20 @@ fn mangle(out: &mut Vec<u8>, s: &[u8]) {
             out.push(c);
         }
     }
+}
+
+/// What `Task::mount` attaches.
+pub enum MountSource<'a> {
+    /// A new, empty memfs (tmpfs semantics) with these limits.
+    MemFs(MemFsLimits),
+    /// A new instance of any filesystem.
+    Fs(Box<dyn FileSystem>),
+    /// A bind mount of what `path` names (a directory or a file), as seen through its
+    /// mount; `recursive` copies the mounts below it too (`MS_REC`).
+    Bind {
+        /// The source path (symlinks followed).
+        path: &'a [u8],
+        /// `MS_BIND | MS_REC`.
+        recursive: bool,
+    },
 }

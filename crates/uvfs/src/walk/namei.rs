@@ -39,12 +39,15 @@ use crate::abi::limits::MAXSYMLINKS;
 use crate::abi::limits::NAME_MAX;
 use crate::abi::limits::PATH_MAX;
 use crate::abi::stat::FileType;
+use crate::core::fdtable::FdTable;
+use crate::core::instance::VfsInner;
+use crate::core::path::FsContext;
 use crate::core::path::PathRef;
 use crate::core::path::Pos;
 use crate::core::permission::{MAY_EXEC, generic_permission};
 use crate::sync::counters;
 use crate::sync::rcu::{ArcBorrow, LocalGuard};
-use crate::task::Task;
+use crate::sync::rcu::{RcuArc, RcuBox};
 
 bitflags! {
     /// How to walk (`LOOKUP_*`).
@@ -315,7 +318,7 @@ fn memchr_nul(b: &[u8]) -> bool {
 
 /// One walk's state.
 struct Nameidata<'a, 't> {
-    task: &'t Task,
+    vfs: &'t VfsInner,
     creds: &'a Credentials,
     fast: FastPaths,
     guard: &'a LocalGuard<'a>,
@@ -411,7 +414,7 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
     #[cold]
     fn cross_mounts(&mut self) -> std::result::Result<(), Stop> {
         while self.cur.dentry.flags() & DENTRY_MOUNTED != 0 {
-            match self.task.vfs.lookup_mount(&self.cur.mnt, &self.cur.dentry, self.guard) {
+            match self.vfs.lookup_mount(&self.cur.mnt, &self.cur.dentry, self.guard) {
                 Some(m) => {
                     if self.flags.contains(LookupFlags::NO_XDEV) {
                         return Err(Stop::Err(Errno::EXDEV));
@@ -528,7 +531,7 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
         {
             return Ok(if d.inode().is_some() { Some(ArcBorrow::from_arc(d)) } else { None });
         }
-        let d = self.task.vfs.lookup_locked(self.cur, name, self.guard)?;
+        let d = self.vfs.lookup_locked(self.cur, name, self.guard)?;
         Ok(d)
     }
 
@@ -670,26 +673,33 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
     }
 }
 
-impl Task {
+/// Where a walk starts and as whom (gVisor's `PathOperation` plus credentials; the
+/// inputs of Linux's `nameidata`): the instance, the credentials search permission is
+/// checked with, the root and working directory, and the descriptors a `dirfd` names. The
+/// cells are read anew, under the walk's guard, by every attempt (a task's cwd or
+/// credentials may be replaced meanwhile); the walk takes no reference on any of them.
+#[derive(Clone, Copy)]
+pub(crate) struct WalkCtx<'t> {
+    /// The instance.
+    pub(crate) vfs: &'t VfsInner,
+    /// The caller's credentials.
+    pub(crate) creds: &'t RcuArc<Credentials>,
+    /// Other credentials to walk with instead (`access(2)` walks with the real ids, as
+    /// Linux's `access_override_creds` does before the lookup).
+    pub(crate) as_creds: Option<&'t Credentials>,
+    /// Root and working directory.
+    pub(crate) fs: &'t RcuBox<FsContext>,
+    /// The descriptors a `dirfd` is looked up in.
+    pub(crate) files: &'t FdTable,
+}
+
+impl<'t> WalkCtx<'t> {
     /// Resolves `path` relative to `dirfd` and runs `f` on the outcome while the walk is
     /// still pinned. `f` may run more than once (a lockless attempt whose result the rename
     /// sequence invalidates is discarded), so it must not have side effects it cannot
     /// repeat; it takes references only for what the caller keeps.
     pub(crate) fn walk<R>(
         &self,
-        dirfd: DirFd,
-        path: &[u8],
-        flags: LookupFlags,
-        f: impl FnMut(Outcome<'_>) -> Result<R>,
-    ) -> Result<R> {
-        self.walk_as(None, dirfd, path, flags, f)
-    }
-
-    /// `walk` with other credentials for the search permissions (`access(2)` walks with
-    /// the real ids, as Linux's `access_override_creds` does before the lookup).
-    pub(crate) fn walk_as<R>(
-        &self,
-        as_creds: Option<&Credentials>,
         dirfd: DirFd,
         path: &[u8],
         flags: LookupFlags,
@@ -700,13 +710,13 @@ impl Task {
         if path.is_empty() && !flags.contains(LookupFlags::EMPTY) {
             return Err(Errno::ENOENT);
         }
-        let vfs = &*self.vfs;
+        let vfs = self.vfs;
         let fast = vfs.fast;
         if fast.contains(FastPaths::LOCKLESS_WALK) && !flags.contains(LookupFlags::LOCKED) {
             for _ in 0..2 {
                 let guard = vfs.rcu.pin();
                 let Some(seq) = vfs.rename_seq.try_read_begin() else { break };
-                match self.walk_tier(&guard, as_creds, dirfd, path, flags, false) {
+                match self.walk_tier(&guard, dirfd, path, flags, false) {
                     Err(Stop::Fallback) => break,
                     res => {
                         let r = match res {
@@ -739,7 +749,7 @@ impl Task {
             let guard = vfs.rcu.pin();
             // Poisoned: a rename panicked halfway; nothing the dcache says can be trusted.
             let seq = vfs.rename_seq.read_begin().map_err(|_| Errno::EIO)?;
-            let r = match self.walk_tier(&guard, as_creds, dirfd, path, flags, true) {
+            let r = match self.walk_tier(&guard, dirfd, path, flags, true) {
                 Ok(o) => f(o),
                 Err(Stop::Err(e)) => Err(e),
                 Err(Stop::Fallback) => Err(Errno::EIO),
@@ -757,15 +767,17 @@ impl Task {
     }
 
     fn walk_tier<'a>(
-        &'a self,
+        &self,
         guard: &'a LocalGuard<'a>,
-        as_creds: Option<&'a Credentials>,
         dirfd: DirFd<'a>,
         path: &'a [u8],
         flags: LookupFlags,
         locked: bool,
-    ) -> std::result::Result<Outcome<'a>, Stop> {
-        let creds = as_creds.unwrap_or_else(|| self.creds.load(guard).get());
+    ) -> std::result::Result<Outcome<'a>, Stop>
+    where
+        't: 'a,
+    {
+        let creds = self.as_creds.unwrap_or_else(|| self.creds.load(guard).get());
         let fsx = self.fs.load(guard);
         let mut root = Pos::of(&fsx.root);
         let absolute = path.first() == Some(&b'/');
@@ -813,7 +825,7 @@ impl Task {
             root = start;
         }
         let mut nd = Nameidata {
-            task: self,
+            vfs: self.vfs,
             creds,
             fast: self.vfs.fast,
             guard,
