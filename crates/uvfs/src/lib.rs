@@ -133,7 +133,7 @@ pub use core::file::{DirFd, File, FileRef};
 pub use core::fsnotify::EventMask;
 pub use core::inode::Inode;
 pub use core::inotify::{Inotify, InotifyEvent, InotifyFlags, MarkKind};
-pub use core::mount::{Mount, MountFlags, MountInfo, UmountFlags};
+pub use core::mount::{Mount, MountFlags, MountId, MountInfo, UmountFlags};
 pub use core::superblock::{DirEntry, FileSystem, SuperBlock};
 pub use core::xattr::XattrFlags;
 pub use sync::counters::{Counters, counters};

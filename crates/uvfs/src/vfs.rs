@@ -9,7 +9,7 @@ use crate::abi::cred::Credentials;
 use crate::abi::errno::Result;
 use crate::core::dentry::Dentry;
 use crate::core::instance::VfsInner;
-use crate::core::mount::{Mount, MountFlags};
+use crate::core::mount::{Mount, MountFlags, MountId};
 use crate::core::namespace::MountTree;
 use crate::core::superblock::SuperBlock;
 use crate::fs::memfs::{MemFs, MemFsLimits};
@@ -41,7 +41,7 @@ impl Vfs {
         sb.count_inodes_in(&dcache_counts);
         let root_inode = sb.fs().root_inode(&sb)?;
         let root_dentry = Dentry::new_root(root_inode, &rcu);
-        let root = Mount::new(1, sb, root_dentry, None, MountFlags::empty());
+        let root = Mount::new(MountId(1), sb, root_dentry, None, MountFlags::empty());
         root.set_attached(true);
         let mounts = crate::sync::rhashtable::RHashTable::new();
         let tree = MountTree::new(root.clone());

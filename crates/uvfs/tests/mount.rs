@@ -10,8 +10,8 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use uvfs::{
-    AccessMode, AtFlags, Credentials, DirFd, Errno, FastPaths, Fd, Gid, MountFlags, MountSource, OpenFlags, OpenHow,
-    RenameFlags, ResolveFlags, Task, TimeSpec, Uid, UmountFlags, Vfs, VfsConfig, XattrFlags,
+    AccessMode, AtFlags, Credentials, DirFd, Errno, FastPaths, Fd, Gid, MountFlags, MountId, MountSource, OpenFlags,
+    OpenHow, RenameFlags, ResolveFlags, Task, TimeSpec, Uid, UmountFlags, Vfs, VfsConfig, XattrFlags,
 };
 
 fn memfs() -> MountSource<'static> {
@@ -301,7 +301,7 @@ fn mountinfo_lists_the_tree_as_the_task_sees_it() {
     t.mount(bind(b"/a/sub", false), b"/x", MountFlags::RDONLY).unwrap();
     let info = t.mountinfo();
     assert_eq!(info.len(), 3);
-    assert_eq!((info[0].id, info[0].parent_id, &info[0].mount_point[..]), (1, 1, &b"/"[..]));
+    assert_eq!((info[0].id, info[0].parent_id, &info[0].mount_point[..]), (MountId(1), MountId(1), &b"/"[..]));
     assert_eq!(info[1].mount_point, b"/a/b c");
     assert_eq!(info[2].root, b"/a/sub", "a bind shows its root within the filesystem");
     assert_eq!(info[2].dev, info[0].dev);

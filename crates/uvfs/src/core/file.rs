@@ -138,7 +138,7 @@ impl File {
         if !self.is_path() {
             let rcu = self.inode.sb().rcu();
             let guard = rcu.pin();
-            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, EventMask::OPEN.bits(), &guard);
+            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, EventMask::OPEN, &guard);
         }
         self.announced.store(true, Ordering::Release);
     }
@@ -192,7 +192,7 @@ impl File {
         let guard = rcu.pin();
         if !self.is_path() {
             let mask = if self.flags().writable() { EventMask::CLOSE_WRITE } else { EventMask::CLOSE_NOWRITE };
-            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, mask.bits(), &guard);
+            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, mask, &guard);
         }
         self.put_counts(fast, &guard);
     }

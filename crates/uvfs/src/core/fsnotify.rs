@@ -86,9 +86,9 @@ impl EventMask {
     /// `IN_ALL_EVENTS`.
     pub const ALL_EVENTS: EventMask = EventMask::from_bits_truncate(0xfff);
     /// Events a directory reports about its children.
-    pub(crate) const CHILD_EVENTS: u32 = 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x20;
+    pub(crate) const CHILD_EVENTS: EventMask = EventMask::from_bits_retain(0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x20);
     /// Events that are only ever reported to the object itself.
-    pub(crate) const EVENTS: u32 = 0xfff;
+    pub(crate) const EVENTS: EventMask = EventMask::from_bits_retain(0xfff);
 }
 
 /// What a mark is on.
@@ -115,6 +115,14 @@ pub(crate) struct Mark {
     pub(crate) target: MarkTarget,
 }
 
+impl Mark {
+    /// What the mark wants: events, plus `ONESHOT`/`EXCL_UNLINK`.
+    #[inline]
+    pub(crate) fn mask(&self) -> EventMask {
+        EventMask::from_bits_retain(self.mask.load(Ordering::Relaxed))
+    }
+}
+
 /// The marks on one object (Linux's `fsnotify_mark_connector`).
 #[derive(Default)]
 pub(crate) struct Marks {
@@ -128,8 +136,8 @@ pub(crate) struct Marks {
 impl Marks {
     /// Union of the marks' event bits.
     #[inline]
-    pub(crate) fn mask(&self) -> u32 {
-        self.mask.load(Ordering::Relaxed)
+    pub(crate) fn mask(&self) -> EventMask {
+        EventMask::from_bits_retain(self.mask.load(Ordering::Relaxed))
     }
 
     pub(crate) fn add(&self, m: Arc<Mark>) {
@@ -152,8 +160,8 @@ impl Marks {
     }
 
     fn recalc(&self, l: &[Arc<Mark>]) {
-        let m = l.iter().fold(0, |a, m| a | (m.mask.load(Ordering::Relaxed) & EventMask::EVENTS));
-        self.mask.store(m, Ordering::Relaxed);
+        let m = l.iter().fold(EventMask::empty(), |a, m| a | (m.mask() & EventMask::EVENTS));
+        self.mask.store(m.bits(), Ordering::Relaxed);
     }
 
     fn snapshot(&self) -> Vec<Arc<Mark>> {
@@ -190,8 +198,8 @@ pub(crate) struct SbNotify {
 
 /// One event as the hooks describe it.
 pub(crate) struct Event<'a> {
-    /// `EventMask` bits (one event, plus `ISDIR`).
-    pub(crate) mask: u32,
+    /// One event, plus `ISDIR`.
+    pub(crate) mask: EventMask,
     /// The object the event is about.
     pub(crate) inode: &'a Inode,
     /// For events on a name in a directory (create, delete, move), the directory and the
@@ -222,7 +230,7 @@ pub(crate) fn notify_file(
     mnt: &Mount,
     dentry: &Dentry,
     inode: &Inode,
-    mask: u32,
+    mask: EventMask,
     guard: &LocalGuard<'_>,
 ) {
     if fast.contains(FastPaths::NOTIFY) {
@@ -231,12 +239,12 @@ pub(crate) fn notify_file(
             return;
         }
         if dentry.flags() & DENTRY_PARENT_WATCHED == 0
-            && (inode.marks.mask() | mnt.marks.mask() | sb.notify.marks.mask()) & mask == 0
+            && !(inode.marks.mask() | mnt.marks.mask() | sb.notify.marks.mask()).intersects(mask)
         {
             return;
         }
     }
-    let isdir = if inode.is_dir() { EventMask::ISDIR.bits() } else { 0 };
+    let isdir = if inode.is_dir() { EventMask::ISDIR } else { EventMask::empty() };
     dispatch(
         &Event {
             mask: mask | isdir,
@@ -260,7 +268,7 @@ pub(crate) fn notify_name(
     dir: Pos<'_>,
     name: &[u8],
     inode: &Inode,
-    mask: u32,
+    mask: EventMask,
     cookie: u32,
     guard: &LocalGuard<'_>,
 ) {
@@ -270,11 +278,11 @@ pub(crate) fn notify_name(
         if sb.notify.watched.load(Ordering::Relaxed) == 0 {
             return;
         }
-        if (dir_inode.marks.mask() | dir.mnt.marks.mask() | sb.notify.marks.mask()) & mask == 0 {
+        if !(dir_inode.marks.mask() | dir.mnt.marks.mask() | sb.notify.marks.mask()).intersects(mask) {
             return;
         }
     }
-    let isdir = if inode.is_dir() { EventMask::ISDIR.bits() } else { 0 };
+    let isdir = if inode.is_dir() { EventMask::ISDIR } else { EventMask::empty() };
     let ev = Event {
         mask: mask | isdir,
         inode,
@@ -289,16 +297,16 @@ pub(crate) fn notify_name(
 
 /// The fast check for an event on the object itself only (delete_self, move_self).
 #[inline]
-pub(crate) fn notify_self(fast: FastPaths, inode: &Inode, mask: u32, guard: &LocalGuard<'_>) {
+pub(crate) fn notify_self(fast: FastPaths, inode: &Inode, mask: EventMask, guard: &LocalGuard<'_>) {
     if fast.contains(FastPaths::NOTIFY)
-        && (inode.sb().notify.watched.load(Ordering::Relaxed) == 0 || inode.marks.mask() & mask == 0)
+        && (inode.sb().notify.watched.load(Ordering::Relaxed) == 0 || !inode.marks.mask().intersects(mask))
     {
         return;
     }
     // Of the events on the object itself, only the link-count ATTRIB (`fsnotify_inode`)
     // carries IN_ISDIR; DELETE_SELF and MOVE_SELF reach inotify without it (checked
     // against the kernel by tests/notify.rs).
-    let isdir = if inode.is_dir() && mask == EventMask::ATTRIB.bits() { EventMask::ISDIR.bits() } else { 0 };
+    let isdir = if inode.is_dir() && mask == EventMask::ATTRIB { EventMask::ISDIR } else { EventMask::empty() };
     dispatch(
         &Event { mask: mask | isdir, inode, dir: None, dentry: None, dir_dentry: None, mnt: None, cookie: 0 },
         fast,
@@ -338,11 +346,11 @@ fn dispatch(ev: &Event<'_>, fast: FastPaths, guard: &LocalGuard<'_>) {
 }
 
 /// An event on a file, for the watches of its directory (with the file's name).
-fn report_to_parent(ev: &Event<'_>, d: &Dentry, bits: u32, guard: &LocalGuard<'_>) {
+fn report_to_parent(ev: &Event<'_>, d: &Dentry, bits: EventMask, guard: &LocalGuard<'_>) {
     let parent = d.parent(guard);
     let Some(pi) = parent.inode().filter(|_| !std::ptr::eq(parent, d)) else { return };
     let marks = pi.marks.snapshot();
-    if marks.is_empty() || pi.marks.mask() & EventMask::CHILD_EVENTS == 0 {
+    if marks.is_empty() || !pi.marks.mask().intersects(EventMask::CHILD_EVENTS) {
         // Nobody there wants child events any more: clear lazily, as Linux.
         d.clear_parent_watched();
     }
@@ -355,7 +363,7 @@ fn report_to_parent(ev: &Event<'_>, d: &Dentry, bits: u32, guard: &LocalGuard<'_
 /// Sets `DENTRY_PARENT_WATCHED` on a new child if its directory wants child events.
 #[inline]
 pub(crate) fn d_instantiate_flags(parent: &Dentry, child: &Dentry) {
-    let wants = parent.inode().is_some_and(|i| i.marks.mask() & EventMask::CHILD_EVENTS != 0);
+    let wants = parent.inode().is_some_and(|i| i.marks.mask().intersects(EventMask::CHILD_EVENTS));
     if wants {
         child.set_flag(DENTRY_PARENT_WATCHED);
     } else if child.flags() & DENTRY_PARENT_WATCHED != 0 {
@@ -375,14 +383,14 @@ pub(crate) fn sb_unmounted(sb: &crate::core::superblock::SuperBlock) {
 /// `fsnotify_inoderemove`: the inode lost its last link and use: DELETE_SELF, then its
 /// watches go (IN_IGNORED), before the directory reports the DELETE.
 pub(crate) fn inode_deleted(fast: FastPaths, inode: &Inode, guard: &LocalGuard<'_>) {
-    notify_self(fast, inode, EventMask::DELETE_SELF.bits(), guard);
+    notify_self(fast, inode, EventMask::DELETE_SELF, guard);
     inode_gone(fast, inode);
 }
 
 /// The inode is gone (deleted and unused): its watches get `IN_IGNORED` and go away.
 pub(crate) fn inode_gone(fast: FastPaths, inode: &Inode) {
     if fast.contains(FastPaths::NOTIFY)
-        && (inode.sb().notify.watched.load(Ordering::Relaxed) == 0 || inode.marks.mask() == 0)
+        && (inode.sb().notify.watched.load(Ordering::Relaxed) == 0 || inode.marks.mask().is_empty())
     {
         return;
     }

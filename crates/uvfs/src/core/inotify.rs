@@ -174,33 +174,27 @@ impl Group {
     pub(crate) fn deliver(
         &self,
         m: &Arc<Mark>,
-        mask: u32,
+        mask: EventMask,
         cookie: u32,
         name: Option<&[u8]>,
-        bits: u32,
+        bits: EventMask,
         unlinked: bool,
     ) {
-        let mmask = m.mask.load(Ordering::Relaxed);
-        if mmask & bits == 0 {
+        let mmask = m.mask();
+        if !mmask.intersects(bits) {
             return;
         }
-        if unlinked && name.is_some() && mmask & EventMask::EXCL_UNLINK.bits() != 0 {
+        if unlinked && name.is_some() && mmask.contains(EventMask::EXCL_UNLINK) {
             return;
         }
         let mut st = self.state.lock();
         if !st.watches.get(&m.wd).is_some_and(|w| Arc::ptr_eq(w, m)) {
             return;
         }
-        let reported = (mask & (bits & mmask)) | (mask & EventMask::ISDIR.bits());
-        let ev = InotifyEvent {
-            wd: m.wd,
-            mask: EventMask::from_bits_retain(reported),
-            cookie,
-            name: name.map(<[u8]>::to_vec),
-            path: None,
-        };
+        let reported = (mask & (bits & mmask)) | (mask & EventMask::ISDIR);
+        let ev = InotifyEvent { wd: m.wd, mask: reported, cookie, name: name.map(<[u8]>::to_vec), path: None };
         self.push(&mut st, ev);
-        if mmask & EventMask::ONESHOT.bits() != 0 {
+        if mmask.contains(EventMask::ONESHOT) {
             let gone = self.remove_watch_locked(&mut st, m.wd);
             drop(st);
             drop(gone);
@@ -212,10 +206,10 @@ impl Group {
         &self,
         m: &Arc<Mark>,
         ev: &crate::core::fsnotify::Event<'_>,
-        bits: u32,
+        bits: EventMask,
         guard: &LocalGuard<'_>,
     ) {
-        if m.mask.load(Ordering::Relaxed) & bits == 0 {
+        if !m.mask().intersects(bits) {
             return;
         }
         let Some(mnt) = ev.mnt else { return };
@@ -232,14 +226,8 @@ impl Group {
             _ => return,
         };
         let mut st = self.state.lock();
-        let reported = (ev.mask & bits) | (ev.mask & EventMask::ISDIR.bits());
-        let e = InotifyEvent {
-            wd: m.wd,
-            mask: EventMask::from_bits_retain(reported),
-            cookie: ev.cookie,
-            name: None,
-            path: Some(path),
-        };
+        let reported = (ev.mask & bits) | (ev.mask & EventMask::ISDIR);
+        let e = InotifyEvent { wd: m.wd, mask: reported, cookie: ev.cookie, name: None, path: Some(path) };
         self.push(&mut st, e);
     }
 
@@ -409,7 +397,7 @@ impl Drop for Inotify {
 /// A directory that now wants child events flags its children, so their events find
 /// the watch through the per-dentry check.
 pub(crate) fn set_children_watched(dentry: &crate::core::dentry::Dentry, inode: &crate::core::inode::Inode) {
-    if !inode.is_dir() || inode.marks.mask() & EventMask::CHILD_EVENTS == 0 {
+    if !inode.is_dir() || !inode.marks.mask().intersects(EventMask::CHILD_EVENTS) {
         return;
     }
     if let Some(dir) = dentry.dir() {

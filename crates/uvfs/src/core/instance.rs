@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 /// Mount-table key: (parent mount id, mountpoint dentry address).
-pub(crate) type MountKey = (u64, usize);
+pub(crate) type MountKey = (crate::core::mount::MountId, usize);
 
 pub(crate) struct VfsInner {
     /// Immutable: the reclamation domain.

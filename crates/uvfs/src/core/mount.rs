@@ -76,13 +76,24 @@ bitflags! {
     }
 }
 
+/// A mount's id in its instance (`mnt_id`, `/proc/self/mountinfo`'s first field). The
+/// root mount is 1; ids are not reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MountId(pub u64);
+
+impl std::fmt::Display for MountId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// One line of the mount table, as `/proc/self/mountinfo` shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountInfo {
     /// Mount id.
-    pub id: u64,
+    pub id: MountId,
     /// Parent mount id (the root of the tree names itself).
-    pub parent_id: u64,
+    pub parent_id: MountId,
     /// Device number of the filesystem (`st_dev`).
     pub dev: u64,
     /// The mount's root within its filesystem (`/` unless a bind of a subtree).
@@ -111,7 +122,7 @@ const WS_RDONLY: u32 = 1 << 31;
 /// A mount. Only ever constructed as `Arc<Mount>`.
 pub struct Mount {
     /// Immutable: mount id (as in mountinfo).
-    pub(crate) id: u64,
+    pub(crate) id: MountId,
     /// Immutable: the filesystem instance.
     pub(crate) sb: Arc<SuperBlock>,
     /// Immutable: the root dentry of this mount (a subdirectory, or a file, for a bind).
@@ -138,7 +149,7 @@ pub struct Mount {
 
 impl Mount {
     pub(crate) fn new(
-        id: u64,
+        id: MountId,
         sb: Arc<SuperBlock>,
         root: Arc<Dentry>,
         parent: MountParent,
@@ -160,7 +171,7 @@ impl Mount {
     }
 
     /// Mount id.
-    pub fn id(&self) -> u64 {
+    pub fn id(&self) -> MountId {
         self.id
     }
 

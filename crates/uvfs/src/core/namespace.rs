@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::core::dentry::{DENTRY_MOUNTED, Dentry};
 
 use crate::core::instance::VfsInner;
-use crate::core::mount::Mount;
+use crate::core::mount::{Mount, MountId};
 use crate::core::superblock::SuperBlock;
 use crate::sync::rcu::{ArcBorrow, LocalGuard};
 
@@ -33,7 +33,7 @@ pub(crate) struct MountTree {
 
 impl MountTree {
     pub(crate) fn new(root: Arc<Mount>) -> MountTree {
-        let next_id = root.id() + 1;
+        let next_id = root.id().0 + 1;
         MountTree { mounts: vec![root], next_id }
     }
 
@@ -42,10 +42,10 @@ impl MountTree {
         std::mem::take(&mut self.mounts)
     }
 
-    pub(crate) fn alloc_id(&mut self) -> u64 {
+    pub(crate) fn alloc_id(&mut self) -> MountId {
         let id = self.next_id;
         self.next_id += 1;
-        id
+        MountId(id)
     }
 
     /// Whether `m` has attached children.

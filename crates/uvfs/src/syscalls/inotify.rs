@@ -24,7 +24,7 @@ impl Task {
         if mask.contains(EventMask::MASK_ADD | EventMask::MASK_CREATE) {
             return Err(Errno::EINVAL);
         }
-        if mask.bits() & EventMask::EVENTS == 0 {
+        if !mask.intersects(EventMask::EVENTS) {
             return Err(Errno::EINVAL);
         }
         if ino.group.state.lock().closed {
@@ -96,7 +96,7 @@ impl Task {
     /// A mark on the whole mount or filesystem of `path` (fanotify's mark kinds): every
     /// event of the kinds in `mask` on any object there is reported with its path.
     pub fn fanotify_mark(&self, ino: &Inotify, kind: MarkKind, path: &[u8], mask: EventMask) -> Result<i32> {
-        if mask.bits() & EventMask::EVENTS == 0 {
+        if !mask.intersects(EventMask::EVENTS) {
             return Err(Errno::EINVAL);
         }
         let p = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW)?;

@@ -91,7 +91,7 @@ impl Task {
         may_create_in(creds, dir_inode, vfs.fast, &guard)?;
         let inode = make(&p.parent, name, &guard)?;
         vfs.d_add(&p.parent.dentry, &mut locked, name, inode.clone(), &guard);
-        fsnotify::notify_name(vfs.fast, p.parent.pos(), name, &inode, EventMask::CREATE.bits(), 0, &guard);
+        fsnotify::notify_name(vfs.fast, p.parent.pos(), name, &inode, EventMask::CREATE, 0, &guard);
         Ok(())
     }
 
@@ -223,7 +223,7 @@ impl Task {
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
             parent.mnt.sb.fs().link(dir_inode, name, &inode)?;
             // fsnotify_link: the link count changed (ATTRIB), then CREATE in the directory.
-            fsnotify::notify_self(self.vfs.fast, &inode, EventMask::ATTRIB.bits(), guard);
+            fsnotify::notify_self(self.vfs.fast, &inode, EventMask::ATTRIB, guard);
             Ok(inode.clone())
         });
         if let Err(e) = res {
@@ -279,7 +279,7 @@ impl Task {
         vfs.d_remove(&p.parent.dentry, &mut locked, name, &guard);
         // Linux's order: ATTRIB (link count), DELETE_SELF (last link, unused), DELETE in
         // the directory, then the watches of the deleted inode go (IN_IGNORED).
-        fsnotify::notify_self(vfs.fast, &inode, EventMask::ATTRIB.bits(), &guard);
+        fsnotify::notify_self(vfs.fast, &inode, EventMask::ATTRIB, &guard);
         notify_removed(vfs.fast, p.parent.pos(), name, &inode, &guard);
         drop(locked);
         Ok(())
@@ -503,17 +503,17 @@ impl Task {
         let fast = vfs.fast;
         let (old_dir, new_dir) = (op.parent.pos(), np.parent.pos());
         let cookie = fsnotify::next_cookie();
-        fsnotify::notify_name(fast, old_dir, oname, &src_inode, EventMask::MOVED_FROM.bits(), cookie, &guard);
-        fsnotify::notify_name(fast, new_dir, nname, &src_inode, EventMask::MOVED_TO.bits(), cookie, &guard);
+        fsnotify::notify_name(fast, old_dir, oname, &src_inode, EventMask::MOVED_FROM, cookie, &guard);
+        fsnotify::notify_name(fast, new_dir, nname, &src_inode, EventMask::MOVED_TO, cookie, &guard);
         if let (Some(ti), false) = (&tgt_inode, exchange) {
-            fsnotify::notify_self(fast, ti, EventMask::ATTRIB.bits(), &guard);
+            fsnotify::notify_self(fast, ti, EventMask::ATTRIB, &guard);
         }
-        fsnotify::notify_self(fast, &src_inode, EventMask::MOVE_SELF.bits(), &guard);
+        fsnotify::notify_self(fast, &src_inode, EventMask::MOVE_SELF, &guard);
         if let (Some(ti), true) = (&tgt_inode, exchange) {
             let cookie = fsnotify::next_cookie();
-            fsnotify::notify_name(fast, new_dir, nname, ti, EventMask::MOVED_FROM.bits(), cookie, &guard);
-            fsnotify::notify_name(fast, old_dir, oname, ti, EventMask::MOVED_TO.bits(), cookie, &guard);
-            fsnotify::notify_self(fast, ti, EventMask::MOVE_SELF.bits(), &guard);
+            fsnotify::notify_name(fast, new_dir, nname, ti, EventMask::MOVED_FROM, cookie, &guard);
+            fsnotify::notify_name(fast, old_dir, oname, ti, EventMask::MOVED_TO, cookie, &guard);
+            fsnotify::notify_self(fast, ti, EventMask::MOVE_SELF, &guard);
         }
         if let (Some(ti), false) = (&tgt_inode, exchange)
             && ti.evict_if_unused()
@@ -541,7 +541,7 @@ fn notify_removed(
     if inode.evict_if_unused() {
         fsnotify::inode_deleted(fast, inode, guard);
     }
-    fsnotify::notify_name(fast, dir, name, inode, EventMask::DELETE.bits(), 0, guard);
+    fsnotify::notify_name(fast, dir, name, inode, EventMask::DELETE, 0, guard);
 }
 
 /// The locked state of the old (`new == false`) or new directory of a rename; the same

@@ -237,7 +237,7 @@ impl Task {
             new_node_args(creds, dir_inode, (mode & S_IALLUGO) | FileType::Regular.mode_bits(), self.current_umask())?;
         let inode = parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &args)?;
         let d = vfs.d_add(&parent.dentry, &mut locked, name, inode.clone(), &guard);
-        fsnotify::notify_name(vfs.fast, parent.pos(), name, &inode, EventMask::CREATE.bits(), 0, &guard);
+        fsnotify::notify_name(vfs.fast, parent.pos(), name, &inode, EventMask::CREATE, 0, &guard);
         drop(locked);
         Ok(Some(File::new(parent.mnt.clone(), d, inode, flags & !OpenFlags::TRUNC)?))
     }
@@ -317,7 +317,7 @@ impl Task {
         }
         if trunc && inode.file_type() == FileType::Regular {
             self.do_truncate(creds, &inode, 0, true)?;
-            fsnotify::notify_file(self.vfs.fast, &p.mnt, &p.dentry, &inode, EventMask::MODIFY.bits(), &guard);
+            fsnotify::notify_file(self.vfs.fast, &p.mnt, &p.dentry, &inode, EventMask::MODIFY, &guard);
         }
         File::new(p.mnt, p.dentry, inode, flags)
     }

@@ -30,7 +30,7 @@ impl Task {
     #[inline]
     fn notify_io(&self, file: &File, n: usize, mask: EventMask, guard: &LocalGuard<'_>) {
         if n > 0 {
-            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, mask.bits(), guard);
+            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, mask, guard);
         }
     }
 
