@@ -38,7 +38,7 @@ pub struct Task {
 
 impl Task {
     pub(crate) fn new(vfs: Arc<VfsInner>, creds: Credentials) -> Task {
-        let root = PathRef { mnt: vfs.root.clone(), dentry: vfs.root.root.clone() };
+        let root = PathRef::root_of(&vfs.root);
         // Root and cwd are users of the root mount (which is never unmounted).
         root.mnt.get_user_held();
         root.mnt.get_user_held();

@@ -134,6 +134,19 @@ pub struct StatFs {
     pub namelen: u64,
 }
 
+/// Whether `mode` has setgid together with group execute: a setgid program. (Setgid
+/// without group execute marks a file for mandatory locking; writes and chowns keep it.)
+#[inline]
+pub(crate) const fn is_setgid_exec(mode: u32) -> bool {
+    mode & (S_ISGID | 0o010) == (S_ISGID | 0o010)
+}
+
+/// Linux's `is_sxid`: setuid, or a setgid program.
+#[inline]
+pub(crate) const fn is_sxid(mode: u32) -> bool {
+    mode & S_ISUID != 0 || is_setgid_exec(mode)
+}
+
 /// Makes a device number from major and minor, as glibc's `makedev`.
 pub const fn makedev(major: u32, minor: u32) -> u64 {
     let (ma, mi) = (major as u64, minor as u64);

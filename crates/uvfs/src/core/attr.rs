@@ -1,7 +1,7 @@
 use crate::abi::cred::{Capabilities, Credentials};
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::Timespec;
-use crate::abi::stat::{FileType, S_ISGID, S_ISUID};
+use crate::abi::stat::{FileType, S_ISGID, S_ISUID, is_setgid_exec, is_sxid};
 use crate::core::inode::Inode;
 
 /// The xattr of a file capability (`XATTR_NAME_CAPS`).
@@ -17,10 +17,7 @@ pub(crate) fn file_remove_privs(creds: &Credentials, inode: &Inode) -> Result<()
     }
     kill_suid(creds, inode);
     let had_caps = kill_priv(inode)?;
-    // `is_sxid`: setuid, or setgid with group execute (a setgid bit without it is a
-    // mandatory-locking mark that writes keep).
-    let mode = inode.mode();
-    if !had_caps && mode & S_ISUID == 0 && mode & (S_ISGID | 0o010) != (S_ISGID | 0o010) {
+    if !had_caps && !is_sxid(inode.mode()) {
         inode.set_nosec(true);
     }
     Ok(())
@@ -49,7 +46,7 @@ pub(crate) fn kill_suid(creds: &Credentials, inode: &Inode) {
     if mode & S_ISUID != 0 {
         kill |= S_ISUID;
     }
-    if mode & S_ISGID != 0 && mode & 0o010 != 0 {
+    if is_setgid_exec(mode) {
         kill |= S_ISGID;
     }
     if kill != 0 && inode.file_type() == FileType::Regular && !creds.capable(Capabilities::FSETID) {

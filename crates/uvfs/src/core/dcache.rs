@@ -202,57 +202,10 @@ impl VfsInner {
             }
             let positive = d.inode().is_some();
             let wanted = if positive { pos > pos_target || ino > ino_target } else { neg > neg_target };
-            // The map's count, the readdir order's (positive), ours.
-            let unused = if positive { 3 } else { 2 };
-            let keep = |d: &Arc<Dentry>| self.dcache_lru.lock().push_back(Arc::downgrade(d));
-            if !wanted || Arc::strong_count(&d) != unused || d.flags() & crate::core::dentry::DENTRY_MOUNTED != 0 {
-                keep(&d);
+            if !wanted || !self.try_evict(&d, &guard) {
+                self.dcache_lru.lock().push_back(Arc::downgrade(&d));
                 continue;
             }
-            // Rename lock first, as the lock order says (directories only).
-            let tree = match d.dir() {
-                Some(_) => match self.rename_lock.try_lock() {
-                    Some(g) => Some(g),
-                    None => {
-                        keep(&d);
-                        continue;
-                    }
-                },
-                None => None,
-            };
-            let Some(parent) = d.parent_arc(&guard) else { continue };
-            let Some(pdir) = parent.dir() else { continue };
-            let Some(mut pl) = pdir.lock.try_write() else {
-                keep(&d);
-                continue;
-            };
-            // Parent before child.
-            let cl = match d.dir() {
-                Some(dd) => match dd.lock.try_write() {
-                    Some(g) => Some(g),
-                    None => {
-                        keep(&d);
-                        continue;
-                    }
-                },
-                None => None,
-            };
-            let name = d.name(&guard);
-            let still = pdir.children.get(name, &guard).is_some_and(|x| Arc::ptr_eq(x, &d));
-            let childless = d.dir().is_none_or(|dd| dd.children.is_empty());
-            if !still || !childless || Arc::strong_count(&d) != unused {
-                drop(cl);
-                keep(&d);
-                continue;
-            }
-            if tree.is_some() {
-                let Ok(_w) = self.rename_seq.write_poisoning() else { return };
-                self.d_remove(&parent, &mut pl, name, &guard);
-            } else {
-                self.d_remove(&parent, &mut pl, name, &guard);
-            }
-            drop(cl);
-            drop(tree);
             if positive {
                 pos -= 1;
                 // Its inode goes with it unless something else holds it (a hard link's
@@ -273,6 +226,52 @@ impl VfsInner {
             0
         };
         self.shrink_retry_at.store(retry_at, Ordering::Relaxed);
+    }
+
+    /// Evicts `d` if it is unused (Linux's `__dentry_kill` of an LRU dentry): nothing but
+    /// its parent's map and readdir order holds it, it has no children, nothing is
+    /// mounted on it. A directory goes like a rename (under the rename lock, inside the
+    /// rename sequence: a walk may stand in it). Every lock is only tried (the caller may
+    /// hold any of them); false, evicting nothing, when one is busy or `d` is in use.
+    fn try_evict(&self, d: &Arc<Dentry>, guard: &LocalGuard<'_>) -> bool {
+        // The map's count, the readdir order's (positive), ours.
+        let unused = if d.inode().is_some() { 3 } else { 2 };
+        if Arc::strong_count(d) != unused || d.flags() & crate::core::dentry::DENTRY_MOUNTED != 0 {
+            return false;
+        }
+        // Rename lock first, as the lock order says (directories only).
+        let tree = match d.dir() {
+            Some(_) => match self.rename_lock.try_lock() {
+                Some(g) => Some(g),
+                None => return false,
+            },
+            None => None,
+        };
+        let Some(parent) = d.parent_arc(guard) else { return false };
+        let Some(pdir) = parent.dir() else { return false };
+        let Some(mut pl) = pdir.lock.try_write() else { return false };
+        // Parent before child.
+        let cl = match d.dir() {
+            Some(dd) => match dd.lock.try_write() {
+                Some(g) => Some(g),
+                None => return false,
+            },
+            None => None,
+        };
+        let name = d.name(guard);
+        let still = pdir.children.get(name, guard).is_some_and(|x| Arc::ptr_eq(x, d));
+        let childless = d.dir().is_none_or(|dd| dd.children.is_empty());
+        if !still || !childless || Arc::strong_count(d) != unused {
+            return false;
+        }
+        if tree.is_some() {
+            let Ok(_w) = self.rename_seq.write_poisoning() else { return false };
+            self.d_remove(&parent, &mut pl, name, guard);
+        } else {
+            self.d_remove(&parent, &mut pl, name, guard);
+        }
+        drop(cl);
+        true
     }
 
     /// `d_add` for a new positive child: inserts it in the map and the readdir order.

@@ -137,6 +137,12 @@ pub struct Dir {
     pub(crate) lock: RwLock<DirLocked, { crate::sync::rank::DIR }>,
 }
 
+/// A directory's lock held shared.
+pub(crate) type DirReadGuard<'g> = crate::sync::RwLockReadGuard<'g, DirLocked, { crate::sync::rank::DIR }>;
+
+/// A directory's lock held exclusive.
+pub(crate) type DirWriteGuard<'g> = crate::sync::RwLockWriteGuard<'g, DirLocked, { crate::sync::rank::DIR }>;
+
 /// What the directory lock protects besides the map.
 #[derive(Default)]
 pub struct DirLocked {

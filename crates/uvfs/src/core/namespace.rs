@@ -123,7 +123,3 @@ impl VfsInner {
         (m, d)
     }
 }
-
-/// A directory's lock held shared.
-pub(crate) type DirReadGuard<'g> =
-    crate::sync::RwLockReadGuard<'g, crate::core::dentry::DirLocked, { crate::sync::rank::DIR }>;

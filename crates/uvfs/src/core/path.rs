@@ -85,6 +85,11 @@ pub struct PathRef {
 }
 
 impl PathRef {
+    /// The root of `mnt`.
+    pub(crate) fn root_of(mnt: &Arc<Mount>) -> PathRef {
+        PathRef { mnt: mnt.clone(), dentry: mnt.root().clone() }
+    }
+
     /// The same position, borrowed (for calls that take a walk position).
     pub(crate) fn pos(&self) -> crate::core::path::Pos<'_> {
         crate::core::path::Pos::of(self)
@@ -136,6 +141,6 @@ impl<'a> Pos<'a> {
     /// The position as a counted path (the caller keeps it).
     #[inline]
     pub(crate) fn to_path(self) -> crate::core::path::PathRef {
-        crate::core::path::PathRef { mnt: self.mnt.to_arc(), dentry: self.dentry.to_arc() }
+        PathRef { mnt: self.mnt.to_arc(), dentry: self.dentry.to_arc() }
     }
 }

@@ -7,7 +7,7 @@
 use crate::abi::config::FastPaths;
 use crate::abi::cred::{Capabilities, Credentials, Gid};
 use crate::abi::errno::{Errno, Result};
-use crate::abi::stat::{S_ISGID, S_ISVTX};
+use crate::abi::stat::{S_ISGID, S_ISVTX, is_setgid_exec};
 use crate::core::acl::{Acl, AclState, AclType, load_locked};
 use crate::core::inode::Inode;
 use crate::sync::rcu::LocalGuard;
@@ -171,19 +171,12 @@ pub fn init_owner(creds: &Credentials, dir: &Inode, mut mode: u32, is_dir: bool)
         let gid = dir.gid();
         if is_dir {
             mode |= S_ISGID;
-        } else if mode & (S_ISGID | 0o010) == (S_ISGID | 0o010)
-            && !creds.in_group(Gid(gid))
-            && !creds.capable(Capabilities::FSETID)
-        {
+        } else if is_setgid_exec(mode) && !creds.in_group(Gid(gid)) && !creds.capable(Capabilities::FSETID) {
             mode &= !S_ISGID;
         }
         (gid, mode)
     } else {
-        if !is_dir
-            && mode & (S_ISGID | 0o010) == (S_ISGID | 0o010)
-            && !creds.in_group(creds.gid)
-            && !creds.capable(Capabilities::FSETID)
-        {
+        if !is_dir && is_setgid_exec(mode) && !creds.in_group(creds.gid) && !creds.capable(Capabilities::FSETID) {
             mode &= !S_ISGID;
         }
         (creds.gid.0, mode)

@@ -9,4 +9,4 @@ pub(crate) mod rcu;
 pub(crate) mod rhashtable;
 pub(crate) mod seqcount;
 
-pub(crate) use lock::{Mutex, MutexGuard, RwLock, RwLockReadGuard, in_reclaim_context, rank};
+pub(crate) use lock::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, in_reclaim_context, rank};

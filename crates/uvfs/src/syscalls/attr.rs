@@ -1,7 +1,7 @@
 use crate::abi::cred::{Capabilities, Credentials, Gid, Uid};
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::{AccessMode, AtFlags, Timespec};
-use crate::abi::stat::{FileType, S_IALLUGO, S_ISGID, S_ISUID};
+use crate::abi::stat::{FileType, S_IALLUGO, S_ISGID, S_ISUID, is_setgid_exec};
 use crate::core::attr::file_remove_privs;
 use crate::core::attr::kill_priv;
 use crate::core::file::DirFd;
@@ -90,13 +90,7 @@ impl Task {
         if !(AtFlags::EACCESS | AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH).contains(flags) {
             return Err(Errno::EINVAL);
         }
-        let mut lf = LookupFlags::empty();
-        if !flags.contains(AtFlags::SYMLINK_NOFOLLOW) {
-            lf |= LookupFlags::FOLLOW;
-        }
-        if flags.contains(AtFlags::EMPTY_PATH) {
-            lf |= LookupFlags::EMPTY;
-        }
+        let lf = at_lookup(flags);
         let fast = self.vfs.fast;
         // Without AT_EACCESS the whole call, walk included, runs with the real ids. Only a
         // task whose real and effective ids differ builds them (allocates).
@@ -241,7 +235,7 @@ impl Task {
         let mut mode = old;
         if !inode.is_dir() {
             mode &= !S_ISUID;
-            if mode & S_ISGID != 0 && (mode & 0o010 != 0 || !in_group_or_capable(inode.gid())) {
+            if is_setgid_exec(mode) || (mode & S_ISGID != 0 && !in_group_or_capable(inode.gid())) {
                 mode &= !S_ISGID;
             }
         }

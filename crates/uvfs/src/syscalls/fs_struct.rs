@@ -2,9 +2,9 @@ use crate::abi::cred::Capabilities;
 use crate::abi::errno::{Errno, Result};
 use crate::core::file::DirFd;
 use crate::core::file::FileRef;
-use crate::core::path::PathRef;
 use crate::core::path::climb;
 use crate::core::path::join;
+use crate::core::path::{PathRef, Pos};
 use crate::core::permission::MAY_EXEC;
 use crate::core::permission::generic_permission;
 use crate::task::Task;
@@ -55,7 +55,7 @@ impl Task {
         if !file.inode.is_dir() {
             return Err(Errno::ENOTDIR);
         }
-        let p = PathRef { mnt: file.mnt.clone(), dentry: file.dentry.clone() };
+        let p = Pos::of_file(&file).to_path();
         self.check_exec(&p)?;
         self.set_fs(|f| f.cwd = p)
     }

@@ -1,9 +1,9 @@
 use crate::abi::cred::Capabilities;
 use crate::abi::errno::{Errno, Result};
 use crate::core::dentry::Dentry;
+use crate::core::dentry::DirReadGuard;
 use crate::core::file::DirFd;
 use crate::core::mount::{Mount, MountFlags, MountInfo, UmountFlags};
-use crate::core::namespace::DirReadGuard;
 use crate::core::path::PathRef;
 use crate::core::superblock::{FileSystem, SuperBlock};
 use crate::fs::memfs::MemFs;

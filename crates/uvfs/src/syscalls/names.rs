@@ -9,19 +9,24 @@
 
 use std::sync::Arc;
 
+use crate::abi::config::FastPaths;
 use crate::abi::cred::Capabilities;
+use crate::abi::cred::Credentials;
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::{AtFlags, RenameFlags};
 use crate::abi::limits::PATH_MAX;
-use crate::abi::stat::{FileType, S_IALLUGO, S_IFMT, S_ISGID, S_ISUID, S_ISVTX};
-use crate::core::dentry::{DENTRY_DEAD, DENTRY_LINKABLE, Dentry};
+use crate::abi::stat::{FileType, S_IALLUGO, S_IFMT, S_ISVTX, is_sxid};
+use crate::core::dentry::{DENTRY_DEAD, DENTRY_LINKABLE, Dentry, DirLocked, DirWriteGuard};
 use crate::core::file::DirFd;
 use crate::core::fsnotify::{self, EventMask};
+use crate::core::inode::Inode;
 use crate::core::inode::new_node_args;
+use crate::core::instance::VfsInner;
 use crate::core::path::PathRef;
 use crate::core::permission::{
     MAY_READ, MAY_WRITE, generic_permission, init_owner, may_create_in, may_delete, owner_or_capable,
 };
+use crate::core::superblock::SuperBlock;
 use crate::core::superblock::{CreateArgs, RenameReq};
 use crate::sync::rcu::LocalGuard;
 use crate::task::Task;
@@ -204,8 +209,7 @@ impl Task {
             if !owner_or_capable(creds, &inode) {
                 let mode = inode.mode();
                 let safe = inode.file_type() == FileType::Regular
-                    && mode & S_ISUID == 0
-                    && mode & (S_ISGID | 0o010) != (S_ISGID | 0o010)
+                    && !is_sxid(mode)
                     && generic_permission(creds, &inode, MAY_READ | MAY_WRITE, self.vfs.fast, guard).is_ok();
                 if !safe {
                     return Err(Errno::EPERM);
@@ -366,160 +370,26 @@ impl Task {
         }
         op.parent.mnt.want_write()?;
         let vfs = &*self.vfs;
-        let exchange = flags.contains(RenameFlags::EXCHANGE);
+        // `lock_rename`: the rename lock, then both directories, ancestor first.
         let _rename = vfs.rename_lock.lock();
         let guard = vfs.rcu.pin();
-        let creds = self.creds.load(&guard).get();
         let (od, nd) = (&op.parent.dentry, &np.parent.dentry);
         let (oname, nname) = (op.name.as_bytes(), np.name.as_bytes());
-        let same = Arc::ptr_eq(od, nd);
-        let odir = od.dir().ok_or(Errno::ENOTDIR)?;
-        let ndir = nd.dir().ok_or(Errno::ENOTDIR)?;
-        // Ancestor first (rmdir locks parent then child), under the rename lock.
-        let (mut ol, mut nl);
-        let (ol_ref, nl_ref): (&mut crate::core::dentry::DirLocked, Option<&mut crate::core::dentry::DirLocked>);
-        if same {
-            ol = odir.lock.write();
-            ol_ref = &mut ol;
-            nl_ref = None;
-        } else if od.is_subdir(nd, &guard) {
-            nl = ndir.lock.write();
-            ol = odir.lock.write();
-            ol_ref = &mut ol;
-            nl_ref = Some(&mut nl);
-        } else {
-            ol = odir.lock.write();
-            nl = ndir.lock.write();
-            ol_ref = &mut ol;
-            nl_ref = Some(&mut nl);
-        }
-        let mut nl_ref = nl_ref;
+        let mut locks = RenameLocks::lock(od, nd, &guard)?;
         let sb = &op.parent.mnt.sb;
         op.check_len()?;
-        let src = vfs.lookup_excl(sb, od, side(ol_ref, &mut nl_ref, false), oname, &guard)?.ok_or(Errno::ENOENT)?;
+        let src = vfs.lookup_excl(sb, od, locks.side(false), oname, &guard)?.ok_or(Errno::ENOENT)?;
         np.check_len()?;
-        let tgt = vfs.lookup_excl(sb, nd, side(ol_ref, &mut nl_ref, true), nname, &guard)?;
-        if flags.contains(RenameFlags::NOREPLACE) && tgt.is_some() {
-            return Err(Errno::EEXIST);
-        }
-        let src_inode = src.inode().expect("positive").clone();
-        let src_dir = src_inode.is_dir();
-        if exchange {
-            let t = tgt.as_ref().ok_or(Errno::ENOENT)?;
-            if !t.inode().expect("positive").is_dir() && np.trailing_slash {
-                return Err(Errno::ENOTDIR);
-            }
-        }
-        if !src_dir && (op.trailing_slash || (!exchange && np.trailing_slash)) {
-            return Err(Errno::ENOTDIR);
-        }
-        // The source may not become its own descendant; the target may not be an ancestor
-        // of the source.
-        if nd.is_subdir(&src, &guard) {
-            return Err(Errno::EINVAL);
-        }
-        if let Some(t) = &tgt
-            && od.is_subdir(t, &guard)
-        {
-            return Err(if exchange { Errno::EINVAL } else { Errno::ENOTEMPTY });
-        }
-        let tgt_inode = tgt.as_ref().map(|t| t.inode().expect("positive").clone());
-        if let Some(ti) = &tgt_inode
-            && Arc::ptr_eq(ti, &src_inode)
-        {
+        let tgt = vfs.lookup_excl(sb, nd, locks.side(true), nname, &guard)?;
+        let r = Rename { od, nd, oname, nname, src: &src, tgt: tgt.as_ref(), flags };
+        if r.check_shape(&op, &np, &guard)? {
+            // Source and target are one inode: nothing to do, successfully.
             return Ok(());
         }
-        let od_inode = od.inode().ok_or(Errno::ENOENT)?;
-        let nd_inode = nd.inode().ok_or(Errno::ENOENT)?;
-        let fast = vfs.fast;
-        may_delete(creds, od_inode, &src_inode, src_dir, fast, &guard)?;
-        match &tgt_inode {
-            None => {
-                if nd.is_dead() {
-                    return Err(Errno::ENOENT);
-                }
-                may_create_in(creds, nd_inode, fast, &guard)?;
-            }
-            Some(ti) => may_delete(creds, nd_inode, ti, if exchange { ti.is_dir() } else { src_dir }, fast, &guard)?,
-        }
-        if !same {
-            if src_dir {
-                generic_permission(creds, &src_inode, MAY_WRITE, fast, &guard)?;
-            }
-            if let Some(ti) = &tgt_inode
-                && exchange
-                && ti.is_dir()
-            {
-                generic_permission(creds, ti, MAY_WRITE, fast, &guard)?;
-            }
-        }
-        let mounted = |d: &Dentry| d.cold.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0;
-        if mounted(&src) || tgt.as_deref().is_some_and(mounted) {
-            return Err(Errno::EBUSY);
-        }
-        // Replacing a directory: it must be empty, checked under its own lock.
-        let mut tl = match (&tgt, exchange) {
-            (Some(t), false) if t.inode().expect("positive").is_dir() => {
-                let l = t.dir().ok_or(Errno::ENOTDIR)?.lock.write();
-                if op.parent.mnt.sb.fs().dcache_complete() && l.count > 0 {
-                    return Err(Errno::ENOTEMPTY);
-                }
-                Some(l)
-            }
-            _ => None,
-        };
-        op.parent.mnt.sb.fs().rename(&RenameReq {
-            old_dir: od_inode,
-            old_name: oname,
-            inode: &src_inode,
-            new_dir: nd_inode,
-            new_name: nname,
-            target: tgt_inode.as_deref(),
-            flags,
-        })?;
-        // The dcache follows, inside the rename sequence; a panic in there poisons the
-        // instance (the dcache may be half moved): every later walk is EIO.
-        {
-            let _w = vfs.rename_seq.write_poisoning().map_err(|_| Errno::EIO)?;
-            vfs.d_unhash(od, side(ol_ref, &mut nl_ref, false), oname, &guard);
-            if exchange {
-                let t = tgt.clone().expect("exchange target");
-                vfs.d_unhash(nd, side(ol_ref, &mut nl_ref, true), nname, &guard);
-                t.set_parent_and_name(od, oname, &vfs.rcu);
-                vfs.d_insert(od, side(ol_ref, &mut nl_ref, false), oname, t, &guard);
-            } else if tgt.is_some() {
-                vfs.d_remove(nd, side(ol_ref, &mut nl_ref, true), nname, &guard);
-            }
-            src.set_parent_and_name(nd, nname, &vfs.rcu);
-            vfs.d_insert(nd, side(ol_ref, &mut nl_ref, true), nname, src.clone(), &guard);
-        }
-        if let (Some(l), Some(t)) = (tl.as_mut(), &tgt) {
-            // A replaced directory: what was cached below it (misses) goes with it.
-            vfs.d_prune(l, t.dir().expect("replaced directory"));
-        }
-        drop(tl);
-        // fsnotify_move: MOVED_FROM/MOVED_TO sharing a cookie, ATTRIB on a replaced target,
-        // MOVE_SELF; for an exchange, the same the other way round.
-        let fast = vfs.fast;
-        let (old_dir, new_dir) = (op.parent.pos(), np.parent.pos());
-        let cookie = fsnotify::next_cookie();
-        fsnotify::notify_name(fast, old_dir, oname, &src_inode, EventMask::MOVED_FROM, cookie, &guard);
-        fsnotify::notify_name(fast, new_dir, nname, &src_inode, EventMask::MOVED_TO, cookie, &guard);
-        if let (Some(ti), false) = (&tgt_inode, exchange) {
-            fsnotify::notify_self(fast, ti, EventMask::ATTRIB, &guard);
-        }
-        fsnotify::notify_self(fast, &src_inode, EventMask::MOVE_SELF, &guard);
-        if let (Some(ti), true) = (&tgt_inode, exchange) {
-            let cookie = fsnotify::next_cookie();
-            fsnotify::notify_name(fast, new_dir, nname, ti, EventMask::MOVED_FROM, cookie, &guard);
-            fsnotify::notify_name(fast, old_dir, oname, ti, EventMask::MOVED_TO, cookie, &guard);
-            fsnotify::notify_self(fast, ti, EventMask::MOVE_SELF, &guard);
-        }
-        if let (Some(ti), false) = (&tgt_inode, exchange)
-            && ti.evict_if_unused()
-        {
-            fsnotify::inode_deleted(fast, ti, &guard);
-        }
+        r.may_rename(self.creds.load(&guard).get(), vfs.fast, &guard)?;
+        r.vfs_rename(vfs, sb, &mut locks, &guard)?;
+        drop(locks);
+        r.fsnotify_move(vfs.fast, &op.parent, &np.parent, &guard);
         Ok(())
     }
 
@@ -544,15 +414,210 @@ fn notify_removed(
     fsnotify::notify_name(fast, dir, name, inode, EventMask::DELETE, 0, guard);
 }
 
-/// The locked state of the old (`new == false`) or new directory of a rename; the same
-/// one when both are the same directory.
-fn side<'x>(
-    ol: &'x mut crate::core::dentry::DirLocked,
-    nl: &'x mut Option<&mut crate::core::dentry::DirLocked>,
-    new: bool,
-) -> &'x mut crate::core::dentry::DirLocked {
-    match (new, nl) {
-        (true, Some(n)) => n,
-        _ => ol,
+/// A rename's two directory locks (Linux's `lock_rename`): one when both names are in the
+/// same directory, else the ancestor's first (`rmdir` locks parent, then child), or, for
+/// unrelated directories, the old one first; the caller holds the rename lock, which
+/// orders all of these.
+struct RenameLocks<'g> {
+    old: DirWriteGuard<'g>,
+    new: Option<DirWriteGuard<'g>>,
+}
+
+impl<'g> RenameLocks<'g> {
+    fn lock(od: &'g Dentry, nd: &'g Dentry, guard: &LocalGuard<'_>) -> Result<RenameLocks<'g>> {
+        let odir = od.dir().ok_or(Errno::ENOTDIR)?;
+        let ndir = nd.dir().ok_or(Errno::ENOTDIR)?;
+        if std::ptr::eq(od, nd) {
+            return Ok(RenameLocks { old: odir.lock.write(), new: None });
+        }
+        if od.is_subdir(nd, guard) {
+            let new = ndir.lock.write();
+            let old = odir.lock.write();
+            return Ok(RenameLocks { old, new: Some(new) });
+        }
+        let old = odir.lock.write();
+        Ok(RenameLocks { old, new: Some(ndir.lock.write()) })
+    }
+
+    /// The locked state of the old (`new == false`) or new directory (the same one when
+    /// both are the same directory).
+    fn side(&mut self, new: bool) -> &mut DirLocked {
+        match (new, &mut self.new) {
+            (true, Some(n)) => n,
+            _ => &mut self.old,
+        }
+    }
+}
+
+/// A rename between its lookups and its end: the two directories (locked), the names, the
+/// dentries they name.
+struct Rename<'a> {
+    od: &'a Arc<Dentry>,
+    nd: &'a Arc<Dentry>,
+    oname: &'a [u8],
+    nname: &'a [u8],
+    src: &'a Arc<Dentry>,
+    tgt: Option<&'a Arc<Dentry>>,
+    flags: RenameFlags,
+}
+
+impl Rename<'_> {
+    fn exchange(&self) -> bool {
+        self.flags.contains(RenameFlags::EXCHANGE)
+    }
+
+    fn src_inode(&self) -> &Arc<Inode> {
+        self.src.inode().expect("positive")
+    }
+
+    fn tgt_inode(&self) -> Option<&Arc<Inode>> {
+        self.tgt.map(|t| t.inode().expect("positive"))
+    }
+
+    /// What `do_renameat2` checks of the names found: `NOREPLACE`, trailing slashes on
+    /// non-directories, a source that would become its own descendant, a target that is
+    /// an ancestor of the source. `Ok(true)`: both name one inode (nothing to do).
+    fn check_shape(&self, op: &ParentOf, np: &ParentOf, guard: &LocalGuard<'_>) -> Result<bool> {
+        if self.flags.contains(RenameFlags::NOREPLACE) && self.tgt.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        let exchange = self.exchange();
+        let src_dir = self.src_inode().is_dir();
+        if exchange {
+            let t = self.tgt_inode().ok_or(Errno::ENOENT)?;
+            if !t.is_dir() && np.trailing_slash {
+                return Err(Errno::ENOTDIR);
+            }
+        }
+        if !src_dir && (op.trailing_slash || (!exchange && np.trailing_slash)) {
+            return Err(Errno::ENOTDIR);
+        }
+        if self.nd.is_subdir(self.src, guard) {
+            return Err(Errno::EINVAL);
+        }
+        if let Some(t) = self.tgt
+            && self.od.is_subdir(t, guard)
+        {
+            return Err(if exchange { Errno::EINVAL } else { Errno::ENOTEMPTY });
+        }
+        Ok(self.tgt_inode().is_some_and(|ti| Arc::ptr_eq(ti, self.src_inode())))
+    }
+
+    /// The permission checks of `vfs_rename`: `may_delete` of the source, `may_create`
+    /// or `may_delete` at the target, write permission on a directory that changes
+    /// parent (its `..`), EBUSY for a mount point.
+    fn may_rename(&self, creds: &Credentials, fast: FastPaths, guard: &LocalGuard<'_>) -> Result<()> {
+        let (src_inode, tgt_inode) = (self.src_inode(), self.tgt_inode());
+        let src_dir = src_inode.is_dir();
+        let od_inode = self.od.inode().ok_or(Errno::ENOENT)?;
+        let nd_inode = self.nd.inode().ok_or(Errno::ENOENT)?;
+        may_delete(creds, od_inode, src_inode, src_dir, fast, guard)?;
+        match tgt_inode {
+            None => {
+                if self.nd.is_dead() {
+                    return Err(Errno::ENOENT);
+                }
+                may_create_in(creds, nd_inode, fast, guard)?;
+            }
+            Some(ti) => {
+                may_delete(creds, nd_inode, ti, if self.exchange() { ti.is_dir() } else { src_dir }, fast, guard)?
+            }
+        }
+        if !Arc::ptr_eq(self.od, self.nd) {
+            if src_dir {
+                generic_permission(creds, src_inode, MAY_WRITE, fast, guard)?;
+            }
+            if let Some(ti) = tgt_inode
+                && self.exchange()
+                && ti.is_dir()
+            {
+                generic_permission(creds, ti, MAY_WRITE, fast, guard)?;
+            }
+        }
+        let mounted = |d: &Dentry| d.cold.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0;
+        if mounted(self.src) || self.tgt.is_some_and(|t| mounted(t)) {
+            return Err(Errno::EBUSY);
+        }
+        Ok(())
+    }
+
+    /// `vfs_rename`: the filesystem renames, then the dcache follows (`d_move`, or
+    /// `d_exchange`) inside the rename sequence. A replaced directory must be empty,
+    /// checked under its own lock, and what was cached below it goes with it.
+    fn vfs_rename(
+        &self,
+        vfs: &VfsInner,
+        sb: &SuperBlock,
+        locks: &mut RenameLocks<'_>,
+        guard: &LocalGuard<'_>,
+    ) -> Result<()> {
+        let exchange = self.exchange();
+        let mut tl = match self.tgt {
+            Some(t) if !exchange && t.inode().expect("positive").is_dir() => {
+                let l = t.dir().ok_or(Errno::ENOTDIR)?.lock.write();
+                if sb.fs().dcache_complete() && l.count > 0 {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                Some(l)
+            }
+            _ => None,
+        };
+        sb.fs().rename(&RenameReq {
+            old_dir: self.od.inode().ok_or(Errno::ENOENT)?,
+            old_name: self.oname,
+            inode: self.src_inode(),
+            new_dir: self.nd.inode().ok_or(Errno::ENOENT)?,
+            new_name: self.nname,
+            target: self.tgt_inode().map(|i| &**i),
+            flags: self.flags,
+        })?;
+        // A panic in here poisons the instance (the dcache may be half moved): every
+        // later walk is EIO.
+        {
+            let _w = vfs.rename_seq.write_poisoning().map_err(|_| Errno::EIO)?;
+            let (od, nd) = (self.od, self.nd);
+            vfs.d_unhash(od, locks.side(false), self.oname, guard);
+            if let (true, Some(t)) = (exchange, self.tgt) {
+                vfs.d_unhash(nd, locks.side(true), self.nname, guard);
+                t.set_parent_and_name(od, self.oname, &vfs.rcu);
+                vfs.d_insert(od, locks.side(false), self.oname, t.clone(), guard);
+            } else if self.tgt.is_some() {
+                vfs.d_remove(nd, locks.side(true), self.nname, guard);
+            }
+            self.src.set_parent_and_name(nd, self.nname, &vfs.rcu);
+            vfs.d_insert(nd, locks.side(true), self.nname, self.src.clone(), guard);
+        }
+        if let (Some(l), Some(t)) = (tl.as_mut(), self.tgt) {
+            vfs.d_prune(l, t.dir().expect("replaced directory"));
+        }
+        Ok(())
+    }
+
+    /// `fsnotify_move`: MOVED_FROM/MOVED_TO sharing a cookie, ATTRIB on a replaced target,
+    /// MOVE_SELF; for an exchange, the same the other way round; a replaced target that
+    /// lost its last link and use is deleted.
+    fn fsnotify_move(&self, fast: FastPaths, old: &PathRef, new: &PathRef, guard: &LocalGuard<'_>) {
+        let (old_dir, new_dir) = (old.pos(), new.pos());
+        let (src_inode, tgt_inode) = (self.src_inode(), self.tgt_inode());
+        let (oname, nname) = (self.oname, self.nname);
+        let exchange = self.exchange();
+        let cookie = fsnotify::next_cookie();
+        fsnotify::notify_name(fast, old_dir, oname, src_inode, EventMask::MOVED_FROM, cookie, guard);
+        fsnotify::notify_name(fast, new_dir, nname, src_inode, EventMask::MOVED_TO, cookie, guard);
+        if let (Some(ti), false) = (tgt_inode, exchange) {
+            fsnotify::notify_self(fast, ti, EventMask::ATTRIB, guard);
+        }
+        fsnotify::notify_self(fast, src_inode, EventMask::MOVE_SELF, guard);
+        if let (Some(ti), true) = (tgt_inode, exchange) {
+            let cookie = fsnotify::next_cookie();
+            fsnotify::notify_name(fast, new_dir, nname, ti, EventMask::MOVED_FROM, cookie, guard);
+            fsnotify::notify_name(fast, old_dir, oname, ti, EventMask::MOVED_TO, cookie, guard);
+            fsnotify::notify_self(fast, ti, EventMask::MOVE_SELF, guard);
+        }
+        if let (Some(ti), false) = (tgt_inode, exchange)
+            && ti.evict_if_unused()
+        {
+            fsnotify::inode_deleted(fast, ti, guard);
+        }
     }
 }

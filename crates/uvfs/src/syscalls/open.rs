@@ -88,17 +88,7 @@ impl Task {
         resolve: LookupFlags,
         reserve: bool,
     ) -> Result<(Arc<File>, Option<crate::core::fdtable::Reservation<'_>>)> {
-        let mut flags = flags;
-        if flags.contains(OpenFlags::TMPFILE) {
-            if !flags.contains(OpenFlags::DIRECTORY) || flags.contains(OpenFlags::CREAT) || !flags.writable() {
-                return Err(Errno::EINVAL);
-            }
-        } else if flags.contains(OpenFlags::PATH) {
-            flags &= OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW | OpenFlags::PATH | OpenFlags::CLOEXEC;
-        }
-        if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
-            return Err(Errno::EINVAL);
-        }
+        let (flags, lf) = build_open_flags(flags, resolve)?;
         // Seed 003, general path: the file is allocated before the walk.
         let slow = !self.vfs.fast.contains(FastPaths::FAILED_OPEN);
         let prealloc = slow.then(Arc::<File>::new_uninit);
@@ -106,22 +96,36 @@ impl Task {
             let slot = if reserve { Some(self.files.reserve()?) } else { None };
             return Ok((self.open_tmpfile(dirfd, path, flags, mode, resolve)?, slot));
         }
-        let mut lf = resolve;
-        if !flags.contains(OpenFlags::NOFOLLOW) && !flags.contains(OpenFlags::CREAT | OpenFlags::EXCL) {
-            lf |= LookupFlags::FOLLOW;
-        }
-        if flags.contains(OpenFlags::DIRECTORY) {
-            lf |= LookupFlags::DIRECTORY;
-        }
-        if flags.contains(OpenFlags::CREAT) {
-            lf |= LookupFlags::MISSING_OK;
-        }
-        if slow {
-            lf |= LookupFlags::LOCKED;
-        }
+        let lf = if slow { lf | LookupFlags::LOCKED } else { lf };
+        let (file, slot) = self.path_openat(dirfd, path, flags, mode, lf, reserve)?;
+        let file = match prealloc {
+            Some(mut slot) => {
+                Arc::get_mut(&mut slot).expect("fresh allocation").write(file);
+                // SAFETY: just initialized.
+                unsafe { slot.assume_init() }
+            }
+            None => Arc::new(file),
+        };
+        file.announce_open(self.vfs.fast);
+        Ok((file, slot))
+    }
+
+    /// `path_openat`: walks to the file (or its parent, to create it) and opens it; walks
+    /// again, in the locked tier, when what the walk found lost its last name before it
+    /// could be opened. With `reserve`, the descriptor of an open that may create or
+    /// truncate is taken first.
+    fn path_openat(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        lf: LookupFlags,
+        reserve: bool,
+    ) -> Result<(File, Option<crate::core::fdtable::Reservation<'_>>)> {
         let creat = flags.contains(OpenFlags::CREAT);
         let mut reval = false;
-        let file = loop {
+        loop {
             let lf = if reval { lf | LookupFlags::LOCKED } else { lf };
             let target = self.walk(dirfd, path, lf, |o| match o {
                 Outcome::Found(p) => {
@@ -157,29 +161,20 @@ impl Task {
                 OpenTarget::Create { parent, name } => self.open_create(&parent, name.as_bytes(), flags, mode),
             };
             match opened {
-                Ok(Some(f)) => break (f, slot),
+                Ok(Some(f)) => return Ok((f, slot)),
                 // Lost a race with a creator: open what is there now.
                 Ok(None) => {
                     drop(slot);
-                    return self.do_filp_open(dirfd, path, flags & !OpenFlags::CREAT, mode, resolve, reserve);
+                    let flags = flags & !OpenFlags::CREAT;
+                    let lf = lf & !LookupFlags::MISSING_OK | open_follow(flags);
+                    return self.path_openat(dirfd, path, flags, mode, lf, reserve);
                 }
-                // What the walk found lost its last name (and its contents) before it could be
-                // opened: walk again, in the locked tier, which waits for the unlink to finish.
+                // What the walk found lost its last name (and its contents) before it could
+                // be opened: walk again, in the locked tier, which waits for the unlink.
                 Err(Errno::ESTALE) => reval = true,
                 Err(e) => return Err(e),
             }
-        };
-        let (file, slot) = file;
-        let file = match prealloc {
-            Some(mut slot) => {
-                Arc::get_mut(&mut slot).expect("fresh allocation").write(file);
-                // SAFETY: just initialized.
-                unsafe { slot.assume_init() }
-            }
-            None => Arc::new(file),
-        };
-        file.announce_open(self.vfs.fast);
-        Ok((file, slot))
+        }
     }
 
     /// `open(2)`: `openat(AT_FDCWD, ...)`.
@@ -377,5 +372,39 @@ impl Task {
             lf |= LookupFlags::CACHED;
         }
         self.do_sys_open(dirfd, path, flags, how.mode, lf)
+    }
+}
+
+/// `build_open_flags`: the flags an open keeps (`O_PATH` keeps only what it uses) and how
+/// it walks (`LOOKUP_*`); EINVAL for combinations Linux refuses.
+fn build_open_flags(flags: OpenFlags, resolve: LookupFlags) -> Result<(OpenFlags, LookupFlags)> {
+    let mut flags = flags;
+    if flags.contains(OpenFlags::TMPFILE) {
+        if !flags.contains(OpenFlags::DIRECTORY) || flags.contains(OpenFlags::CREAT) || !flags.writable() {
+            return Err(Errno::EINVAL);
+        }
+    } else if flags.contains(OpenFlags::PATH) {
+        flags &= OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW | OpenFlags::PATH | OpenFlags::CLOEXEC;
+    }
+    if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
+        return Err(Errno::EINVAL);
+    }
+    let mut lf = resolve | open_follow(flags);
+    if flags.contains(OpenFlags::DIRECTORY) {
+        lf |= LookupFlags::DIRECTORY;
+    }
+    if flags.contains(OpenFlags::CREAT) {
+        lf |= LookupFlags::MISSING_OK;
+    }
+    Ok((flags, lf))
+}
+
+/// Whether an open follows a final symlink: unless `O_NOFOLLOW`, or `O_CREAT | O_EXCL`
+/// (which creates, or fails on, the link itself).
+fn open_follow(flags: OpenFlags) -> LookupFlags {
+    if !flags.contains(OpenFlags::NOFOLLOW) && !flags.contains(OpenFlags::CREAT | OpenFlags::EXCL) {
+        LookupFlags::FOLLOW
+    } else {
+        LookupFlags::empty()
     }
 }
