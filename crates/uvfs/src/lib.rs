@@ -2,34 +2,37 @@
 //!
 //! A program embeds a [`Vfs`] and calls syscall-shaped methods on a [`Task`] (a process:
 //! credentials, umask, root, cwd, descriptors). Results are `Result<T, Errno>` with Linux's
-//! errno values; paths are bytes. This page is the map: read it first.
+//! errno values; paths are bytes. This page is the map: read it first. The source tree
+//! (`crates/uvfs/src`) has one folder per layer, and dependencies run one way, down the
+//! table; `tests/layout.rs` reads every `crate::` path and fails when one runs up.
 //!
-//! ## Objects (one module each, named after the kernel object it mirrors)
-//! | module | object | Linux |
+//! ## Layers
+//! | folder | what | may use |
 //! |---|---|---|
-//! | [`vfs`] | [`Vfs`]: the instance, mount table, config, reclamation domain | — |
-//! | [`task`] | [`Task`]: credentials, umask, root/cwd, fd table | `task_struct`, `fs_struct` |
-//! | [`cred`] | [`Credentials`]: uid/gid, groups, capabilities | `struct cred` |
-//! | [`dentry`] | [`Dentry`]: a name; a directory's children map | `struct dentry`, dcache |
-//! | [`inode`] | [`Inode`]: a file object; lockless attributes | `struct inode` |
-//! | [`superblock`] | [`SuperBlock`], the [`FileSystem`] trait | `super_block`, `inode_operations` |
-//! | [`mount`] | [`Mount`]: flags, users (umount EBUSY), writers (remount-ro EBUSY) | `struct mount` |
-//! | `namespace` | `mount`, `remount`, `umount2`, `mountinfo` on [`Task`] | `fs/namespace.c` |
-//! | `openat2` | [`OpenHow`], [`ResolveFlags`]: scoped resolution | `fs/open.c` (`build_open_flags`) |
-//! | [`file`](mod@file), `fdtable` | [`File`], `FdTable` | `struct file`, `files_struct` |
-//! | `namei` | the path walk | `fs/namei.c` |
-//! | [`permission`] | mode bits, capabilities, sticky, setgid | `generic_permission` |
-//! | [`acl`] | POSIX ACLs: the slot, evaluation, xattr format, inheritance | `fs/posix_acl.c` |
-//! | [`xattr`] | extended attributes: names, namespaces, permission | `fs/xattr.c` |
-//! | [`fsnotify`] | marks on inodes, mounts, filesystems; the event hooks | `fs/notify/fsnotify.c` |
-//! | [`inotify`] | [`Inotify`] instances: watches, the bounded event queue | `fs/notify/inotify/` |
-//! | [`memfs`] | tmpfs semantics in memory | `mm/shmem.c` |
-//! | [`hostfs`] | passthrough to a host directory, by descriptors only | disk filesystems' `lookup` |
-//! | `icache` | the inode cache: lockless probe, locked insert | `fs/inode.c` (inode hash) |
-//! | `open`, `stat`, `dir_ops`, `read_write`, `readdir`, `utimes`, `d_path` | the calls | `fs/open.c`, `fs/stat.c`, ... |
-//! | `seqcount`, `rcu`, `rhashtable`, `sync` | primitives | `seqcount_t`, RCU, the dcache hash, locks |
+//! | `sync/` | the primitives: counting, rank-checked locks (`lock.rs`), reclamation (`rcu.rs`), sequence counts, the lockless hash table, the per-thread [`counters`] | nothing |
+//! | `abi/` | what crosses the API: [`Errno`], flags ([`OpenFlags`], [`AtFlags`], ...), [`Credentials`], [`VfsConfig`], [`Stat`], [`limits`] | `sync` |
+//! | `core/` | the objects and what keeps them consistent (below) | `sync`, `abi` |
+//! | `walk/` | `namei.rs`: the path walk over a `WalkCtx` (instance, credentials, root/cwd, descriptors), not a `Task` | `core`, `abi`, `sync` |
+//! | `fs/` | the filesystems, [`fs::memfs`] and [`fs::hostfs`]: the filesystem API of `core` only | `core` (`superblock`, `inode`, `dentry`, `acl`, `icache`, `xattr`, `file`), `abi`, `sync` |
+//! | `syscalls/` | the calls on [`Task`], one file per family (`open`, `attr`, `stat`, `names`, `read_write`, `readdir`, `utimes`, `xattr`, `acl`, `mount`, `inotify`, `fd`, `fs_struct`) | everything below; the only layer besides the top that names a concrete filesystem |
+//! | top level | `lib.rs` (this map), `vfs.rs` ([`Vfs`]), `task.rs` ([`Task`]) | everything |
 //!
-//! ## Lock order
+//! ## Objects (`core/`), each mirroring one kernel object
+//! | file | object | mirrors | but |
+//! |---|---|---|---|
+//! | `instance.rs` | `VfsInner`: config, rename lock and sequence, mount hash, dcache bounds, reclamation domain | Linux's global VFS state; gVisor's `VirtualFilesystem` | one per [`Vfs`], not per machine |
+//! | `dentry.rs`, `dcache.rs` | [`Dentry`]: a name, positive or negative; a directory's children | `struct dentry`, `fs/dcache.c` | the map is per directory (no global hash); memfs keeps no tree but the dcache |
+//! | `inode.rs` | [`Inode`]: a file object, attributes as atomics under a sequence count | `struct inode` | lockless `stat`; no page cache: the filesystem holds the data |
+//! | `superblock.rs` | [`SuperBlock`], the [`FileSystem`] trait (the filesystem API) | `super_block`, `inode_operations`, `file_operations` | the VFS makes every check and takes every lock before calling |
+//! | `mount.rs`, `namespace.rs` | [`Mount`], the mount tree | `struct mount`, `fs/namespace.c` | one namespace per instance, no propagation |
+//! | `file.rs`, `fdtable.rs` | [`File`] (an open file description), the descriptor table | `struct file`, `files_struct` | a [`File`] can be held without a descriptor ([`Task::openat_file`]) |
+//! | `path.rs` | `PathRef` (counted), `Pos` (borrowed for a walk) | `struct path` | a walk position costs no reference count |
+//! | `icache.rs` | the inode cache of filesystems that load inodes | `fs/inode.c`'s hash | probed without its lock (seed 004) |
+//! | `permission.rs`, `acl.rs`, `attr.rs` | mode bits, capabilities, POSIX ACLs, what writes and chowns remove | `fs/namei.c`, `fs/posix_acl.c`, `fs/attr.c` | the ACL slot is read without a lock (seed 001) |
+//! | `xattr.rs` | xattr names, namespaces, permission | `fs/xattr.c` | |
+//! | `fsnotify.rs`, `inotify.rs` | marks, the event hooks, [`Inotify`] | `fs/notify/` | marks on a mount or filesystem report paths (fanotify-like) |
+//!
+//! //! ## Lock order
 //! `rename_lock` (renames, mount changes; it holds the list of mounts) -> file position
 //! lock (`read`, `write`, `getdents` take it first, as Linux's `f_pos_lock`) -> directory
 //! locks (parent before child, a rename's two parents ancestor first) -> a file's data
@@ -46,24 +49,24 @@
 //! freed only after every reader pinned at the time has left: every reference that makes
 //! an object reachable without a lock is dropped through the instance's
 //! `seize` collector. That is what lets a walk read everything with plain loads and
-//! take no reference count. Details in `rcu`.
+//! take no reference count. Details in `sync/rcu.rs`.
 //!
 //! ## Fast paths (see `shared/DESIGN.md`), each with a [`FastPaths`] switch
-//! - **Lockless walk, no shared write on lookup** (seed 004): `namei`. A stat, access,
+//! - **Lockless walk, no shared write on lookup** (seed 004): `walk/namei.rs`. A stat, access,
 //!   readlink or failed open of cached names takes no lock, allocates nothing and writes
 //!   no shared memory; the `Arc` count of a dentry lives on the cache line before it
-//!   (`align(64)`), away from the lookup fields ([`dentry`]).
-//! - **Lockless inode-cache probe** (seed 004, hash half): `icache`. Filesystems that
+//!   (`align(64)`), away from the lookup fields (`core/dentry.rs`, checked at compile time).
+//! - **Lockless inode-cache probe** (seed 004, hash half): `core/icache.rs`. Filesystems that
 //!   load inodes (hostfs) find them by (device, inode number) in a table probed without
 //!   its lock; only an insert locks (and probes again under the lock).
 //! - **Symlink body in the inode** (seed 002): [`Inode::cached_link`], used by the walk and
 //!   by `readlinkat`.
 //! - **Failed open without allocation** (seed 003): `Task::openat` walks before it
 //!   allocates.
-//! - **Nobody watches** (seed 000): [`fsnotify`]. A write, open or close checks the
+//! - **Nobody watches** (seed 000): `core/fsnotify.rs`. A write, open or close checks the
 //!   filesystem's watched-object count, then the dentry's parent-watched flag, then the
 //!   mark masks, and stops at the first zero: no lock, no call, no allocation.
-//! - **No-ACL permission check** (seed 001): [`acl::AclSlot`], read by [`permission`]
+//! - **No-ACL permission check** (seed 001): the ACL slot (`core/acl.rs`), read by `core/permission.rs`
 //!   without a lock; "known none" (or a check the mode decides: the owner, or no group
 //!   bits) touches no ACL data, a cached ACL is evaluated in place.
 //!
@@ -96,6 +99,36 @@
 //! is over is in use) is not retried until the caches grow further. A removed, replaced
 //! or invalidated directory has its cached subtree pruned, and dropping a [`Vfs`] tears
 //! its dentry trees down: a directory's map and a child's parent pointer form a cycle.
+//!
+//! ## Observing it
+//! - **Counters** ([`counters()`], per thread, no shared write): locks taken (every lock
+//!   of the VFS counts itself), walks answered by the lockless tier and by the locked tier,
+//!   walks redone because a rename overlapped, symlink bodies read from the filesystem,
+//!   notify locks, dentries the filesystem's revalidation dropped, entries the dcache
+//!   eviction looked at, and (debug builds) hash-table probes. A fast path that fell back
+//!   shows as `walk_locked` growing, or `locks` above zero for a cached stat; the tests
+//!   assert these counts, never times.
+//! - **Caches**: [`Vfs::dcache_counts`] and [`Vfs::cached_inodes`] for the bounded caches
+//!   of hostfs.
+//! - **The benchmark**: `uvfs bench` reports each case's locks per operation beside its
+//!   ops/s, with every fast path on and with each switched off ([`FastPaths`]); `uvfs
+//!   bench --help` shows how to run one case under `perf`.
+//! - **Lock order**: debug builds panic on an acquisition out of the order above, naming
+//!   both locks.
+//!
+//! ## Limitations
+//! - No page cache and no `mmap`: memfs's pages are the file, hostfs reads and writes the
+//!   host file. Through the FUSE mount the kernel's page cache does this work.
+//! - Fifos, sockets and device nodes can be created, listed, renamed and removed, but not
+//!   opened in-process (ENXIO).
+//! - One mount namespace per instance: no mount propagation, `MS_MOVE` or `pivot_root`.
+//! - No file locks, `fallocate` beyond what the FUSE frontend maps to size changes,
+//!   `copy_file_range`, `statx` or vectored I/O in-process yet; `RENAME_WHITEOUT` is EINVAL.
+//! - hostfs checks every cached name against the host before use unless told the host
+//!   does not change (`HostChanges::Never`): correct, and a system call per cached lookup.
+//! - A directory of a hostfs that changed on the host is not dropped from the cache while
+//!   anything is mounted inside that hostfs (Linux would detach those mounts).
+//! - Deep paths cost one hash probe per component; there is no whole-path cache.
 //!
 //! ## Example
 //! ```

@@ -1,5 +1,7 @@
 //! `Task`: what a process is to the kernel: credentials, umask, root, cwd and an fd
-//! table. Every call goes through a task, so every check knows who asks.
+//! table. Every call goes through a task, so every check knows who asks. Mirrors the parts
+//! of `task_struct` the VFS reads (`cred`, `fs_struct`, `files_struct`), but: no scheduling
+//! or signals, and the calls are its methods (`syscalls/`).
 //!
 //! A task may be shared by threads (`&self` everywhere): credentials and the root/cwd
 //! pair are read locklessly and replaced whole, like Linux's `struct cred` and

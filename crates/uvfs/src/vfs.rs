@@ -1,5 +1,6 @@
-//! `Vfs`: one instance: the mount tree, the configuration, the reclamation domain, and
-//! the dcache operations every namespace call shares (`d_add`, `d_delete`, `d_move`).
+//! `Vfs`: the public handle of an instance: making one (with an empty memfs, or any
+//! filesystem, as its root), its tasks, its configuration and the counts of its bounded
+//! caches. The shared state itself is `core/instance.rs`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

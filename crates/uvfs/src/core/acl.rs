@@ -509,9 +509,13 @@ pub(crate) fn supported(inode: &Inode) -> bool {
     inode.file_type() != FileType::Symlink && inode.sb().fs().posix_acl()
 }
 
-/// The general path: asks the filesystem and caches the answer. Caller holds the inode
-/// lock (which orders it against [`set_posix_acl`] and chmod).
+/// The general path: asks the filesystem and caches the answer.
+///
+/// # Preconditions
+/// The caller holds the inode lock (which orders this against [`set_posix_acl`] and
+/// chmod).
 pub(crate) fn load_locked(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
+    debug_assert!(inode.lock.is_locked());
     let acl = inode.sb().fs().get_acl(inode, ty)?;
     slot(inode, ty).set(acl.clone(), &inode.sb().rcu());
     Ok(acl)
@@ -595,10 +599,14 @@ pub(crate) fn set_posix_acl(creds: &Credentials, inode: &Inode, ty: AclType, acl
     Ok(())
 }
 
-/// `posix_acl_chmod`: after a chmod to `mode`, the access ACL (if any) follows it.
-/// Caller holds the inode lock and has set the mode. The mode needs no second update:
-/// the ACL was made from it, and chmod already applied the setgid rule.
+/// `posix_acl_chmod`: after a chmod to `mode`, the access ACL (if any) follows it. The
+/// mode needs no second update: the ACL was made from it, and chmod already applied the
+/// setgid rule.
+///
+/// # Preconditions
+/// The caller holds the inode lock and has set the mode.
 pub(crate) fn posix_acl_chmod_locked(inode: &Inode, mode: u32) -> Result<()> {
+    debug_assert!(inode.lock.is_locked());
     if !supported(inode) {
         return Ok(());
     }

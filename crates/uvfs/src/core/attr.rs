@@ -1,3 +1,10 @@
+//! What a write, a truncate or a chown takes away: the set-id bits a writer without
+//! `CAP_FSETID` clears, and the file capability (`security.capability`), which goes
+//! whoever writes. Mirrors `file_remove_privs`, `should_remove_suid` and
+//! `security_inode_killpriv` (`fs/inode.c`, `fs/attr.c`, `security/commoncap.c`), with
+//! `S_NOSEC` remembering that there is nothing to remove, but: the flag lives in the
+//! inode's `iflags`, cleared by a mode change or a `security.*` xattr.
+
 use crate::abi::cred::{Capabilities, Credentials};
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::Timespec;

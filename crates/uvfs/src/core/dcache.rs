@@ -1,3 +1,11 @@
+//! The dcache operations every namespace call shares: the locked-tier lookup and
+//! `lookup_one_qstr_excl`, `d_add`/`d_insert`/`d_remove`/`d_unhash` (the halves of
+//! `d_move`), `d_invalidate` and `d_prune` for names a filesystem disowns, and the bounded
+//! eviction of cached names. Mirrors Linux's `fs/dcache.c` (and `shrink_dcache_sb`),
+//! but: each directory owns its children map (no global hash), a memfs directory is
+//! complete in it (a miss is ENOENT), and only the names of filesystems that are not
+//! dcache-complete are counted and evicted.
+
 use crate::abi::errno::{Errno, Result};
 use crate::core::dentry::{DENTRY_DEAD, Dentry, DirLocked, Name};
 use crate::core::inode::Inode;

@@ -1,4 +1,6 @@
-//! `Dentry`: a name in a directory. Mirrors Linux's `struct dentry` and the dcache.
+//! `Dentry`: a name in a directory. Mirrors Linux's `struct dentry`, but: a directory's
+//! dentry owns the map of its children (there is no global hash), and a lookup of cached
+//! names takes no reference count (`d_lockref`) at all.
 //!
 //! A dentry is positive (it has an inode, which never changes for its life) or negative
 //! (it records that a name does not exist, for filesystems whose directories are not
@@ -322,9 +324,13 @@ impl Dentry {
         }
     }
 
-    /// Moves this dentry to `parent` under `name` (rename); caller holds the rename lock
-    /// and both directory locks, inside the rename sequence count.
+    /// Moves this dentry to `parent` under `name` (rename).
+    ///
+    /// # Preconditions
+    /// The caller holds the rename lock and both directories' locks, inside the rename
+    /// sequence.
     pub(crate) fn set_parent_and_name(&self, parent: &Arc<Dentry>, name: &[u8], rcu: &Rcu) {
+        debug_assert!(parent.dir().is_some_and(|d| d.lock.is_locked_exclusive()), "new parent not locked");
         if let Some(p) = &self.hot.parent {
             p.replace(parent.clone(), rcu);
         }

@@ -1,5 +1,6 @@
 //! `FdTable`: small integers to open files. Mirrors Linux's `struct files_struct` with its
-//! RCU-published `fdtable`.
+//! RCU-published `fdtable`, but: a descriptor lookup takes no reference on the file (the
+//! call runs pinned instead), and there is no `close_on_exec` exec to honour it.
 //!
 //! Readers (every fd-taking call, and dirfd-relative walks) load a slot under the
 //! collector's guard without a lock or a reference count; installs and closes take the
@@ -166,8 +167,12 @@ impl FdTable {
         Ok(Reservation { table: self, idx })
     }
 
-    /// The lowest free slot >= `min`, growing the array if needed. Caller holds `lock`.
+    /// The lowest free slot >= `min`, growing the array if needed.
+    ///
+    /// # Preconditions
+    /// The caller holds `self.lock`.
     fn find_free(&self, min: usize, guard: &LocalGuard<'_>) -> Result<usize> {
+        debug_assert!(self.lock.is_locked());
         let mut arr = self.array.load(guard);
         let idx = match arr.slots.iter().skip(min).position(|s| s.load(Ordering::Relaxed).is_null()) {
             Some(i) => i + min,

@@ -1,4 +1,7 @@
-//! `File`: an open file description. Mirrors Linux's `struct file`.
+//! `File`: an open file description. Mirrors Linux's `struct file`, but: it can be held
+//! without any descriptor ([`Task::openat_file`](crate::Task::openat_file)) and is released
+//! when its last holder goes, and there are no `file_operations`: the calls dispatch on the
+//! inode's type.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

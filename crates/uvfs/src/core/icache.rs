@@ -1,6 +1,8 @@
 //! The inode cache: inodes of a filesystem that loads them from storage (hostfs), found
 //! by the storage's (device, inode number). Mirrors Linux's inode hash (`fs/inode.c`:
-//! `find_inode_fast`, `iget5_locked_rcu`, `inode_insert5`) after seed 004's patch.
+//! `find_inode_fast`, `iget5_locked_rcu`, `inode_insert5`) after seed 004's patch, but:
+//! one table per filesystem instance, holding inodes weakly (an inode lives as long as a
+//! dentry or an open file uses it, not on an LRU of its own).
 //!
 //! **Fast path (seed 004, hash half).** [`InodeCache::iget`] first probes the table
 //! without its lock (a lockless [`RHashTable`] read under the instance's collector); only

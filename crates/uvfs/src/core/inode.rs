@@ -1,4 +1,6 @@
-//! `Inode`: one file object of a filesystem. Mirrors Linux's `struct inode`.
+//! `Inode`: one file object of a filesystem. Mirrors Linux's `struct inode`, but: no page
+//! cache or address space (the filesystem holds the data), and the attributes are atomics
+//! read without a lock under a sequence count.
 //!
 //! The attribute group (mode, ids, nlink, size, times) is a set of atomics under the
 //! inode's `SeqCount`: `stat` reads it locklessly and retries if a writer intervened;
@@ -338,7 +340,11 @@ impl Inode {
     }
 
     /// As [`Inode::update`], for a caller that already holds `lock`.
+    ///
+    /// # Preconditions
+    /// The caller holds `self.lock`.
     pub(crate) fn update_locked<R>(&self, f: impl FnOnce(&mut AttrWriter<'_>) -> R) -> R {
+        debug_assert!(self.lock.is_locked(), "update_locked without the inode lock");
         // Each attribute is an atomic valid on its own: a writer that panics leaves a mix
         // of old and new values, and the count even.
         let _w = self.attr_seq.write();

@@ -1,3 +1,9 @@
+//! `VfsInner`: the state of one instance that every call shares: configuration and fast
+//! paths, the rename lock and sequence, the mount hash, the root mount, the bounded-cache
+//! counts and eviction queue, the reclamation domain. Mirrors Linux's global VFS state
+//! (`rename_lock`, `mount_lock`, `namespace_sem`, the dentry hash) and gVisor's
+//! `VirtualFilesystem`, but: one per [`Vfs`](crate::Vfs), so instances share nothing.
+
 use crate::abi::config::{FastPaths, VfsConfig};
 use crate::core::dentry::Dentry;
 use crate::core::mount::Mount;

@@ -1,5 +1,6 @@
 //! `Mount`: a filesystem instance attached at a dentry of a parent mount. Mirrors Linux's
-//! `struct mount` (the mount *calls* are in `namespace.rs`).
+//! `struct mount`, but: no peer groups or propagation (the tree is in `namespace.rs`, the
+//! calls in `syscalls/mount.rs`).
 //!
 //! The walk tests one dentry flag (`DENTRY_MOUNTED`) per step; only when it is set does it
 //! probe the mount table, a lockless map keyed by (parent mount, mountpoint dentry). A

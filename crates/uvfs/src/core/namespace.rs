@@ -1,17 +1,8 @@
-//! The mount calls: `mount` (a new filesystem, a bind mount), `remount`, `umount2`,
-//! `mountinfo`. Mirrors Linux's `fs/namespace.c` (`do_new_mount`, `do_loopback`,
-//! `copy_tree`, `do_reconfigure_mnt`, `do_umount`, `umount_tree`, `show_mountinfo`).
-//!
-//! Every change of the tree happens under the rename lock (first in the lock order), which
-//! also holds the list of mounts ([`MountTree`]), and inside the rename sequence, so a
-//! lockless walk that overlapped it retries. The mount table that walks probe is
-//! `VfsInner::mounts`; a mountpoint's `DENTRY_MOUNTED` flag says whether to
-//! probe it. Entries are removed through the collector (the table retires its nodes), and a
-//! detached mount's parent link is retired the same way, so a walk still standing on a
-//! mount that is being unmounted reads valid memory and then retries.
-//!
-//! What counts as a user of a mount (for EBUSY) and how a umount and a concurrent open
-//! agree is in [`crate::core::mount`].
+//! The mount tree of an instance: the list of mounts (under the rename lock) and the
+//! attaching and detaching of mounts in the mount hash the walk probes. Mirrors Linux's
+//! `struct mnt_namespace` with `attach_mnt` and `umount_tree` of `fs/namespace.c`, but:
+//! one namespace per instance, no propagation, no `MS_MOVE`; the calls are in
+//! `syscalls/mount.rs`.
 
 use std::sync::Arc;
 
@@ -55,9 +46,12 @@ impl MountTree {
 }
 
 impl VfsInner {
-    /// Attaches `m` at `mp` in `parent` (`attach_mnt`). Caller holds the rename lock (as
-    /// `tree`), inside the rename sequence; `m`'s parent link is already set.
+    /// Attaches `m` at `mp` in `parent` (`attach_mnt`); `m`'s parent link is already set.
+    ///
+    /// # Preconditions
+    /// The caller holds the rename lock (as `tree`) and is inside the rename sequence.
     pub(crate) fn attach(&self, tree: &mut MountTree, parent: &Mount, mp: &Dentry, m: Arc<Mount>) {
+        debug_assert!(self.rename_seq.in_write_section(), "attach outside the rename sequence");
         mp.cold.mounts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         parent.sb.mountpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         mp.set_flag(DENTRY_MOUNTED);
@@ -68,14 +62,17 @@ impl VfsInner {
     }
 
     /// Detaches `top` and every mount below it (`umount_tree`): out of the table, parent
-    /// links cleared. Caller holds the rename lock (as `tree`), inside the rename sequence.
-    /// Returns the filesystems of the detached mounts.
+    /// links cleared. Returns the filesystems of the detached mounts.
+    ///
+    /// # Preconditions
+    /// The caller holds the rename lock (as `tree`) and is inside the rename sequence.
     pub(crate) fn detach_tree(
         &self,
         tree: &mut MountTree,
         top: &Arc<Mount>,
         guard: &LocalGuard<'_>,
     ) -> Vec<Arc<SuperBlock>> {
+        debug_assert!(self.rename_seq.in_write_section(), "detach_tree outside the rename sequence");
         let mut victims: Vec<Arc<Mount>> = vec![top.clone()];
         // Parents come before children in the list, so one pass finds the whole subtree.
         for m in tree.mounts.iter() {
@@ -103,13 +100,17 @@ impl VfsInner {
     }
 
     /// The topmost mount on (`mnt`, `dentry`) (`lock_mount` follows mounts that appeared
-    /// since the caller's walk). Caller holds the rename lock.
+    /// since the caller's walk).
+    ///
+    /// # Preconditions
+    /// The caller holds the rename lock.
     pub(crate) fn topmost<'g>(
         &'g self,
         mnt: ArcBorrow<'g, Mount>,
         dentry: ArcBorrow<'g, Dentry>,
         guard: &'g LocalGuard<'_>,
     ) -> (ArcBorrow<'g, Mount>, ArcBorrow<'g, Dentry>) {
+        debug_assert!(self.rename_lock.is_locked());
         let (mut m, mut d) = (mnt, dentry);
         while d.flags() & DENTRY_MOUNTED != 0 {
             match self.lookup_mount(&m, &d, guard) {

@@ -1,5 +1,9 @@
-//! `getcwd`. Mirrors Linux's `fs/d_path.c`: the path is built from the dentry up to the
-//! task's root, crossing mount roots, validated against the rename sequence.
+//! Paths: [`PathRef`] (a mount and a dentry, counted: Linux's `struct path`), [`Pos`] (the
+//! same borrowed for one walk, uncounted), [`FsContext`] (a task's root and working
+//! directory: Linux's `struct fs_struct`), and climbing from a dentry up to a root across
+//! mount roots (`prepend_path` of `fs/d_path.c`), which `getcwd` and the paths of notify
+//! events use. Mirrors those, but: a walk position costs no reference count, and a climb
+//! is validated by the rename sequence instead of taking `rename_lock`.
 
 use crate::core::dentry::Dentry;
 use crate::core::mount::Mount;

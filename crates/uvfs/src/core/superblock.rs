@@ -1,5 +1,7 @@
 //! `SuperBlock` (one filesystem instance) and `FileSystem` (its operations). Mirrors
-//! Linux's `struct super_block` with its `super_operations` and `inode_operations`.
+//! Linux's `struct super_block` with its `super_operations` and `inode_operations`, but:
+//! one trait for all of them (and the file operations), called only after the VFS made
+//! every check and took every lock.
 //!
 //! The VFS does every check (names, permissions, types, emptiness, read-only) before it
 //! calls an operation, and holds the directory locks the operation needs, so a filesystem

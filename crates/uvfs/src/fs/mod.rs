@@ -1,6 +1,15 @@
 //! Filesystems: memfs (tmpfs semantics in memory) and hostfs (a host directory, by
-//! descriptors). Each sees only the filesystem API (the `FileSystem` trait and the
-//! objects it is given), `abi` and `sync`: never the walk or a call.
+//! descriptors). Each sees only the filesystem API (re-exported here: the
+//! [`FileSystem`] trait and the objects it is handed), `abi` and `sync`: never the walk
+//! or a call.
 
 pub mod hostfs;
 pub mod memfs;
+
+// The filesystem API: what a filesystem implements and is handed, for filesystems
+// written outside this crate too.
+pub use crate::core::acl::{Acl, AclInit, AclType};
+pub use crate::core::dentry::Dentry;
+pub use crate::core::inode::{AttrWriter, Attrs, Inode, NewInode};
+pub use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
+pub use crate::core::xattr::XattrFlags;

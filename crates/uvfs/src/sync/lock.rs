@@ -162,6 +162,12 @@ impl<T, const R: u8> Mutex<T, R> {
         MutexGuard(self.0.lock())
     }
 
+    /// Whether some thread holds it (for `debug_assert!`s of preconditions).
+    #[inline]
+    pub fn is_locked(&self) -> bool {
+        self.0.is_locked()
+    }
+
     /// Locks if free, counting a success.
     #[inline]
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T, R>> {
@@ -226,6 +232,12 @@ impl<T, const R: u8> RwLock<T, R> {
     pub fn write(&self) -> RwLockWriteGuard<'_, T, R> {
         acquired(R, true);
         RwLockWriteGuard(self.0.write())
+    }
+
+    /// Whether some thread holds it exclusive (for `debug_assert!`s of preconditions).
+    #[inline]
+    pub fn is_locked_exclusive(&self) -> bool {
+        self.0.is_locked_exclusive()
     }
 
     /// Locks exclusive if free, counting a success.

@@ -72,6 +72,12 @@ impl SeqCount {
         }
     }
 
+    /// Whether a writer is inside (for `debug_assert!`s of preconditions).
+    #[inline]
+    pub fn in_write_section(&self) -> bool {
+        self.seq.load(Ordering::Relaxed) & (1 | POISON) == 1
+    }
+
     /// Whether a writer entered since `start`: if so, what was read must be discarded.
     #[inline]
     pub fn read_retry(&self, start: u32) -> bool {

@@ -1,3 +1,8 @@
+//! The ACL calls: `get_acl`, `set_acl`, `remove_acl` on a path (what `acl_get_file` and
+//! `acl_set_file` do through the `system.posix_acl_*` xattrs). Mirrors the `vfs_get_acl`
+//! and `vfs_set_acl` entry points of Linux's `fs/posix_acl.c`; the ACLs themselves are in
+//! `core/acl.rs`.
+
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::AtFlags;
 use crate::core::acl::Acl;

@@ -1,3 +1,7 @@
+//! `truncate`, `faccessat`, `fchmodat`, `fchownat` and their descriptor forms. Mirrors
+//! `do_truncate`, `do_faccessat`, `chmod_common` and `chown_common` of Linux's
+//! `fs/open.c`, with `notify_change`'s rules for what a chown drops.
+
 use crate::abi::cred::{Capabilities, Credentials, Gid, Uid};
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::{AccessMode, AtFlags, Timespec};

@@ -1,3 +1,7 @@
+//! The descriptor calls: `dup`, `dup2`, `dup3`, `close`, the close-on-exec bit,
+//! `setrlimit(RLIMIT_NOFILE)`, and the lookups of a descriptor the other calls share.
+//! Mirrors Linux's `fs/file.c`.
+
 use crate::abi::errno::Result;
 use crate::abi::flags::Fd;
 use crate::core::file::{File, FileRef};

@@ -1,3 +1,6 @@
+//! `getcwd`. Mirrors Linux's `fs/d_path.c`: the path is built from the dentry up to the
+//! task's root, crossing mount roots, validated against the rename sequence.
+
 use crate::abi::cred::Capabilities;
 use crate::abi::errno::{Errno, Result};
 use crate::core::file::DirFd;

@@ -1,3 +1,7 @@
+//! `inotify_init1`, `inotify_add_watch`, `inotify_rm_watch`, and marks on a mount or
+//! filesystem (`fanotify_mark`). Mirrors Linux's `fs/notify/inotify/inotify_user.c`; the
+//! groups, queues and marks are in `core/inotify.rs` and `core/fsnotify.rs`.
+
 use crate::abi::errno::{Errno, Result};
 use crate::core::file::DirFd;
 use crate::core::fsnotify::{EventMask, Mark, MarkTarget};

@@ -1,3 +1,18 @@
+//! The mount calls: `mount` (a new filesystem, a bind mount), `remount`, `umount2`,
+//! `mountinfo`. Mirrors Linux's `fs/namespace.c` (`do_new_mount`, `do_loopback`,
+//! `copy_tree`, `do_reconfigure_mnt`, `do_umount`, `umount_tree`, `show_mountinfo`).
+//!
+//! Every change of the tree happens under the rename lock (first in the lock order), which
+//! also holds the list of mounts ([`MountTree`]), and inside the rename sequence, so a
+//! lockless walk that overlapped it retries. The mount table that walks probe is
+//! `VfsInner::mounts`; a mountpoint's `DENTRY_MOUNTED` flag says whether to
+//! probe it. Entries are removed through the collector (the table retires its nodes), and a
+//! detached mount's parent link is retired the same way, so a walk still standing on a
+//! mount that is being unmounted reads valid memory and then retries.
+//!
+//! What counts as a user of a mount (for EBUSY) and how a umount and a concurrent open
+//! agree is in [`crate::core::mount`].
+
 use crate::abi::cred::Capabilities;
 use crate::abi::errno::{Errno, Result};
 use crate::core::dentry::Dentry;

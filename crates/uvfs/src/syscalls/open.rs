@@ -1,5 +1,6 @@
-//! `openat`, `truncate`, `faccessat`, `fchmodat`, `fchownat`, `chdir`, `chroot`. Mirrors
-//! Linux's `fs/open.c` (with `do_open`/`may_open` from `fs/namei.c`).
+//! `openat`, `openat2`, `open`, `creat`, `openat_file`, `reopen`. Mirrors Linux's
+//! `fs/open.c` (`do_sys_openat2`, `build_open_flags`) with `do_filp_open`, `path_openat`,
+//! `do_open` and `may_open` from `fs/namei.c`.
 //!
 //! The failed-open fast path (seed 003): the walk runs before anything is allocated, and a
 //! miss returns its errno straight from the lockless walk. With [`FastPaths::FAILED_OPEN`]

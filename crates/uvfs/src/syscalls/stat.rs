@@ -1,3 +1,7 @@
+//! `fstatat`, `stat`, `lstat`, `fstat`, `readlinkat`, `statfs`, `fstatfs`. Mirrors
+//! Linux's `fs/stat.c` and `fs/statfs.c`. A cached `stat` or `readlink` takes no lock and
+//! allocates nothing (seeds 002 and 004).
+
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::AtFlags;
 use crate::abi::stat::FileType;

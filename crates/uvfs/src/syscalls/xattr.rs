@@ -1,3 +1,30 @@
+//! Extended attributes: `getxattr`, `setxattr`, `listxattr` and `removexattr`, each in
+//! path, lpath (no symlink following), fd and `*at` forms. Mirrors Linux's `fs/xattr.c`
+//! (with the capability hooks of `security/commoncap.c` for `security.*`).
+//!
+//! The VFS checks everything before the filesystem sees a name, in Linux's order (it
+//! decides which errno a caller gets when several apply):
+//! 1. the flags (EINVAL), the name (empty or over 255 bytes: ERANGE) and the value size
+//!    (over 64 KiB: E2BIG), before the path is looked up;
+//! 2. the lookup, then a writable mount for changes (EROFS);
+//! 3. `system.posix_acl_access` / `system.posix_acl_default` go to [`crate::core::acl`] (no
+//!    permission needed to read them; the owner or `CAP_FOWNER` to change them; the
+//!    `CREATE`/`REPLACE` flags are ignored, as Linux);
+//! 4. [`xattr_permission`]: `trusted.*` needs `CAP_SYS_ADMIN` (EPERM to change, ENODATA to
+//!    read); `user.*` exists only on regular files and directories (EPERM / ENODATA
+//!    elsewhere), a sticky directory's only for its owner, and needs read or write
+//!    permission on the file, as do names outside the known namespaces;
+//! 5. changing `security.*` needs `CAP_SYS_ADMIN` (EPERM), the capability LSM's rule;
+//! 6. the name must belong to a namespace the filesystem stores (`security.`, `trusted.`,
+//!    `user.`): EOPNOTSUPP otherwise, EINVAL for a bare prefix;
+//! 7. the filesystem: ENODATA, EEXIST, ERANGE, ENOSPC.
+//!
+//! `listxattr` needs no permission; it lists the ACL names first, then the stored names,
+//! without `trusted.*` ones for a caller lacking `CAP_SYS_ADMIN`.
+//!
+//! Not modelled: `security.capability`'s value conversion (`cap_convert_nscap`); uvfs
+//! treats it as any other `security.*` name.
+
 use crate::abi::cred::Capabilities;
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::{AtFlags, Timespec};

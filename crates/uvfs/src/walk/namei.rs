@@ -1,5 +1,7 @@
 //! The path walk. Mirrors Linux's `fs/namei.c` (`link_path_walk`, `walk_component`,
-//! `step_into`, `follow_dotdot`, `handle_mounts`).
+//! `step_into`, `follow_dotdot`, `handle_mounts`), but: neither tier takes reference counts
+//! (the walk stays pinned and its caller counts only what it keeps), and it runs over a
+//! `WalkCtx`, not a task.
 //!
 //! # Tiers
 //! A walk runs first in the **lockless tier**: it pins the collector, samples the global
