@@ -17,7 +17,7 @@ use crate::target::{self, Target, TargetKind};
 /// Help text appended to `uvfs bench --help`.
 pub const AFTER_HELP: &str = "\
 Cases: openneg, readlink1, stat, open1, stat2, write1, messaging, fstree (alone: --case fstree),
-  workloads (alone: --case workloads).
+  workloads (alone: --case workloads), scale (alone: --case scale).
 Targets: kernel, uvfs, fuse (root), uvfs-no-lockless, uvfs-no-failed-open,
   uvfs-no-symlink-cache, uvfs-no-acl, uvfs-no-notify, uvfs-no-inode-hash.
 By default each case runs on kernel, uvfs and the uvfs-no-* switches relevant to it.
@@ -109,6 +109,15 @@ pub struct BenchArgs {
     /// Workloads: the `uvfs` binary the mount targets run [default: this program]
     #[arg(long, value_name = "PATH")]
     pub uvfs_bin: Option<PathBuf>,
+
+    /// Scale: empty files of the memory row (spread over a thousandth as many directories)
+    /// [default: 1000000, --quick: 100000]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub scale_files: Option<u64>,
+
+    /// Scale: entries of the big directory [default: 1000000, --quick: 100000]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub scale_big_dir: Option<u64>,
 
     /// Workloads (tests): files of the generated tree
     #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]

@@ -40,6 +40,13 @@
 //! the schema); an SVG chart goes to `--chart` (default `bench-results/uvfs-bench.svg`,
 //! see [`chart`]).
 //!
+//! # How cost grows: `--case scale`
+//!
+//! A case group with its own runner ([`scale`]): memory per empty file (the allocator's
+//! own byte counts through [`alloc`], and RSS), creates and unlinks, a huge directory,
+//! deep cached paths, each on uvfs in-process and on the kernel's tmpfs; sizes are
+//! options (`--scale-files`, `--scale-big-dir`), `--quick` a tenth.
+//!
 //! # Real workloads: `--case workloads`
 //!
 //! A case group with its own runner ([`workloads`]): real programs (tar, find, grep,
@@ -75,6 +82,7 @@
 //! that cannot run such as `--target kernel` without a tmpfs or `--target fuse`);
 //! 130: `--case workloads` interrupted (Ctrl-C), after cleaning up.
 
+pub mod alloc;
 pub mod backend;
 pub mod cases;
 pub mod chart;
@@ -83,6 +91,7 @@ pub mod fstree;
 pub mod harness;
 pub mod report;
 pub mod run;
+pub mod scale;
 pub mod stats;
 pub mod target;
 pub mod workloads;
@@ -97,6 +106,11 @@ pub fn run(args: BenchArgs) -> ExitCode {
     // alone by name.
     if args.cases.len() == 1 && args.cases[0].trim() == "fstree" {
         return fstree::main(&args.tmpfs, args.threads.map(|n| n as usize), args.quick, args.json);
+    }
+    // So has scale (how cost grows with the number of files).
+    if args.cases.len() == 1 && args.cases[0].trim() == "scale" {
+        let n = |v: Option<u64>| v.map(|x| x as usize);
+        return scale::main(&args.tmpfs, args.quick, args.json, n(args.scale_files), n(args.scale_big_dir));
     }
     // So has workloads (real programs on tmpfs, a host dir and `uvfs mount`).
     if args.cases.len() == 1 && args.cases[0].trim() == "workloads" {

@@ -15,8 +15,10 @@ use std::process::ExitCode;
 /// it (the collector's batches), and glibc frees a chunk of another thread's arena under
 /// that arena's lock, which serialized a two-thread cold scan (`uvfs bench --case
 /// fstree`; the figures are in BENCHMARKS.md).
+/// Wrapped in the bench's counting layer (a thread-local add per allocation, no shared
+/// write), which gives `uvfs bench --case scale` the allocator's own byte counts.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: uvfs_bench::alloc::Counting<mimalloc::MiMalloc> = uvfs_bench::alloc::Counting(mimalloc::MiMalloc);
 
 use clap::{Parser, Subcommand};
 
@@ -32,7 +34,7 @@ struct Cli {
 enum Command {
     /// Run the benchmarks: each seed's loop on the host kernel, uvfs and uvfs with one
     /// fast path off; print comparison tables, write an SVG chart, or print JSON
-    Bench(uvfs_bench::BenchArgs),
+    Bench(Box<uvfs_bench::BenchArgs>),
     /// Serve a uvfs instance through the kernel's FUSE on MOUNTPOINT (foreground until
     /// Ctrl-C or SIGTERM, which unmount; or --daemon)
     Mount(uvfs_fuse::MountArgs),
@@ -41,7 +43,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Bench(args) => uvfs_bench::run(args),
+        Command::Bench(args) => uvfs_bench::run(*args),
         Command::Mount(args) => uvfs_fuse::run(args),
     }
 }

@@ -46,6 +46,7 @@ pub(crate) mod rank {
     pub const LEAF: u8 = 9;
 
     /// The name of a rank, for the order checker's message.
+    #[cfg(debug_assertions)]
     pub(crate) fn name(r: u8) -> &'static str {
         match r {
             RENAME => "rename",

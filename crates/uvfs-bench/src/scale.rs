@@ -1,0 +1,559 @@
+//! `uvfs bench --case scale`: how cost grows with the number of files: memory per empty
+//! file, creates and unlinks, huge directories, deep paths. Each row runs the same work on
+//! uvfs in-process (a fresh memfs instance, one thread) and on the host kernel through
+//! system calls (a fresh directory of a tmpfs, `/dev/shm` by default):
+//!
+//! | row | work |
+//! |---|---|
+//! | `memory per empty file` | create `files` empty files in `dirs` directories; uvfs: the allocator's live bytes (and RSS) before and after, per file; kernel: the growth of `Slab:` in `/proc/meminfo` (dentry, inode, shmem inode), per file, which other processes' activity blurs |
+//! | `create + close` | `open(O_CREAT)` + `close` of `churn_dirs` x 1000 files, after one round of the same that warmed the allocator |
+//! | `allocations per create + close` | (uvfs) the allocator's count over the same round |
+//! | `unlink` | `unlink` of those files |
+//! | `create in a big directory` | `open(O_CREAT)` + `close` of 10,000 more files in a directory of `big_dir` entries |
+//! | `stat of a random name in a big directory` | `fstatat` of names drawn at random (seeded) from that directory |
+//! | `cached stat, depth D` | `fstatat` of a file D directories deep, relative to a directory descriptor, the same path again and again (D = 1, 8, 64) |
+//!
+//! Times are nanoseconds per operation (one pass over a fixed amount of work, after a
+//! warm-up pass for the stat rows), lower is better; memory is bytes per file. `--quick`
+//! shrinks every size by 10. The memory rows need the counting allocator of the `uvfs`
+//! binary ([`crate::alloc`]); elsewhere they read "n/a". Nothing here is asserted: the
+//! counts that tests assert (allocations per create, bytes per empty file) are in the
+//! core crate's tests.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use uvfs::{AtFlags, DirFd, Fd, OpenFlags, Task, Vfs, VfsConfig};
+
+use crate::alloc;
+
+/// Sizes of a scale run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScaleSizes {
+    /// Empty files of the memory row.
+    pub files: usize,
+    /// Directories they are spread over.
+    pub dirs: usize,
+    /// Directories of 1000 files of the create/unlink rows.
+    pub churn_dirs: usize,
+    /// Entries of the big directory.
+    pub big_dir: usize,
+    /// Creates and stats measured in the big directory.
+    pub big_ops: usize,
+    /// Stats per depth of the deep-path rows.
+    pub stats: usize,
+}
+
+impl ScaleSizes {
+    /// The issue's sizes (1M files in 1000 dirs, 200 x 1000 creates, a 1M-entry directory),
+    /// or a tenth of them with `quick`; `files`/`big_dir` override.
+    pub fn new(quick: bool, files: Option<usize>, big_dir: Option<usize>) -> ScaleSizes {
+        let d = if quick { 10 } else { 1 };
+        let files = files.unwrap_or(1_000_000 / d);
+        ScaleSizes {
+            files,
+            dirs: (files / 1000).max(1),
+            churn_dirs: 200 / d,
+            big_dir: big_dir.unwrap_or(1_000_000 / d),
+            big_ops: 10_000 / d,
+            stats: 1_000_000 / d,
+        }
+    }
+}
+
+/// One measured row.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Row {
+    /// What was measured.
+    pub measure: String,
+    /// The unit of the values.
+    pub unit: &'static str,
+    /// uvfs in-process (`None`: not measured, see `note`).
+    pub uvfs: Option<f64>,
+    /// The host kernel on a tmpfs (`None`: not measured).
+    pub kernel: Option<f64>,
+    /// Why a value is missing, or what else to know.
+    pub note: String,
+}
+
+/// The whole report (`--json`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ScaleReport {
+    /// The sizes used.
+    pub files: usize,
+    /// Directories of the memory row.
+    pub dirs: usize,
+    /// Directories of 1000 files of the create/unlink rows.
+    pub churn_dirs: usize,
+    /// Entries of the big directory.
+    pub big_dir: usize,
+    /// The rows.
+    pub rows: Vec<Row>,
+}
+
+/// `uvfs bench --case scale`.
+pub fn main(tmpfs: &Path, quick: bool, json: bool, files: Option<usize>, big_dir: Option<usize>) -> ExitCode {
+    let s = ScaleSizes::new(quick, files, big_dir);
+    match run(tmpfs, s, &|m| {
+        if !json {
+            eprintln!("scale: {m}");
+        }
+    }) {
+        Ok(report) => {
+            if json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(t) => println!("{t}"),
+                    Err(e) => {
+                        eprintln!("uvfs bench: scale: {e}");
+                        return ExitCode::from(1);
+                    }
+                }
+            } else {
+                print!("{}", table(&report));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("uvfs bench: scale: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Runs every row; `say` reports progress.
+pub fn run(tmpfs: &Path, s: ScaleSizes, say: &dyn Fn(&str)) -> Result<ScaleReport, String> {
+    let host = HostDir::create(tmpfs)?;
+    let mut rows = Vec::new();
+
+    say("memory per empty file");
+    let (bytes, rss) = uvfs_memory(s);
+    let kernel = host.memory(s)?;
+    let note = if alloc::installed() {
+        format!("uvfs RSS growth: {:.0} B/file; kernel: Slab growth, blurred by other processes", rss)
+    } else {
+        "the allocator does not count here (run the uvfs binary)".into()
+    };
+    rows.push(Row {
+        measure: format!("memory per empty file ({} files in {} dirs)", s.files, s.dirs),
+        unit: "B/file",
+        uvfs: alloc::installed().then_some(bytes),
+        kernel: Some(kernel),
+        note,
+    });
+
+    say("create + close, unlink");
+    let (create, allocs, unlink) = uvfs_churn(s);
+    let (kcreate, kunlink) = host.churn(s)?;
+    rows.push(Row {
+        measure: format!("create + close, {} dirs x 1000 (warm allocator)", s.churn_dirs),
+        unit: "ns/op",
+        uvfs: Some(create),
+        kernel: Some(kcreate),
+        note: String::new(),
+    });
+    rows.push(Row {
+        measure: "allocations per create + close".into(),
+        unit: "allocs/op",
+        uvfs: alloc::installed().then_some(allocs),
+        kernel: None,
+        note: if alloc::installed() { String::new() } else { "the allocator does not count here".into() },
+    });
+    rows.push(Row {
+        measure: "unlink".into(),
+        unit: "ns/op",
+        uvfs: Some(unlink),
+        kernel: Some(kunlink),
+        note: String::new(),
+    });
+
+    say("big directory");
+    let (bcreate, bstat) = uvfs_big_dir(s);
+    let (kbcreate, kbstat) = host.big_dir(s)?;
+    rows.push(Row {
+        measure: format!("create in a {}-entry directory", s.big_dir),
+        unit: "ns/op",
+        uvfs: Some(bcreate),
+        kernel: Some(kbcreate),
+        note: String::new(),
+    });
+    rows.push(Row {
+        measure: format!("stat of a random name in a {}-entry directory", s.big_dir),
+        unit: "ns/op",
+        uvfs: Some(bstat),
+        kernel: Some(kbstat),
+        note: String::new(),
+    });
+
+    say("deep paths");
+    for depth in [1usize, 8, 64] {
+        let u = uvfs_deep_stat(depth, s.stats);
+        let k = host.deep_stat(depth, s.stats)?;
+        rows.push(Row {
+            measure: format!("cached stat, path depth {depth}"),
+            unit: "ns/op",
+            uvfs: Some(u),
+            kernel: Some(k),
+            note: String::new(),
+        });
+    }
+    Ok(ScaleReport { files: s.files, dirs: s.dirs, churn_dirs: s.churn_dirs, big_dir: s.big_dir, rows })
+}
+
+/// The rows as a table.
+pub fn table(r: &ScaleReport) -> String {
+    let mut t = comfy_table::Table::new();
+    t.set_header(vec!["measure", "unit", "uvfs", "kernel tmpfs", "uvfs / kernel", "note"]);
+    let f = |v: Option<f64>| {
+        v.map_or("n/a".to_string(), |x| if x >= 100.0 { format!("{x:.0}") } else { format!("{x:.2}") })
+    };
+    for row in &r.rows {
+        let ratio = match (row.uvfs, row.kernel) {
+            (Some(u), Some(k)) if k > 0.0 => format!("{:.2}x", u / k),
+            _ => String::new(),
+        };
+        t.add_row(vec![row.measure.clone(), row.unit.into(), f(row.uvfs), f(row.kernel), ratio, row.note.clone()]);
+    }
+    format!("scale: how cost grows (uvfs memfs in-process, one thread; kernel: tmpfs)\n{t}\n")
+}
+
+fn vfs() -> (Vfs, Task) {
+    let vfs = Vfs::new(VfsConfig::default());
+    let t = vfs.root_task();
+    (vfs, t)
+}
+
+fn per(start: Instant, n: usize) -> f64 {
+    start.elapsed().as_nanos() as f64 / n.max(1) as f64
+}
+
+/// `dirs` directories `/dN` with the files spread over them: (dir, file) names.
+fn spread(files: usize, dirs: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..files).map(move |i| (i % dirs, i / dirs))
+}
+
+fn uvfs_memory(s: ScaleSizes) -> (f64, f64) {
+    let (vfs, t) = vfs();
+    for d in 0..s.dirs {
+        t.mkdir(format!("/d{d}").as_bytes(), 0o755).expect("mkdir");
+    }
+    let (b0, r0) = (alloc::live_bytes(), alloc::rss_bytes());
+    for (d, f) in spread(s.files, s.dirs) {
+        t.mknodat(DirFd::Cwd, format!("/d{d}/f{f}").as_bytes(), 0o100644, 0).expect("mknod");
+    }
+    let (b1, r1) = (alloc::live_bytes(), alloc::rss_bytes());
+    drop(t);
+    drop(vfs);
+    ((b1 - b0) as f64 / s.files as f64, r1.saturating_sub(r0) as f64 / s.files as f64)
+}
+
+fn uvfs_create_round(t: &Task, dirs: usize) -> f64 {
+    let start = Instant::now();
+    for d in 0..dirs {
+        for f in 0..1000 {
+            let fd =
+                t.open(format!("/c{d}/f{f}").as_bytes(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).expect("create");
+            t.close(fd).expect("close");
+        }
+    }
+    per(start, dirs * 1000)
+}
+
+fn uvfs_unlink_round(t: &Task, dirs: usize) -> f64 {
+    let start = Instant::now();
+    for d in 0..dirs {
+        for f in 0..1000 {
+            t.unlink(format!("/c{d}/f{f}").as_bytes()).expect("unlink");
+        }
+    }
+    per(start, dirs * 1000)
+}
+
+/// (create + close ns, allocations per create + close, unlink ns).
+fn uvfs_churn(s: ScaleSizes) -> (f64, f64, f64) {
+    let (_vfs, t) = vfs();
+    for d in 0..s.churn_dirs {
+        t.mkdir(format!("/c{d}").as_bytes(), 0o755).expect("mkdir");
+    }
+    // One round to warm the allocator (and the directories' tables).
+    uvfs_create_round(&t, s.churn_dirs);
+    uvfs_unlink_round(&t, s.churn_dirs);
+    let a0 = alloc::allocations();
+    let create = uvfs_create_round(&t, s.churn_dirs);
+    let allocs = (alloc::allocations() - a0) as f64 / (s.churn_dirs * 1000) as f64;
+    let unlink = uvfs_unlink_round(&t, s.churn_dirs);
+    (create, allocs, unlink)
+}
+
+/// A seeded sequence of indices below `n` (SplitMix64).
+fn random_indices(n: usize, count: usize) -> Vec<usize> {
+    let mut x: u64 = 0x5eed;
+    (0..count)
+        .map(|_| {
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ((z ^ (z >> 31)) % n as u64) as usize
+        })
+        .collect()
+}
+
+fn uvfs_big_dir(s: ScaleSizes) -> (f64, f64) {
+    let (_vfs, t) = vfs();
+    t.mkdir(b"/big", 0o755).expect("mkdir");
+    for i in 0..s.big_dir {
+        t.mknodat(DirFd::Cwd, format!("/big/n{i}").as_bytes(), 0o100644, 0).expect("mknod");
+    }
+    let start = Instant::now();
+    for i in 0..s.big_ops {
+        let fd = t.open(format!("/big/x{i}").as_bytes(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).expect("create");
+        t.close(fd).expect("close");
+    }
+    let create = per(start, s.big_ops);
+    let names: Vec<Vec<u8>> =
+        random_indices(s.big_dir, s.big_ops * 10).into_iter().map(|i| format!("/big/n{i}").into_bytes()).collect();
+    let start = Instant::now();
+    for n in &names {
+        std::hint::black_box(t.fstatat(DirFd::Cwd, n, AtFlags::empty()).expect("stat"));
+    }
+    (create, per(start, names.len()))
+}
+
+/// The relative path of a file `depth` directories below the base: `d/d/.../f`.
+fn deep_path(depth: usize) -> Vec<u8> {
+    let mut p = Vec::new();
+    for _ in 0..depth {
+        p.extend_from_slice(b"d/");
+    }
+    p.extend_from_slice(b"f");
+    p
+}
+
+fn uvfs_deep_stat(depth: usize, stats: usize) -> f64 {
+    let (_vfs, t) = vfs();
+    t.mkdir(b"/base", 0o755).expect("mkdir");
+    let mut dir = b"/base".to_vec();
+    for _ in 0..depth {
+        dir.extend_from_slice(b"/d");
+        t.mkdir(&dir, 0o755).expect("mkdir");
+    }
+    dir.extend_from_slice(b"/f");
+    t.mknodat(DirFd::Cwd, &dir, 0o100644, 0).expect("mknod");
+    let base = t.open(b"/base", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).expect("open");
+    let path = deep_path(depth);
+    let stat =
+        |t: &Task, base: Fd| std::hint::black_box(t.fstatat(DirFd::Fd(base), &path, AtFlags::empty()).expect("stat"));
+    for _ in 0..stats / 10 {
+        stat(&t, base);
+    }
+    let start = Instant::now();
+    for _ in 0..stats {
+        stat(&t, base);
+    }
+    per(start, stats)
+}
+
+/// A fresh directory on the host's tmpfs, removed on drop.
+struct HostDir {
+    path: PathBuf,
+    fd: OwnedFd,
+}
+
+fn cstr(b: &[u8]) -> CString {
+    CString::new(b).expect("no NUL in generated names")
+}
+
+fn check(r: libc::c_int, what: &str) -> Result<libc::c_int, String> {
+    if r < 0 { Err(format!("{what}: {}", std::io::Error::last_os_error())) } else { Ok(r) }
+}
+
+impl HostDir {
+    fn create(tmpfs: &Path) -> Result<HostDir, String> {
+        let path = tmpfs.join(format!("uvfs-scale.{}", std::process::id()));
+        std::fs::create_dir(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let c = cstr(path.as_os_str().as_encoded_bytes());
+        // SAFETY: a valid C string; the descriptor is owned below.
+        let fd =
+            check(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) }, "open")?;
+        // SAFETY: a fresh descriptor nobody else owns.
+        Ok(HostDir { path, fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    fn raw(&self) -> libc::c_int {
+        self.fd.as_raw_fd()
+    }
+
+    fn mkdir(&self, p: &[u8]) -> Result<(), String> {
+        let c = cstr(p);
+        // SAFETY: valid descriptor and C string.
+        check(unsafe { libc::mkdirat(self.raw(), c.as_ptr(), 0o755) }, "mkdir").map(|_| ())
+    }
+
+    fn mknod(&self, p: &[u8]) -> Result<(), String> {
+        let c = cstr(p);
+        // SAFETY: valid descriptor and C string.
+        check(unsafe { libc::mknodat(self.raw(), c.as_ptr(), libc::S_IFREG | 0o644, 0) }, "mknod").map(|_| ())
+    }
+
+    fn create_close(&self, c: &CString) -> Result<(), String> {
+        // SAFETY: valid descriptor and C string.
+        let fd = check(
+            unsafe { libc::openat(self.raw(), c.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o644) },
+            "create",
+        )?;
+        // SAFETY: our own fresh descriptor.
+        unsafe { libc::close(fd) };
+        Ok(())
+    }
+
+    fn unlink(&self, c: &CString) -> Result<(), String> {
+        // SAFETY: valid descriptor and C string.
+        check(unsafe { libc::unlinkat(self.raw(), c.as_ptr(), 0) }, "unlink").map(|_| ())
+    }
+
+    fn stat(&self, dirfd: libc::c_int, c: &CString) -> Result<(), String> {
+        // SAFETY: a zeroed stat is a valid out-parameter; valid descriptor and C string.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        check(unsafe { libc::fstatat(dirfd, c.as_ptr(), &mut st, 0) }, "stat")?;
+        std::hint::black_box(st);
+        Ok(())
+    }
+
+    /// Empties the directory (and its subdirectories) for the next row.
+    fn clear(&self) -> Result<(), String> {
+        for e in std::fs::read_dir(&self.path).map_err(|e| e.to_string())? {
+            let p = e.map_err(|e| e.to_string())?.path();
+            if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) }
+                .map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+        Ok(())
+    }
+
+    fn memory(&self, s: ScaleSizes) -> Result<f64, String> {
+        for d in 0..s.dirs {
+            self.mkdir(format!("d{d}").as_bytes())?;
+        }
+        let before = alloc::kernel_slab_bytes();
+        for (d, f) in spread(s.files, s.dirs) {
+            self.mknod(format!("d{d}/f{f}").as_bytes())?;
+        }
+        let after = alloc::kernel_slab_bytes();
+        self.clear()?;
+        Ok(after.saturating_sub(before) as f64 / s.files as f64)
+    }
+
+    fn churn(&self, s: ScaleSizes) -> Result<(f64, f64), String> {
+        let names: Vec<CString> =
+            (0..s.churn_dirs).flat_map(|d| (0..1000).map(move |f| cstr(format!("c{d}/f{f}").as_bytes()))).collect();
+        for d in 0..s.churn_dirs {
+            self.mkdir(format!("c{d}").as_bytes())?;
+        }
+        for n in &names {
+            self.create_close(n)?;
+        }
+        for n in &names {
+            self.unlink(n)?;
+        }
+        let start = Instant::now();
+        for n in &names {
+            self.create_close(n)?;
+        }
+        let create = per(start, names.len());
+        let start = Instant::now();
+        for n in &names {
+            self.unlink(n)?;
+        }
+        let unlink = per(start, names.len());
+        self.clear()?;
+        Ok((create, unlink))
+    }
+
+    fn big_dir(&self, s: ScaleSizes) -> Result<(f64, f64), String> {
+        self.mkdir(b"big")?;
+        for i in 0..s.big_dir {
+            self.mknod(format!("big/n{i}").as_bytes())?;
+        }
+        let news: Vec<CString> = (0..s.big_ops).map(|i| cstr(format!("big/x{i}").as_bytes())).collect();
+        let start = Instant::now();
+        for n in &news {
+            self.create_close(n)?;
+        }
+        let create = per(start, news.len());
+        let names: Vec<CString> = random_indices(s.big_dir, s.big_ops * 10)
+            .into_iter()
+            .map(|i| cstr(format!("big/n{i}").as_bytes()))
+            .collect();
+        let start = Instant::now();
+        for n in &names {
+            self.stat(self.raw(), n)?;
+        }
+        let stat = per(start, names.len());
+        self.clear()?;
+        Ok((create, stat))
+    }
+
+    fn deep_stat(&self, depth: usize, stats: usize) -> Result<f64, String> {
+        self.mkdir(b"base")?;
+        let mut dir = b"base".to_vec();
+        for _ in 0..depth {
+            dir.extend_from_slice(b"/d");
+            self.mkdir(&dir)?;
+        }
+        dir.extend_from_slice(b"/f");
+        self.mknod(&dir)?;
+        let c = cstr(b"base");
+        // SAFETY: valid descriptor and C string; the descriptor is owned below.
+        let base = check(
+            unsafe { libc::openat(self.raw(), c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) },
+            "open",
+        )?;
+        // SAFETY: a fresh descriptor nobody else owns.
+        let base = unsafe { OwnedFd::from_raw_fd(base) };
+        let path = cstr(&deep_path(depth));
+        for _ in 0..stats / 10 {
+            self.stat(base.as_raw_fd(), &path)?;
+        }
+        let start = Instant::now();
+        for _ in 0..stats {
+            self.stat(base.as_raw_fd(), &path)?;
+        }
+        let r = per(start, stats);
+        drop(base);
+        self.clear()?;
+        Ok(r)
+    }
+}
+
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_follow_the_issue_and_quick_is_a_tenth() {
+        let full = ScaleSizes::new(false, None, None);
+        assert_eq!((full.files, full.dirs, full.churn_dirs, full.big_dir), (1_000_000, 1000, 200, 1_000_000));
+        let quick = ScaleSizes::new(true, None, None);
+        assert_eq!((quick.files, quick.dirs, quick.churn_dirs, quick.big_dir), (100_000, 100, 20, 100_000));
+        let tiny = ScaleSizes::new(true, Some(10), Some(50));
+        assert_eq!((tiny.files, tiny.dirs, tiny.big_dir), (10, 1, 50));
+    }
+
+    #[test]
+    fn deep_paths_and_random_names() {
+        assert_eq!(deep_path(0), b"f");
+        assert_eq!(deep_path(2), b"d/d/f");
+        let a = random_indices(100, 1000);
+        assert_eq!(a, random_indices(100, 1000), "seeded");
+        assert!(a.iter().all(|&i| i < 100));
+        assert!(a.iter().collect::<std::collections::HashSet<_>>().len() > 50, "spread over the range");
+    }
+}
