@@ -503,8 +503,11 @@ impl HostFs {
             |i| i.file_type() == ftype,
             || {
                 let dir = if ftype == FileType::Directory {
+                    // Opened first: the name may change on the host from the lookup's
+                    // fstatat on, and an ESTALE here makes the lookup start again.
+                    let fd = open_dir(pfd, name, key)?;
                     let slot = Slot::new(&self.cache);
-                    slot.fill(open_dir(pfd, name, key)?, true);
+                    slot.fill(fd, true);
                     let loc = DirLoc { parent: Arc::downgrade(parent), name: name.into() };
                     Some(Arc::new(HostDir { key, fd: slot, loc: Mutex::new(Some(loc)) }))
                 } else {
