@@ -434,12 +434,6 @@ impl HostFs {
         self.cache.limit()
     }
 
-    /// Host descriptors kept open now, the files open in uvfs included (not the root's,
-    /// nor those calls in progress hold).
-    pub fn descriptors_held(&self) -> usize {
-        self.cache.held()
-    }
-
     /// `max_age` of `HostChanges::Revalidate` in nanoseconds (`None` under `Never`).
     fn max_age(&self) -> Option<u64> {
         match self.opts.changes {

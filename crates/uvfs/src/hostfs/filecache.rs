@@ -95,11 +95,6 @@ impl FileCache {
         self.limit
     }
 
-    /// Descriptors held in slots now.
-    pub(super) fn held(&self) -> usize {
-        self.held.load(Ordering::Relaxed)
-    }
-
     /// Puts `slot` (which holds an unpinned descriptor) in the queue, and closes the
     /// least recently used descriptors while over the limit.
     fn admit(&self, slot: &Arc<Slot>) {
