@@ -130,6 +130,10 @@ fn default_descriptor_limit() -> usize {
     (soft / 4).clamp(16, 65_536) as usize
 }
 
+/// How many times a lookup tries when the name changes on the host between its `fstatat`
+/// and the open of the directory it found.
+const LOOKUP_ATTEMPTS: usize = 4;
+
 /// Longest chain of closed ancestors a reopen climbs before it gives up (ESTALE): more
 /// than any real tree, and a stop for a loop of stale names (see `HostDir::parent_fd`).
 const MAX_REOPEN_DEPTH: usize = 1 << 16;
@@ -857,16 +861,19 @@ impl FileSystem for HostFs {
             Err(Errno::ENOENT) => return Ok(None),
             Err(e) => return Err(e),
         };
-        // Twice at most: a directory swapped between the fstatat and its open is looked up
-        // again; a second swap is ESTALE.
-        for attempt in 0..2 {
+        // A directory swapped between the fstatat and its open is looked up again, a few
+        // times (a host that renames without pause can hit the window more than once);
+        // then ESTALE.
+        for attempt in 0..LOOKUP_ATTEMPTS {
             let st = match rustix::fs::statat(&dfd, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 Err(rustix::io::Errno::NOENT) => return Ok(None),
                 Err(e) => return Err(host(e)),
             };
             match self.iget(sb, d, &dfd, name, &st, None) {
-                Err(Errno::ESTALE | Errno::ELOOP | Errno::ENOTDIR | Errno::ENOENT) if attempt == 0 => continue,
+                Err(Errno::ESTALE | Errno::ELOOP | Errno::ENOTDIR | Errno::ENOENT) if attempt + 1 < LOOKUP_ATTEMPTS => {
+                    continue;
+                }
                 r => return r.map(Some),
             }
         }
