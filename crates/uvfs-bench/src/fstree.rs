@@ -176,7 +176,7 @@ pub fn run_once(base: &Path, s: FsTreeSizes, target: FsTreeTarget) -> Result<f64
     let vfs = match target {
         FsTreeTarget::Kernel => None,
         FsTreeTarget::Uvfs { fast, changes } => {
-            let fs = HostFs::with_options(base, HostFsOptions { changes })
+            let fs = HostFs::with_options(base, HostFsOptions { changes, ..HostFsOptions::default() })
                 .map_err(|e| format!("hostfs {}: {e:?}", base.display()))?;
             Some(
                 Vfs::with_root(VfsConfig { fast_paths: fast, ..VfsConfig::default() }, Box::new(fs))

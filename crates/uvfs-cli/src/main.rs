@@ -40,7 +40,21 @@ enum Command {
     Mount(uvfs_fuse::MountArgs),
 }
 
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit. The soft limit is often 1,024 for
+/// programs that do not raise it; hostfs sizes its descriptor cache from it (a quarter,
+/// see `uvfs::fs::hostfs::HostFsOptions::descriptor_limit`), and a FUSE server holds a host
+/// descriptor for each file open through the mount besides. Best effort: a hard limit
+/// the kernel refuses as a soft one (above `fs.nr_open`) leaves the soft one as it was.
+fn raise_nofile_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let lim = getrlimit(Resource::Nofile);
+    if lim.current != lim.maximum {
+        let _ = setrlimit(Resource::Nofile, Rlimit { current: lim.maximum, maximum: lim.maximum });
+    }
+}
+
 fn main() -> ExitCode {
+    raise_nofile_limit();
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(args) => uvfs_bench::run(*args),

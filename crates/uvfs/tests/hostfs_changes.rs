@@ -25,7 +25,7 @@ fn tmp(tag: &str) -> tempfile::TempDir {
 }
 
 fn vfs_over(dir: &Path, changes: HostChanges) -> Vfs {
-    let fs = HostFs::with_options(dir, HostFsOptions { changes }).unwrap();
+    let fs = HostFs::with_options(dir, HostFsOptions { changes, ..HostFsOptions::default() }).unwrap();
     Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap()
 }
 

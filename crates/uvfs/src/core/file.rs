@@ -109,11 +109,22 @@ impl File {
         inode: Arc<Inode>,
         flags: OpenFlags,
     ) -> crate::abi::errno::Result<File> {
-        if !flags.contains(OpenFlags::PATH) {
+        let fs_opened = !flags.contains(OpenFlags::PATH);
+        if fs_opened {
             inode.sb().fs().open(&inode)?;
         }
-        inode.opened()?;
+        // Undoes the filesystem's open if a later step fails.
+        let release = |inode: &Inode| {
+            if fs_opened {
+                inode.sb().fs().release(inode);
+            }
+        };
+        if let Err(e) = inode.opened() {
+            release(&inode);
+            return Err(e);
+        }
         if let Err(e) = mnt.get_user() {
+            release(&inode);
             inode.closed();
             return Err(e);
         }
@@ -121,6 +132,7 @@ impl File {
             && let Err(e) = mnt.get_write_access()
         {
             mnt.put_user();
+            release(&inode);
             inode.closed();
             return Err(e);
         }
@@ -146,10 +158,14 @@ impl File {
         self.announced.store(true, Ordering::Release);
     }
 
-    /// Gives back the inode's open count and the mount's user and writer counts, once.
-    /// An inode that lost its last name is deleted now if this was its last open.
+    /// Gives back the filesystem's open (`FileSystem::release`), the inode's open count and
+    /// the mount's user and writer counts, once. An inode that lost its last name is
+    /// deleted now if this was its last open.
     fn put_counts(&self, fast: crate::abi::config::FastPaths, guard: &crate::sync::rcu::LocalGuard<'_>) {
         if self.counted.swap(false, Ordering::AcqRel) {
+            if !self.is_path() {
+                self.inode.sb().fs().release(&self.inode);
+            }
             if self.inode.closed() {
                 fsnotify::inode_deleted(fast, &self.inode, guard);
             }

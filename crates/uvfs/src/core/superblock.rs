@@ -118,6 +118,11 @@ pub trait FileSystem: Send + Sync + 'static {
     fn open(&self, _inode: &Inode) -> Result<()> {
         Ok(())
     }
+    /// The file description a successful [`FileSystem::open`] was for is gone (its last
+    /// descriptor closed, or the open failed after `open`): called exactly once per
+    /// successful `open`, before the inode's open count is given back (Linux's
+    /// `->release`). hostfs unpins the host descriptor the open pinned.
+    fn release(&self, _inode: &Inode) {}
     /// Creates a node of any type (regular, directory, device, fifo, socket, symlink).
     fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>>;
     /// Creates an unnamed regular file (`O_TMPFILE`).

@@ -13,14 +13,37 @@
 //! `O_PATH` descriptor whose identity was checked (what glibc's `fchmodat` does for
 //! `AT_SYMLINK_NOFOLLOW`); that magic link names the inode itself, not a path.
 //!
-//! **Inodes.** Directories keep an `O_RDONLY | O_DIRECTORY` descriptor (every `*at` call
-//! below them, `fchmod`, xattrs, `getdents`). Other files keep only where they are named
-//! (the parent's descriptor and the name) and open a host descriptor on first I/O
-//! (`openat(parent, name, O_NOFOLLOW)`, checked to be the same (device, inode)); so a
-//! cold scan that only stats costs one `fstatat` per file and no descriptor. Inodes are
-//! found through the superblock's `InodeCache` (`icache`) by the host's
-//! (device, inode number), and their attributes are refreshed from the host after every
-//! change uvfs makes (so `stat` shows the host's own sizes, link counts and times).
+//! **Inodes.** Inodes are found through the superblock's
+//! [`InodeCache`](crate::core::icache::InodeCache) by the host's (device, inode number), and
+//! their attributes are refreshed from the host after every change uvfs makes (so `stat`
+//! shows the host's own sizes, link counts and times). Each knows where it is named: its
+//! parent directory and its name, updated by renames and by lookups that find it under
+//! another name. A directory has an `O_RDONLY | O_DIRECTORY` descriptor (every `*at`
+//! call below it, `fchmod`, xattrs, `getdents`); a regular file opens an I/O descriptor
+//! on first I/O (`openat(parent, name, O_NOFOLLOW)`, checked to be the same (device,
+//! inode)); so a cold scan that only stats costs one `fstatat` per file and no descriptor.
+//!
+//! **A bounded number of host descriptors.** Those descriptors are a cache
+//! (`hostfs/filecache.rs`, the role of the NFS server's open-file cache), bounded by
+//! [`HostFsOptions::descriptor_limit`] (by default a quarter of the soft
+//! `RLIMIT_NOFILE` when the instance is made): once more are open, the least recently
+//! used are closed, and a closed one is reopened on demand by name, relative to the
+//! parent's descriptor (itself reopened the same way if it was closed, up to the root,
+//! whose descriptor is held for the instance's life), with `O_NOFOLLOW` and the (device,
+//! inode) check. So uvfs's own caches (a million dentries and inodes by default, or a
+//! FUSE kernel's) hold no host descriptors. What is never closed by the cache: the
+//! descriptor of a file or directory uvfs has open (pinned from `FileSystem::open` to
+//! `release`: an open file keeps its data when its name goes, on the host or through
+//! uvfs, as on Linux), the root's, and the one a call in progress uses (it holds it for
+//! the call). A file with no name left (unlinked through uvfs, or with no links on the
+//! host) has its descriptor closed when its last uvfs open goes: the cache does not keep
+//! removed files alive. A reopen never uses a string path nor a file handle:
+//! `open_by_handle_at` would need `CAP_DAC_READ_SEARCH` (root), and it opens the inode
+//! wherever it now is, outside the given directory too; by names, a reopened directory
+//! is one reachable from the root now. The cost is after a host rename: a directory
+//! whose descriptor was closed is found again by a lookup of its new name (revalidating,
+//! the next walk does it); until then its old name gives ENOENT, or ESTALE if it now
+//! names another inode (that name is then forgotten, so a retry ends in ENOENT).
 //!
 //! **Directories are not complete.** A miss asks the host and leaves a negative dentry,
 //! which later lookups find without asking the host. What the cached names say is kept
@@ -36,7 +59,10 @@
 //!
 //! **Bad input.** Host errors pass through with the same errno. A directory removed on
 //! the host gives the host's answers on its descriptor (ENOENT for creations, empty
-//! listings); a file whose name now names another inode gives ESTALE.
+//! listings), and ENOENT once that descriptor is closed; a file or directory whose name
+//! now names another inode gives ESTALE (see above).
+
+mod filecache;
 
 use std::any::Any;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -46,6 +72,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
+use self::filecache::{FileCache, HostFd, Slot};
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::Timespec;
 use crate::abi::stat::{FileType, StatFs};
@@ -75,19 +102,47 @@ pub enum HostChanges {
 pub struct HostFsOptions {
     /// Whether (and how) changes made on the host behind uvfs's back are noticed.
     pub changes: HostChanges,
+    /// How many host descriptors the instance keeps open (directories', and files' not
+    /// open in uvfs) before it closes the least recently used; the files uvfs has open
+    /// keep theirs beyond it (see the module docs). `None`: a quarter of the soft
+    /// `RLIMIT_NOFILE` when the instance is made, from 16 to 65,536. `Some(0)` is EINVAL.
+    pub descriptor_limit: Option<usize>,
 }
 
 impl Default for HostFsOptions {
-    /// Every cached name and attribute checked against the host before use.
+    /// Every cached name and attribute checked against the host before use; the
+    /// descriptor bound from `RLIMIT_NOFILE`.
     fn default() -> Self {
-        HostFsOptions { changes: HostChanges::Revalidate { max_age: std::time::Duration::ZERO } }
+        HostFsOptions {
+            changes: HostChanges::Revalidate { max_age: std::time::Duration::ZERO },
+            descriptor_limit: None,
+        }
     }
 }
 
+/// The descriptor bound when none is given: a quarter of the soft `RLIMIT_NOFILE`, from 16
+/// to 65,536. The rest of the limit is left to what the bound does not cover: one host
+/// descriptor per file open in uvfs, the embedding program's own (a FUSE server's
+/// channels), and the short-lived ones of calls in progress. Past the working set a
+/// larger cache buys little: a miss costs one `openat` and one `fstat`.
+fn default_descriptor_limit() -> usize {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX);
+    (soft / 4).clamp(16, 65_536) as usize
+}
+
+/// How many times a lookup tries when the name changes on the host between its `fstatat`
+/// and the open of the directory it found.
+const LOOKUP_ATTEMPTS: usize = 4;
+
+/// Longest chain of closed ancestors a reopen climbs before it gives up (ESTALE): more
+/// than any real tree, and a stop for a loop of stale names (see `HostDir::parent_fd`).
+const MAX_REOPEN_DEPTH: usize = 1 << 16;
+
 /// The hostfs filesystem type.
 pub struct HostFs {
-    /// Immutable: the directory given, opened `O_DIRECTORY`.
-    root: Arc<OwnedFd>,
+    /// Immutable: the directory given, opened `O_DIRECTORY`; its descriptor is held for
+    /// the instance's life.
+    root: Arc<HostDir>,
     /// Immutable.
     opts: HostFsOptions,
     /// Immutable: the origin of the timestamps of checks (`Dentry::d_time`,
@@ -95,14 +150,135 @@ pub struct HostFs {
     epoch: std::time::Instant,
     /// Atomic: hostfs inodes alive (for tests: the bound on memory).
     live: Arc<AtomicUsize>,
+    /// The instance's host descriptors (internally synchronized).
+    cache: Arc<FileCache>,
+}
+
+/// A host directory: its descriptor (closed by the cache when unused, reopened by name)
+/// and where it is named. Shared by the directory's inode and its children's [`Loc`]s.
+struct HostDir {
+    /// Immutable: the host's (device, inode number), checked on every reopen.
+    key: (u64, u64),
+    /// Immutable: the descriptor's slot (`O_RDONLY | O_DIRECTORY`).
+    fd: Arc<Slot>,
+    /// Where it is named (`None`: the root, or removed). Leaf lock; changed by rename, and
+    /// by a lookup that finds it under another name.
+    loc: Mutex<Option<DirLoc>>,
+}
+
+/// Where a directory is named on the host. The parent is weak (a directory's parent does
+/// not need it, and names that went stale on the host could otherwise make a loop of
+/// strong references); while the directory is in use its dentry holds its parent's.
+struct DirLoc {
+    parent: Weak<HostDir>,
+    /// The single name component.
+    name: Box<[u8]>,
+}
+
+/// A descriptor held for a call: a cached one, or one opened for the call.
+enum Held {
+    Host(HostFd),
+    Path(OwnedFd),
+}
+
+impl AsFd for Held {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Held::Host(fd) => fd.as_fd(),
+            Held::Path(fd) => fd.as_fd(),
+        }
+    }
 }
 
 /// Where a non-directory is named on the host.
 struct Loc {
-    /// The parent directory's descriptor.
-    parent: Arc<OwnedFd>,
+    /// The parent directory.
+    parent: Arc<HostDir>,
     /// The single name component.
     name: Box<[u8]>,
+}
+
+/// Opens the directory `name` in `dir`, checked to be `key` (the name may have been
+/// swapped since it was looked at: only the same directory will do).
+fn open_dir(dir: &HostFd, name: &[u8], key: (u64, u64)) -> Result<OwnedFd> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(host)?;
+    if key_of(&rustix::fs::fstat(&fd).map_err(host)?) != key {
+        return Err(Errno::ESTALE);
+    }
+    Ok(fd)
+}
+
+impl HostDir {
+    /// The parent directory: ENOENT for the root or a removed directory, ESTALE if the
+    /// parent is gone from memory.
+    fn parent(&self) -> Result<Arc<HostDir>> {
+        let loc = self.loc.lock();
+        loc.as_ref().ok_or(Errno::ENOENT)?.parent.upgrade().ok_or(Errno::ESTALE)
+    }
+
+    /// The descriptor, reopened by name if the cache closed it.
+    fn fd(&self) -> Result<HostFd> {
+        if let Some(fd) = self.fd.get() {
+            return Ok(fd);
+        }
+        let pfd = self.parent_fd()?;
+        self.fd.get_or_open(|| self.open_in(&pfd))
+    }
+
+    /// Opens this directory by its name in its parent's descriptor `pfd`. A name that
+    /// now names another inode is forgotten (see `HostNode::forget_name`).
+    fn open_in(&self, pfd: &HostFd) -> Result<OwnedFd> {
+        let name = self.loc.lock().as_ref().ok_or(Errno::ENOENT)?.name.clone();
+        let r = open_dir(pfd, &name, self.key);
+        if r.as_ref().is_err_and(|e| *e == Errno::ESTALE) {
+            let mut loc = self.loc.lock();
+            if loc.as_ref().is_some_and(|l| l.name == name) {
+                *loc = None;
+            }
+        }
+        r
+    }
+
+    /// The parent's descriptor, reopening the closed ancestors on the way from the
+    /// nearest open one down (a loop, not a recursion: a deep tree does not use stack).
+    /// Each step is one name in a checked descriptor, so a reopened directory is one
+    /// reachable from the root by names now; a step whose name now names another inode
+    /// is ESTALE.
+    fn parent_fd(&self) -> Result<HostFd> {
+        let parent = self.parent()?;
+        if let Some(fd) = parent.fd.get() {
+            return Ok(fd);
+        }
+        let mut closed = vec![parent];
+        let mut fd = loop {
+            if closed.len() > MAX_REOPEN_DEPTH {
+                return Err(Errno::ESTALE);
+            }
+            let p = closed[closed.len() - 1].parent()?;
+            if let Some(fd) = p.fd.get() {
+                break fd;
+            }
+            closed.push(p);
+        };
+        for d in closed.iter().rev() {
+            fd = d.fd.get_or_open(|| d.open_in(&fd))?;
+        }
+        Ok(fd)
+    }
+
+    /// Records where it is named now, if that changed.
+    fn set_loc(&self, parent: &Arc<HostDir>, name: &[u8]) {
+        let mut loc = self.loc.lock();
+        if loc.as_ref().is_none_or(|l| !std::ptr::eq(l.parent.as_ptr(), Arc::as_ptr(parent)) || *l.name != *name) {
+            *loc = Some(DirLoc { parent: Arc::downgrade(parent), name: name.into() });
+        }
+    }
 }
 
 /// Per-inode private data.
@@ -110,14 +286,14 @@ struct HostNode {
     /// Immutable: the host's (device, inode number), checked whenever a descriptor is
     /// opened by name.
     key: (u64, u64),
-    /// Immutable: a directory's descriptor (`None` for anything else).
-    dir: Option<Arc<OwnedFd>>,
+    /// Immutable: a directory's descriptor and name (`None` for anything else).
+    dir: Option<Arc<HostDir>>,
     /// Where a non-directory is named (`None` for directories and unnamed `O_TMPFILE`
     /// files). Leaf lock; changed by rename and link, which the VFS serializes with the
     /// directory locks.
     loc: Mutex<Option<Loc>>,
-    /// A regular file's I/O descriptor, opened on first use (set once).
-    io: OnceLock<OwnedFd>,
+    /// A regular file's I/O descriptor slot, made on first use (set once).
+    io: OnceLock<Arc<Slot>>,
     /// Immutable: the superblock whose inode cache to tell when this inode is dropped
     /// (weak: the superblock owns the cache, the cache does not own inodes).
     sb: Weak<SuperBlock>,
@@ -133,7 +309,7 @@ impl HostNode {
         sb: &Arc<SuperBlock>,
         live: &Arc<AtomicUsize>,
         key: (u64, u64),
-        dir: Option<Arc<OwnedFd>>,
+        dir: Option<Arc<HostDir>>,
         loc: Option<Loc>,
     ) -> HostNode {
         live.fetch_add(1, Ordering::Relaxed);
@@ -146,6 +322,21 @@ impl HostNode {
             live: live.clone(),
             checked: AtomicU64::new(0),
         }
+    }
+}
+
+impl HostNode {
+    /// The inode was looked for under its name `(parent, name)` and another was there:
+    /// the name is forgotten (unless it changed meanwhile), so the next call that needs it
+    /// is ENOENT, as for a removed file, until a lookup finds the inode again. This one is
+    /// ESTALE. (An open retries an ESTALE with a fresh walk; forgetting the name makes
+    /// sure a walk that trusts its cache gets a final answer.)
+    fn forget_name(&self, parent: &Arc<HostDir>, name: &[u8]) -> Errno {
+        let mut loc = self.loc.lock();
+        if loc.as_ref().is_some_and(|l| Arc::ptr_eq(&l.parent, parent) && *l.name == *name) {
+            *loc = None;
+        }
+        Errno::ESTALE
     }
 }
 
@@ -225,15 +416,28 @@ impl HostFs {
 
     /// As [`HostFs::new`], with options.
     pub fn with_options(dir: impl AsRef<Path>, opts: HostFsOptions) -> Result<HostFs> {
+        let limit = match opts.descriptor_limit {
+            Some(0) => return Err(Errno::EINVAL),
+            Some(n) => n,
+            None => default_descriptor_limit(),
+        };
         let fd = rustix::fs::open(dir.as_ref(), OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
             .map_err(host)?;
-        Ok(HostFs { root: Arc::new(fd), opts, epoch: std::time::Instant::now(), live: Arc::default() })
+        let key = key_of(&rustix::fs::fstat(&fd).map_err(host)?);
+        let cache = FileCache::new(limit);
+        let root = Arc::new(HostDir { key, fd: Slot::fixed(&cache, fd), loc: Mutex::new(None) });
+        Ok(HostFs { root, opts, epoch: std::time::Instant::now(), live: Arc::default(), cache })
     }
 
     /// A handle on the number of hostfs inodes alive (kept by tests after the filesystem
     /// is mounted).
     pub fn live_inodes(&self) -> Arc<AtomicUsize> {
         self.live.clone()
+    }
+
+    /// The bound on host descriptors kept open (see [`HostFsOptions::descriptor_limit`]).
+    pub fn descriptor_limit(&self) -> usize {
+        self.cache.limit()
     }
 
     /// `max_age` of `HostChanges::Revalidate` in nanoseconds (`None` under `Never`).
@@ -269,16 +473,23 @@ impl HostFs {
         apply_stat(inode, st);
     }
 
-    fn dir_fd(inode: &Inode) -> Result<&Arc<OwnedFd>> {
+    fn dir(inode: &Inode) -> Result<&Arc<HostDir>> {
         node(inode).dir.as_ref().ok_or(Errno::ENOTDIR)
     }
 
+    /// A directory's descriptor for the length of a call, reopened if it was closed.
+    fn dir_fd(inode: &Inode) -> Result<HostFd> {
+        Self::dir(inode)?.fd()
+    }
+
     /// Makes (or finds in the inode cache) the inode for `st`, found as `name` in
-    /// `parent`. `io` is a descriptor of it already open (create).
+    /// `parent` (whose descriptor is `pfd`). `io` is a descriptor of it already open
+    /// (create).
     fn iget(
         &self,
         sb: &Arc<SuperBlock>,
-        parent: &Arc<OwnedFd>,
+        parent: &Arc<HostDir>,
+        pfd: &HostFd,
         name: &[u8],
         st: &rustix::fs::Stat,
         io: Option<OwnedFd>,
@@ -292,45 +503,39 @@ impl HostFs {
             |i| i.file_type() == ftype,
             || {
                 let dir = if ftype == FileType::Directory {
-                    let fd = rustix::fs::openat(
-                        parent,
-                        name,
-                        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                        Mode::empty(),
-                    )
-                    .map_err(host)?;
-                    // The name may have been swapped since the fstatat: only the same
-                    // directory will do.
-                    if key_of(&rustix::fs::fstat(&fd).map_err(host)?) != key {
-                        return Err(Errno::ESTALE);
-                    }
-                    Some(Arc::new(fd))
+                    // Opened first: the name may change on the host from the lookup's
+                    // fstatat on, and an ESTALE here makes the lookup start again.
+                    let fd = open_dir(pfd, name, key)?;
+                    let slot = Slot::new(&self.cache);
+                    slot.fill(fd, true);
+                    let loc = DirLoc { parent: Arc::downgrade(parent), name: name.into() };
+                    Some(Arc::new(HostDir { key, fd: slot, loc: Mutex::new(Some(loc)) }))
                 } else {
                     None
                 };
                 let loc = (ftype != FileType::Directory).then(|| Loc { parent: parent.clone(), name: name.into() });
                 let n = HostNode::new(sb, &self.live, key, dir, loc);
                 if let Some(fd) = io.take() {
-                    let _ = n.io.set(fd);
+                    self.io_slot(&n).fill(fd, true);
                 }
                 Ok(Inode::new(sb, Self::new_inode(st), Box::new(n)))
             },
         )?;
         self.revalidated(&inode, st);
-        if ftype != FileType::Directory {
-            // The freshest name of a non-directory (it may have several, or have been
-            // renamed on the host).
-            let n = node(&inode);
-            let mut loc = n.loc.lock();
-            if loc.as_ref().is_none_or(|l| !Arc::ptr_eq(&l.parent, parent) || *l.name != *name) {
-                *loc = Some(Loc { parent: parent.clone(), name: name.into() });
+        // The freshest name (it may have several, or have been renamed on the host): a
+        // closed descriptor is reopened by it.
+        let n = node(&inode);
+        match &n.dir {
+            Some(d) => d.set_loc(parent, name),
+            None => {
+                let mut loc = n.loc.lock();
+                if loc.as_ref().is_none_or(|l| !Arc::ptr_eq(&l.parent, parent) || *l.name != *name) {
+                    *loc = Some(Loc { parent: parent.clone(), name: name.into() });
+                }
             }
-            drop(loc);
-            if let Some(fd) = io
-                && n.io.get().is_none()
-            {
-                let _ = n.io.set(fd);
-            }
+        }
+        if let Some(fd) = io {
+            self.io_slot(n).fill(fd, true);
         }
         Ok(inode)
     }
@@ -356,84 +561,115 @@ impl HostFs {
         }
     }
 
+    /// A regular file's I/O descriptor slot.
+    fn io_slot<'a>(&self, n: &'a HostNode) -> &'a Arc<Slot> {
+        n.io.get_or_init(|| Slot::new(&self.cache))
+    }
+
+    /// Where a non-directory is named: its parent directory and name.
+    fn loc_of(n: &HostNode) -> Result<(Arc<HostDir>, Box<[u8]>)> {
+        let loc = n.loc.lock();
+        let l = loc.as_ref().ok_or(Errno::ESTALE)?;
+        Ok((l.parent.clone(), l.name.clone()))
+    }
+
     /// An `O_PATH` descriptor of a non-directory, checked to be this inode.
     fn path_fd(inode: &Inode) -> Result<OwnedFd> {
         let n = node(inode);
-        let loc = n.loc.lock();
-        let l = loc.as_ref().ok_or(Errno::ESTALE)?;
-        let fd =
-            rustix::fs::openat(&*l.parent, &*l.name, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-                .map_err(host)?;
-        drop(loc);
+        let (parent, name) = Self::loc_of(n)?;
+        let pfd = parent.fd()?;
+        let fd = rustix::fs::openat(&pfd, &*name, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+            .map_err(host)?;
         if key_of(&rustix::fs::fstat(&fd).map_err(host)?) != n.key {
-            return Err(Errno::ESTALE);
+            return Err(n.forget_name(&parent, &name));
         }
         Ok(fd)
     }
 
-    /// The I/O descriptor of a regular file, opened on first use.
-    fn io(inode: &Inode) -> Result<BorrowedFd<'_>> {
-        let n = node(inode);
-        if let Some(fd) = n.io.get() {
-            return Ok(fd.as_fd());
-        }
-        if inode.file_type() != FileType::Regular {
-            return Err(Errno::EINVAL);
-        }
-        let loc = n.loc.lock();
-        let l = loc.as_ref().ok_or(Errno::ESTALE)?;
+    /// Opens a regular file's I/O descriptor by its name, checked to be this inode.
+    fn open_io(n: &HostNode) -> Result<OwnedFd> {
+        let (parent, name) = Self::loc_of(n)?;
+        let pfd = parent.fd()?;
         let base = OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
         // Read-write when the host allows it; a read-only host file still reads.
-        let fd = match rustix::fs::openat(&*l.parent, &*l.name, base | OFlags::RDWR, Mode::empty()) {
+        let fd = match rustix::fs::openat(&pfd, &*name, base | OFlags::RDWR, Mode::empty()) {
             Err(
                 rustix::io::Errno::ACCESS
                 | rustix::io::Errno::ROFS
                 | rustix::io::Errno::TXTBSY
                 | rustix::io::Errno::PERM,
-            ) => rustix::fs::openat(&*l.parent, &*l.name, base | OFlags::RDONLY, Mode::empty()),
+            ) => rustix::fs::openat(&pfd, &*name, base | OFlags::RDONLY, Mode::empty()),
             r => r,
         }
         .map_err(host)?;
-        drop(loc);
         if key_of(&rustix::fs::fstat(&fd).map_err(host)?) != n.key {
-            return Err(Errno::ESTALE);
+            return Err(n.forget_name(&parent, &name));
         }
-        let _ = n.io.set(fd);
-        Ok(n.io.get().expect("just set").as_fd())
+        Ok(fd)
     }
 
-    /// A descriptor to read attributes and xattrs through: the directory's, the open I/O
-    /// one, or (other types) an `O_PATH` one.
-    fn with_fd<R>(inode: &Inode, f: impl FnOnce(BorrowedFd<'_>) -> Result<R>) -> Result<R> {
+    /// The I/O descriptor of a regular file for the length of a call: the open one, or
+    /// opened by name (and left to the cache).
+    fn io(&self, inode: &Inode) -> Result<HostFd> {
+        if inode.file_type() != FileType::Regular {
+            return Err(Errno::EINVAL);
+        }
         let n = node(inode);
-        if let Some(d) = &n.dir {
-            return f(d.as_fd());
+        let slot = self.io_slot(n);
+        match slot.get() {
+            Some(fd) => Ok(fd),
+            None => slot.get_or_open(|| Self::open_io(n)),
         }
-        if let Some(io) = n.io.get() {
-            return f(io.as_fd());
-        }
-        if inode.file_type() == FileType::Regular {
-            return f(Self::io(inode)?);
-        }
-        let fd = Self::path_fd(inode)?;
-        f(fd.as_fd())
+    }
+
+    /// The descriptor to read attributes and xattrs through: the directory's, the
+    /// regular file's I/O one, or (other types) an `O_PATH` one.
+    fn with_fd<R>(&self, inode: &Inode, f: impl FnOnce(BorrowedFd<'_>) -> Result<R>) -> Result<R> {
+        let n = node(inode);
+        let held = match (&n.dir, inode.file_type()) {
+            (Some(d), _) => Held::Host(d.fd()?),
+            (None, FileType::Regular) => Held::Host(self.io(inode)?),
+            (None, _) => Held::Path(Self::path_fd(inode)?),
+        };
+        f(held.as_fd())
     }
 
     /// Re-reads the inode's attributes from the host.
-    fn refresh(inode: &Inode) -> Result<()> {
-        let st = Self::with_fd(inode, |fd| rustix::fs::statat(fd, "", AtFlags::EMPTY_PATH).map_err(host))?;
+    fn refresh(&self, inode: &Inode) -> Result<()> {
+        let st = self.with_fd(inode, |fd| rustix::fs::statat(fd, "", AtFlags::EMPTY_PATH).map_err(host))?;
         apply_stat(inode, &st);
         Ok(())
+    }
+
+    /// The host's attributes of `inode` without opening it: through the descriptor it
+    /// has open, else by its name (checked to be it). `None` if the host cannot show it
+    /// any more.
+    fn stat_quietly(inode: &Inode) -> Option<rustix::fs::Stat> {
+        let n = node(inode);
+        if let Some(d) = &n.dir {
+            if let Some(fd) = d.fd.get() {
+                return rustix::fs::fstat(&fd).ok();
+            }
+            let pfd = d.parent_fd().ok()?;
+            let name = d.loc.lock().as_ref()?.name.clone();
+            return rustix::fs::statat(&pfd, &*name, AtFlags::SYMLINK_NOFOLLOW).ok().filter(|st| key_of(st) == n.key);
+        }
+        if let Some(fd) = n.io.get().and_then(|s| s.get()) {
+            return rustix::fs::fstat(&fd).ok();
+        }
+        let (parent, name) = Self::loc_of(n).ok()?;
+        let pfd = parent.fd().ok()?;
+        rustix::fs::statat(&pfd, &*name, AtFlags::SYMLINK_NOFOLLOW).ok().filter(|st| key_of(st) == n.key)
     }
 
     /// Where to send xattr calls: the descriptor of a directory or regular file; for
     /// other types (an `O_PATH` descriptor, which the xattr calls refuse) the magic link of
     /// a checked `O_PATH` descriptor, as for chmod (see the module docs).
-    fn xattr_target(inode: &Inode) -> Result<XTarget<'_>> {
+    fn xattr_target(&self, inode: &Inode) -> Result<XTarget> {
         let n = node(inode);
         match &n.dir {
-            Some(d) => Ok(XTarget::Fd(d.as_fd())),
-            None if inode.file_type() == FileType::Regular => Ok(XTarget::Fd(Self::io(inode)?)),
+            Some(d) => Ok(XTarget::Fd(d.fd()?)),
+            None if inode.file_type() == FileType::Regular => Ok(XTarget::Fd(self.io(inode)?)),
             None => {
                 let fd = Self::path_fd(inode)?;
                 let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
@@ -444,11 +680,14 @@ impl HostFs {
 
     /// After an unlink/rmdir/rename-over took a name of `inode`: new link count from the
     /// host if it can still be reached, and out of the inode cache once it has no name
-    /// (the host may reuse its number).
+    /// (the host may reuse its number). A file with no name left keeps its host
+    /// descriptor only while uvfs has it open (Linux keeps an unlinked file's data for
+    /// its open files only).
     fn lost_name(inode: &Inode) {
         let n = node(inode);
-        let refreshed = match (&n.dir, n.io.get()) {
-            (None, Some(io)) => rustix::fs::fstat(io).map(|st| apply_stat(inode, &st)).is_ok(),
+        let io = n.io.get();
+        let refreshed = match (&n.dir, io.and_then(|s| s.get())) {
+            (None, Some(fd)) => rustix::fs::fstat(&fd).map(|st| apply_stat(inode, &st)).is_ok(),
             _ => false,
         };
         if !refreshed {
@@ -461,7 +700,18 @@ impl HostFs {
         }
         if inode.nlink() == 0 {
             inode.sb().icache().remove(n.key, inode, &inode.sb().rcu());
-            *n.loc.lock() = None;
+            match &n.dir {
+                // A removed directory holds no data: its descriptor is left to the cache,
+                // and calls in it get the host's answers for a removed directory (a
+                // task's working directory may be one) until it is closed.
+                Some(d) => *d.loc.lock() = None,
+                None => {
+                    *n.loc.lock() = None;
+                    if let Some(s) = io {
+                        s.close_unless_pinned();
+                    }
+                }
+            }
         }
     }
 }
@@ -484,8 +734,14 @@ impl FileSystem for HostFs {
         if self.recent(dentry.d_time().load(Ordering::Relaxed), max_age) {
             return Ok(true);
         }
-        let dfd = Self::dir_fd(dir)?;
-        let valid = match rustix::fs::statat(&**dfd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        // A directory that cannot be reopened (removed, or its name now another's) has
+        // no names, as a removed directory's descriptor answers.
+        let st = match Self::dir_fd(dir) {
+            Ok(dfd) => rustix::fs::statat(&dfd, name, AtFlags::SYMLINK_NOFOLLOW),
+            Err(Errno::ENOENT | Errno::ESTALE) => Err(rustix::io::Errno::NOENT),
+            Err(e) => return Err(e),
+        };
+        let valid = match st {
             // Also the answer in a directory removed on the host.
             Err(rustix::io::Errno::NOENT) => dentry.inode().is_none(),
             Err(e) => return Err(host(e)),
@@ -512,11 +768,35 @@ impl FileSystem for HostFs {
 
     fn open(&self, inode: &Inode) -> Result<()> {
         // The host file is opened with the first uvfs open of it (not at lookup: a cold
-        // scan that only stats holds no descriptor), and stays open with the inode.
-        if inode.file_type() == FileType::Regular {
-            Self::io(inode)?;
+        // scan that only stats holds no descriptor), and its descriptor is pinned until
+        // `release`: the cache does not close it, so the open file keeps its data
+        // whatever happens to its name. A directory's is pinned too (an open directory
+        // lists what is there even if it moved on the host).
+        let n = node(inode);
+        match (&n.dir, inode.file_type()) {
+            (Some(d), _) => d.fd.pin(|| d.open_in(&d.parent_fd()?)),
+            (None, FileType::Regular) => self.io_slot(n).pin(|| Self::open_io(n)),
+            _ => Ok(()),
         }
-        Ok(())
+    }
+
+    fn release(&self, inode: &Inode) {
+        let n = node(inode);
+        match (&n.dir, inode.file_type()) {
+            // A directory's descriptor goes back to the cache (a removed one's too: it
+            // holds no data; see `lost_name`).
+            (Some(d), _) => d.fd.unpin(|_| true),
+            // A file's too, unless the file was removed (through uvfs: it has no name; on
+            // the host: no links): nothing could reopen it, and only open files may keep
+            // a removed file's data.
+            (None, FileType::Regular) => {
+                if let Some(s) = n.io.get() {
+                    let linked = |fd: &OwnedFd| rustix::fs::fstat(fd).is_ok_and(|st| st.st_nlink > 0);
+                    s.unpin(|fd| n.loc.lock().is_some() && linked(fd));
+                }
+            }
+            _ => {}
+        }
     }
 
     fn d_init(&self, dentry: &crate::core::dentry::Dentry) {
@@ -532,26 +812,16 @@ impl FileSystem for HostFs {
         if self.recent(n.checked.load(Ordering::Relaxed), max_age) {
             return Ok(());
         }
-        // Without opening anything: the descriptor it has, else its name (checked to be
-        // it). An inode the host cannot show any more keeps what it had.
-        let st = match (&n.dir, n.io.get()) {
-            (Some(d), _) => rustix::fs::fstat(&**d).ok(),
-            (None, Some(io)) => rustix::fs::fstat(io).ok(),
-            (None, None) => {
-                let loc = n.loc.lock();
-                loc.as_ref()
-                    .and_then(|l| rustix::fs::statat(&*l.parent, &*l.name, AtFlags::SYMLINK_NOFOLLOW).ok())
-                    .filter(|st| key_of(st) == n.key)
-            }
-        };
-        if let Some(st) = st {
+        // Without opening it: the descriptor it has, else its name (checked to be it). An
+        // inode the host cannot show any more keeps what it had.
+        if let Some(st) = Self::stat_quietly(inode) {
             self.revalidated(inode, &st);
         }
         Ok(())
     }
 
     fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>> {
-        let st = rustix::fs::fstat(&*self.root).map_err(host)?;
+        let st = rustix::fs::fstat(&self.root.fd()?).map_err(host)?;
         let key = key_of(&st);
         let root = self.root.clone();
         sb.icache().iget(
@@ -566,7 +836,7 @@ impl FileSystem for HostFs {
     }
 
     fn statfs(&self, _sb: &SuperBlock) -> StatFs {
-        match rustix::fs::fstatfs(&*self.root) {
+        match self.root.fd().and_then(|fd| rustix::fs::fstatfs(&fd).map_err(host)) {
             Ok(s) => StatFs {
                 fs_type: s.f_type as u64,
                 bsize: s.f_bsize as u64,
@@ -585,17 +855,27 @@ impl FileSystem for HostFs {
 
     fn lookup(&self, sb: &Arc<SuperBlock>, dir: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
         let name = component(name)?;
-        let dfd = Self::dir_fd(dir)?;
-        // Twice at most: a directory swapped between the fstatat and its open is looked up
-        // again; a second swap is ESTALE.
-        for attempt in 0..2 {
-            let st = match rustix::fs::statat(&**dfd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        let d = Self::dir(dir)?;
+        let dfd = match d.fd() {
+            Ok(fd) => fd,
+            // Removed (by uvfs, or on the host with its descriptor closed since): no
+            // names, as a removed directory's descriptor answers.
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        // A directory swapped between the fstatat and its open is looked up again, a few
+        // times (a host that renames without pause can hit the window more than once);
+        // then ESTALE.
+        for attempt in 0..LOOKUP_ATTEMPTS {
+            let st = match rustix::fs::statat(&dfd, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 Err(rustix::io::Errno::NOENT) => return Ok(None),
                 Err(e) => return Err(host(e)),
             };
-            match self.iget(sb, dfd, name, &st, None) {
-                Err(Errno::ESTALE | Errno::ELOOP | Errno::ENOTDIR | Errno::ENOENT) if attempt == 0 => continue,
+            match self.iget(sb, d, &dfd, name, &st, None) {
+                Err(Errno::ESTALE | Errno::ELOOP | Errno::ENOTDIR | Errno::ENOENT) if attempt + 1 < LOOKUP_ATTEMPTS => {
+                    continue;
+                }
                 r => return r.map(Some),
             }
         }
@@ -604,14 +884,15 @@ impl FileSystem for HostFs {
 
     fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
         let name = component(name)?;
-        let dfd = Self::dir_fd(dir)?;
+        let d = Self::dir(dir)?;
+        let dfd = d.fd()?;
         let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
         let perm = Mode::from_raw_mode(args.mode & 0o7777);
         let mut io = None;
         match ftype {
             FileType::Regular => {
                 let fd = rustix::fs::openat(
-                    &**dfd,
+                    &dfd,
                     name,
                     OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                     perm,
@@ -619,16 +900,16 @@ impl FileSystem for HostFs {
                 .map_err(host)?;
                 io = Some(fd);
             }
-            FileType::Directory => rustix::fs::mkdirat(&**dfd, name, perm).map_err(host)?,
-            FileType::Symlink => rustix::fs::symlinkat(args.target.unwrap_or_default(), &**dfd, name).map_err(host)?,
-            _ => rustix::fs::mknodat(&**dfd, name, rustix::fs::FileType::from_raw_mode(args.mode), perm, args.rdev)
+            FileType::Directory => rustix::fs::mkdirat(&dfd, name, perm).map_err(host)?,
+            FileType::Symlink => rustix::fs::symlinkat(args.target.unwrap_or_default(), &dfd, name).map_err(host)?,
+            _ => rustix::fs::mknodat(&dfd, name, rustix::fs::FileType::from_raw_mode(args.mode), perm, args.rdev)
                 .map_err(host)?,
         }
-        let st = rustix::fs::statat(&**dfd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(host)?;
-        let inode = self.iget(sb, dfd, name, &st, io)?;
+        let st = rustix::fs::statat(&dfd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(host)?;
+        let inode = self.iget(sb, d, &dfd, name, &st, io)?;
         // Owner, ACLs, then the mode the VFS decided (after chown, which may clear
         // set-id bits, and after the ACLs, whose mask follows the group bits).
-        Self::with_fd(&inode, |fd| {
+        self.with_fd(&inode, |fd| {
             rustix::fs::chownat(
                 fd,
                 "",
@@ -641,20 +922,20 @@ impl FileSystem for HostFs {
         if ftype != FileType::Symlink {
             for (ty, acl) in [(AclType::Access, &args.acl), (AclType::Default, &args.default_acl)] {
                 if let Some(acl) = acl {
-                    Self::xattr_target(&inode)?.set(ty.xattr_name(), &acl.to_xattr_vec(), 0)?;
+                    self.xattr_target(&inode)?.set(ty.xattr_name(), &acl.to_xattr_vec(), 0)?;
                 }
             }
             self.chmod(&inode, args.mode & 0o7777)?;
         }
-        Self::refresh(&inode)?;
-        Self::refresh(dir)?;
+        self.refresh(&inode)?;
+        self.refresh(dir)?;
         Ok(inode)
     }
 
     fn tmpfile(&self, sb: &Arc<SuperBlock>, dir: &Inode, args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
         let dfd = Self::dir_fd(dir)?;
         let fd = rustix::fs::openat(
-            &**dfd,
+            &dfd,
             ".",
             OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
             Mode::from_raw_mode(args.mode & 0o7777),
@@ -666,98 +947,90 @@ impl FileSystem for HostFs {
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(args.mode & 0o7777)).map_err(host)?;
         let key = key_of(&st);
         let n = HostNode::new(sb, &self.live, key, None, None);
-        let _ = n.io.set(fd);
+        // Not queued: nothing could reopen an unnamed file. The open that follows pins it;
+        // its release closes it, or leaves it to the cache once it has a name (linkat).
+        self.io_slot(&n).fill(fd, false);
         // Not in the inode cache: it has no name to be found by until linked.
         let inode = Inode::new(sb, Self::new_inode(&st), Box::new(n));
-        Self::refresh(&inode)?;
+        self.refresh(&inode)?;
         Ok(inode)
     }
 
     fn link(&self, dir: &Inode, name: &[u8], inode: &Arc<Inode>) -> Result<()> {
         let name = component(name)?;
-        let dfd = Self::dir_fd(dir)?;
+        let d = Self::dir(dir)?;
+        let dfd = d.fd()?;
         let n = node(inode);
         // By descriptor (AT_EMPTY_PATH), so the file linked is this inode even if its old
-        // name changed on the host, and an unnamed O_TMPFILE file can be linked.
-        let fd;
-        let src = match n.io.get() {
-            Some(io) => io.as_fd(),
-            None => {
-                fd = Self::path_fd(inode)?;
-                fd.as_fd()
-            }
+        // name changed on the host, and an unnamed O_TMPFILE file (whose descriptor is
+        // pinned by its open) can be linked.
+        let src = match n.io.get().and_then(|s| s.get()) {
+            Some(io) => Held::Host(io),
+            None => Held::Path(Self::path_fd(inode)?),
         };
-        rustix::fs::linkat(src, "", &**dfd, name, AtFlags::EMPTY_PATH).map_err(host)?;
+        rustix::fs::linkat(&src, "", &dfd, name, AtFlags::EMPTY_PATH).map_err(host)?;
         {
             let mut loc = n.loc.lock();
             if loc.is_none() {
-                *loc = Some(Loc { parent: dfd.clone(), name: name.into() });
+                *loc = Some(Loc { parent: d.clone(), name: name.into() });
             }
         }
         let sb = inode.sb();
         if sb.icache().iget(n.key, &sb.rcu(), |_| true, || Ok(inode.clone())).is_err() {
             return Err(Errno::EIO);
         }
-        Self::refresh(inode)?;
-        Self::refresh(dir)
+        self.refresh(inode)?;
+        self.refresh(dir)
     }
 
     fn unlink(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
         let name = component(name)?;
         let dfd = Self::dir_fd(dir)?;
-        // An open file must stay readable after its last name goes: open its descriptor
-        // while it still has a name (best effort: a file the host will not open is
-        // unlinked anyway).
-        if inode.file_type() == FileType::Regular {
-            let _ = Self::io(inode);
-        }
-        rustix::fs::unlinkat(&**dfd, name, AtFlags::empty()).map_err(host)?;
+        // (A file open in uvfs has its descriptor pinned: it stays readable after its
+        // last name goes.)
+        rustix::fs::unlinkat(&dfd, name, AtFlags::empty()).map_err(host)?;
         Self::lost_name(inode);
-        Self::refresh(dir)
+        self.refresh(dir)
     }
 
     fn rmdir(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
         let name = component(name)?;
         let dfd = Self::dir_fd(dir)?;
-        rustix::fs::unlinkat(&**dfd, name, AtFlags::REMOVEDIR).map_err(host)?;
+        rustix::fs::unlinkat(&dfd, name, AtFlags::REMOVEDIR).map_err(host)?;
         Self::lost_name(inode);
-        Self::refresh(dir)
+        self.refresh(dir)
     }
 
     fn rename(&self, r: &RenameReq<'_>) -> Result<()> {
         let (old_name, new_name) = (component(r.old_name)?, component(r.new_name)?);
-        let (ofd, nfd) = (Self::dir_fd(r.old_dir)?, Self::dir_fd(r.new_dir)?);
+        let (od, nd) = (Self::dir(r.old_dir)?, Self::dir(r.new_dir)?);
+        let (ofd, nfd) = (od.fd()?, nd.fd()?);
         let exchange = r.flags.contains(crate::abi::flags::RenameFlags::EXCHANGE);
-        if let Some(t) = r.target
-            && !exchange
-            && t.file_type() == FileType::Regular
-        {
-            let _ = Self::io(t);
-        }
         rustix::fs::renameat_with(
-            &**ofd,
+            &ofd,
             old_name,
-            &**nfd,
+            &nfd,
             new_name,
             rustix::fs::RenameFlags::from_bits_retain(r.flags.bits()),
         )
         .map_err(host)?;
-        if node(r.inode).dir.is_none() {
-            *node(r.inode).loc.lock() = Some(Loc { parent: nfd.clone(), name: new_name.into() });
-        }
+        // The new names, which a closed descriptor is reopened by.
+        let moved = |inode: &Inode, parent: &Arc<HostDir>, name: &[u8]| match &node(inode).dir {
+            Some(d) => d.set_loc(parent, name),
+            None => *node(inode).loc.lock() = Some(Loc { parent: parent.clone(), name: name.into() }),
+        };
+        moved(r.inode, nd, new_name);
         if let Some(t) = r.target {
             if exchange {
-                if node(t).dir.is_none() {
-                    *node(t).loc.lock() = Some(Loc { parent: ofd.clone(), name: old_name.into() });
-                }
-                let _ = Self::refresh(t);
+                moved(t, od, old_name);
+                let _ = self.refresh(t);
             } else {
                 Self::lost_name(t);
             }
         }
-        let _ = Self::refresh(r.inode);
-        Self::refresh(r.old_dir)?;
-        Self::refresh(r.new_dir)
+        let _ = self.refresh(r.inode);
+        self.refresh(r.old_dir)?;
+        self.refresh(r.new_dir)
     }
 
     fn readlink(&self, inode: &Inode) -> Result<Vec<u8>> {
@@ -771,7 +1044,7 @@ impl FileSystem for HostFs {
 
     fn setattr(&self, inode: &Inode, attr: &SetAttr) -> Result<()> {
         if attr.uid.is_some() || attr.gid.is_some() {
-            Self::with_fd(inode, |fd| {
+            self.with_fd(inode, |fd| {
                 rustix::fs::chownat(
                     fd,
                     "",
@@ -795,12 +1068,11 @@ impl FileSystem for HostFs {
             let times = rustix::fs::Timestamps { last_access: t(attr.atime), last_modification: t(attr.mtime) };
             let n = node(inode);
             match (&n.dir, inode.file_type()) {
-                (Some(d), _) => rustix::fs::futimens(&**d, &times).map_err(host)?,
-                (None, FileType::Regular) => rustix::fs::futimens(Self::io(inode)?, &times).map_err(host)?,
+                (Some(d), _) => rustix::fs::futimens(&d.fd()?, &times).map_err(host)?,
+                (None, FileType::Regular) => rustix::fs::futimens(&self.io(inode)?, &times).map_err(host)?,
                 _ => {
-                    let loc = n.loc.lock();
-                    let l = loc.as_ref().ok_or(Errno::ESTALE)?;
-                    rustix::fs::utimensat(&*l.parent, &*l.name, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(host)?;
+                    let (parent, name) = Self::loc_of(n)?;
+                    rustix::fs::utimensat(&parent.fd()?, &*name, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(host)?;
                 }
             }
         }
@@ -810,15 +1082,15 @@ impl FileSystem for HostFs {
     }
 
     fn truncate(&self, inode: &Inode, size: u64) -> Result<()> {
-        rustix::fs::ftruncate(Self::io(inode)?, size).map_err(host)?;
-        Self::refresh(inode)
+        rustix::fs::ftruncate(&self.io(inode)?, size).map_err(host)?;
+        self.refresh(inode)
     }
 
     fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
-        let fd = Self::io(inode)?;
+        let fd = self.io(inode)?;
         let mut done = 0;
         while done < buf.len() {
-            match rustix::io::pread(fd, &mut buf[done..], off + done as u64) {
+            match rustix::io::pread(&fd, &mut buf[done..], off + done as u64) {
                 Ok(0) => break,
                 Ok(n) => done += n,
                 Err(rustix::io::Errno::INTR) => {}
@@ -830,7 +1102,7 @@ impl FileSystem for HostFs {
     }
 
     fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)> {
-        let fd = Self::io(inode)?;
+        let fd = self.io(inode)?;
         let (off, len) = at.resolve(inode.size(), buf.len())?;
         let buf = &buf[..len];
         if at.is_append() {
@@ -838,24 +1110,24 @@ impl FileSystem for HostFs {
             // whoever else appends, in uvfs or on the host; one call, as the host's own
             // O_APPEND write would be.
             let n = loop {
-                match rustix::io::pwritev2(fd, &[std::io::IoSlice::new(buf)], 0, rustix::io::ReadWriteFlags::APPEND) {
+                match rustix::io::pwritev2(&fd, &[std::io::IoSlice::new(buf)], 0, rustix::io::ReadWriteFlags::APPEND) {
                     Err(rustix::io::Errno::INTR) => continue,
                     r => break r.map_err(host)?,
                 }
             };
-            Self::refresh(inode)?;
+            self.refresh(inode)?;
             return Ok((inode.size().saturating_sub(n as u64), n));
         }
         let mut done = 0;
         while done < buf.len() {
-            match rustix::io::pwrite(fd, &buf[done..], off + done as u64) {
+            match rustix::io::pwrite(&fd, &buf[done..], off + done as u64) {
                 Ok(n) => done += n,
                 Err(rustix::io::Errno::INTR) => {}
                 Err(e) if done == 0 => return Err(host(e)),
                 Err(_) => break,
             }
         }
-        Self::refresh(inode)?;
+        self.refresh(inode)?;
         Ok((off, done))
     }
 
@@ -863,7 +1135,7 @@ impl FileSystem for HostFs {
         let dfd = Self::dir_fd(dir)?;
         // A fresh open description per call (its own position); the cursor is the host's
         // `d_off` cookie of the last entry given.
-        let mut d = rustix::fs::Dir::read_from(&**dfd).map_err(host)?;
+        let mut d = rustix::fs::Dir::read_from(&dfd).map_err(host)?;
         if cursor != 0 {
             d.seek(cursor as i64).map_err(host)?;
         }
@@ -890,7 +1162,7 @@ impl FileSystem for HostFs {
     }
 
     fn fsync(&self, inode: &Inode) -> Result<()> {
-        Self::with_fd(inode, |fd| rustix::fs::fsync(fd).map_err(host))
+        self.with_fd(inode, |fd| rustix::fs::fsync(fd).map_err(host))
     }
 
     fn posix_acl(&self) -> bool {
@@ -899,7 +1171,7 @@ impl FileSystem for HostFs {
 
     fn get_acl(&self, inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
         let mut buf = vec![0u8; XATTR_SIZE_MAX];
-        match Self::xattr_target(inode)?.get(ty.xattr_name(), &mut buf) {
+        match self.xattr_target(inode)?.get(ty.xattr_name(), &mut buf) {
             Ok(n) => Ok(Acl::from_xattr(&buf[..n])?.map(Arc::new)),
             Err(Errno::ENODATA | Errno::EOPNOTSUPP) => Ok(None),
             Err(e) => Err(e),
@@ -907,7 +1179,7 @@ impl FileSystem for HostFs {
     }
 
     fn set_acl(&self, inode: &Inode, ty: AclType, acl: Option<&Arc<Acl>>) -> Result<()> {
-        let t = Self::xattr_target(inode)?;
+        let t = self.xattr_target(inode)?;
         match acl {
             Some(a) => t.set(ty.xattr_name(), &a.to_xattr_vec(), 0),
             None => match t.remove(ty.xattr_name()) {
@@ -918,7 +1190,7 @@ impl FileSystem for HostFs {
     }
 
     fn getxattr(&self, inode: &Inode, name: &[u8], buf: &mut [u8]) -> Result<usize> {
-        let t = Self::xattr_target(inode)?;
+        let t = self.xattr_target(inode)?;
         if buf.is_empty() {
             // The size: read into a scratch buffer of the largest size (rustix passes an
             // empty buffer as is, and the host's answer to size 0 is not given back).
@@ -930,17 +1202,17 @@ impl FileSystem for HostFs {
 
     fn setxattr(&self, inode: &Inode, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
         // Called with the inode lock held: no refresh (only the host's ctime moved).
-        Self::xattr_target(inode)?.set(name, value, flags.bits())
+        self.xattr_target(inode)?.set(name, value, flags.bits())
     }
 
     fn removexattr(&self, inode: &Inode, name: &[u8]) -> Result<()> {
         // As setxattr: no refresh under the inode lock.
-        Self::xattr_target(inode)?.remove(name)
+        self.xattr_target(inode)?.remove(name)
     }
 
     fn listxattr(&self, inode: &Inode, out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
         let mut buf = vec![0u8; XATTR_LIST_MAX];
-        let n = Self::xattr_target(inode)?.list(&mut buf)?;
+        let n = self.xattr_target(inode)?.list(&mut buf)?;
         for name in buf[..n].split(|&b| b == 0).filter(|s| !s.is_empty()) {
             // The VFS lists the ACLs from their slots.
             if AclType::from_xattr_name(name).is_some() {
@@ -964,8 +1236,8 @@ impl HostFs {
         let m = Mode::from_raw_mode(mode);
         let n = node(inode);
         match (&n.dir, inode.file_type()) {
-            (Some(d), _) => rustix::fs::fchmod(&**d, m).map_err(host),
-            (None, FileType::Regular) => rustix::fs::fchmod(Self::io(inode)?, m).map_err(host),
+            (Some(d), _) => rustix::fs::fchmod(&d.fd()?, m).map_err(host),
+            (None, FileType::Regular) => rustix::fs::fchmod(&self.io(inode)?, m).map_err(host),
             (None, FileType::Symlink) => Ok(()),
             _ => {
                 let fd = Self::path_fd(inode)?;
@@ -982,15 +1254,15 @@ const XATTR_SIZE_MAX: usize = 65536;
 const XATTR_LIST_MAX: usize = 65536;
 
 /// Where an xattr call goes (see [`HostFs::xattr_target`]).
-enum XTarget<'a> {
+enum XTarget {
     /// A descriptor the xattr calls accept.
-    Fd(BorrowedFd<'a>),
+    Fd(HostFd),
     /// The magic link of the checked `O_PATH` descriptor it holds open (only held: the
     /// link names it while it is open).
     Link(#[allow(dead_code)] OwnedFd, String),
 }
 
-impl XTarget<'_> {
+impl XTarget {
     fn get(&self, name: &[u8], buf: &mut [u8]) -> Result<usize> {
         match self {
             XTarget::Fd(fd) => rustix::fs::fgetxattr(fd, name, buf),
