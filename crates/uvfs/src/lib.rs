@@ -159,7 +159,7 @@ pub use abi::flags::{
     AccessMode, AtFlags, Fd, OpenFlags, OpenHow, RenameFlags, ResolveFlags, TimeSpec, Timespec, Whence,
 };
 pub use abi::limits;
-pub use abi::stat::{FileType, Stat, StatFs, makedev};
+pub use abi::stat::{DevIno, FileType, Ino, Stat, StatFs, makedev};
 pub use core::acl::{Acl, AclEntry, AclTag, AclType};
 pub use core::dentry::Dentry;
 pub use core::file::{DirFd, File, FileRef};

@@ -808,7 +808,7 @@ fn fd_table_race() {
                                 }
                             }
                             if let Ok(f) = task.file(fd) {
-                                let ino = f.inode().ino();
+                                let ino = f.inode().ino().0;
                                 assert!(file_inos.contains(&ino) || dir_inos.contains(&ino));
                             }
                         }

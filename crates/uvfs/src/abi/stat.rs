@@ -134,6 +134,20 @@ pub struct StatFs {
     pub namelen: u64,
 }
 
+/// An inode number within its filesystem (`st_ino`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Ino(pub u64);
+
+/// A file's identity across filesystems: its device (`st_dev`) and inode number, as the
+/// inode cache of a filesystem that loads inodes keys them (hostfs: the host's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DevIno {
+    /// Device number.
+    pub dev: u64,
+    /// Inode number on that device.
+    pub ino: Ino,
+}
+
 /// Whether `mode` has setgid together with group execute: a setgid program. (Setgid
 /// without group execute marks a file for mandatory locking; writes and chowns keep it.)
 #[inline]

@@ -28,6 +28,7 @@
 use std::sync::{Arc, Weak};
 
 use crate::abi::errno::Result;
+use crate::abi::stat::DevIno;
 use crate::core::inode::Inode;
 use crate::sync::Mutex;
 use crate::sync::rcu::Rcu;
@@ -36,12 +37,12 @@ use crate::sync::rhashtable::RHashTable;
 /// The inode cache of one filesystem instance.
 pub struct InodeCache {
     /// Probed without a lock; written only under `lock`.
-    table: RHashTable<(u64, u64), Weak<Inode>>,
+    table: RHashTable<DevIno, Weak<Inode>>,
     /// Serializes inserts and removals (Linux's `inode_hash_lock`).
     lock: Mutex<(), { crate::sync::rank::FS_META }>,
     /// Keys whose inode was dropped, to remove at the next locked insert. A leaf lock,
     /// never held while calling anything.
-    dead: parking_lot::Mutex<Vec<(u64, u64)>>,
+    dead: parking_lot::Mutex<Vec<DevIno>>,
     /// Immutable: probe without the lock (`FastPaths::INODE_HASH`).
     lockless: bool,
 }
@@ -62,7 +63,7 @@ impl InodeCache {
     /// the file (hostfs: the same type); a rejected one is replaced.
     pub fn iget(
         &self,
-        key: (u64, u64),
+        key: DevIno,
         rcu: &Rcu,
         valid: impl Fn(&Inode) -> bool,
         make: impl FnOnce() -> Result<Arc<Inode>>,
@@ -100,7 +101,7 @@ impl InodeCache {
     }
 
     /// Unhashes `key` if it is `inode` (an unlinked file whose number the host may reuse).
-    pub fn remove(&self, key: (u64, u64), inode: &Inode, rcu: &Rcu) {
+    pub fn remove(&self, key: DevIno, inode: &Inode, rcu: &Rcu) {
         let _l = self.lock.lock();
         let guard = rcu.pin();
         if self.table.get(&key, &guard).is_some_and(|w| std::ptr::eq(w.as_ptr(), inode)) {
@@ -111,7 +112,7 @@ impl InodeCache {
 
     /// Reports that the inode cached as `key` was dropped (called from the filesystem's
     /// per-inode `Drop`; takes only the leaf lock).
-    pub fn reap(&self, key: (u64, u64)) {
+    pub fn reap(&self, key: DevIno) {
         self.dead.lock().push(key);
     }
 

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::abi::flags::Timespec;
+use crate::abi::stat::Ino;
 use crate::abi::stat::{FileType, S_IFMT, Stat};
 use crate::core::acl::posix_acl_create;
 use crate::core::acl::{AclInit, AclSlot};
@@ -27,7 +28,7 @@ use crate::sync::seqcount::SeqCount;
 pub struct Inode {
     // ---- read by lookups, permission checks and stat ----
     /// Immutable: inode number.
-    ino: u64,
+    ino: Ino,
     /// Immutable: the type.
     ftype: FileType,
     /// Atomic: `I_*` flags (Linux's `i_flags`): [`I_NOSEC`].
@@ -112,7 +113,7 @@ impl AtomicTime {
 /// What a filesystem gives to make a new inode.
 pub struct NewInode {
     /// Inode number.
-    pub ino: u64,
+    pub ino: Ino,
     /// Type and permission bits.
     pub mode: u32,
     /// Owner.
@@ -207,7 +208,7 @@ impl Inode {
 
     /// Inode number.
     #[inline]
-    pub fn ino(&self) -> u64 {
+    pub fn ino(&self) -> Ino {
         self.ino
     }
 
@@ -317,7 +318,7 @@ impl Inode {
         let a = self.attrs();
         Stat {
             dev: self.sb.dev(),
-            ino: self.ino,
+            ino: self.ino.0,
             mode: a.mode,
             nlink: a.nlink,
             uid: a.uid,

@@ -75,6 +75,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use self::filecache::{FileCache, HostFd, Slot};
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::Timespec;
+use crate::abi::stat::{DevIno, Ino};
 use crate::abi::stat::{FileType, StatFs};
 use crate::core::acl::{Acl, AclInit, AclType};
 use crate::core::inode::{Inode, NewInode};
@@ -158,7 +159,7 @@ pub struct HostFs {
 /// and where it is named. Shared by the directory's inode and its children's [`Loc`]s.
 struct HostDir {
     /// Immutable: the host's (device, inode number), checked on every reopen.
-    key: (u64, u64),
+    key: DevIno,
     /// Immutable: the descriptor's slot (`O_RDONLY | O_DIRECTORY`).
     fd: Arc<Slot>,
     /// Where it is named (`None`: the root, or removed). Leaf lock; changed by rename, and
@@ -200,7 +201,7 @@ struct Loc {
 
 /// Opens the directory `name` in `dir`, checked to be `key` (the name may have been
 /// swapped since it was looked at: only the same directory will do).
-fn open_dir(dir: &HostFd, name: &[u8], key: (u64, u64)) -> Result<OwnedFd> {
+fn open_dir(dir: &HostFd, name: &[u8], key: DevIno) -> Result<OwnedFd> {
     let fd = rustix::fs::openat(
         dir,
         name,
@@ -285,7 +286,7 @@ impl HostDir {
 struct HostNode {
     /// Immutable: the host's (device, inode number), checked whenever a descriptor is
     /// opened by name.
-    key: (u64, u64),
+    key: DevIno,
     /// Immutable: a directory's descriptor and name (`None` for anything else).
     dir: Option<Arc<HostDir>>,
     /// Where a non-directory is named (`None` for directories and unnamed `O_TMPFILE`
@@ -308,7 +309,7 @@ impl HostNode {
     fn new(
         sb: &Arc<SuperBlock>,
         live: &Arc<AtomicUsize>,
-        key: (u64, u64),
+        key: DevIno,
         dir: Option<Arc<HostDir>>,
         loc: Option<Loc>,
     ) -> HostNode {
@@ -372,8 +373,8 @@ fn node(inode: &Inode) -> &HostNode {
     inode.private::<HostNode>().expect("hostfs inode without hostfs data")
 }
 
-fn key_of(st: &rustix::fs::Stat) -> (u64, u64) {
-    (st.st_dev, st.st_ino)
+fn key_of(st: &rustix::fs::Stat) -> DevIno {
+    DevIno { dev: st.st_dev, ino: Ino(st.st_ino) }
 }
 
 /// Copies host attributes into the inode (only when they differ: a write of the same
@@ -542,7 +543,7 @@ impl HostFs {
 
     fn new_inode(st: &rustix::fs::Stat) -> NewInode {
         NewInode {
-            ino: st.st_ino,
+            ino: Ino(st.st_ino),
             mode: st.st_mode,
             uid: st.st_uid,
             gid: st.st_gid,

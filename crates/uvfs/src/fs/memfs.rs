@@ -37,6 +37,7 @@ const PAGE: u64 = 4096;
 /// tmpfs stores symlink bodies shorter than this inline (no block).
 const SHORT_SYMLINK_LEN: usize = 128;
 use crate::abi::limits::MAX_LFS_FILESIZE as MAX_FILE_SIZE;
+use crate::abi::stat::Ino;
 /// tmpfs's `BOGO_INODE_SIZE`: what an inode takes of the inode budget.
 const BOGO_INODE_SIZE: u64 = 1024;
 /// `TMPFS_MAGIC`.
@@ -211,7 +212,7 @@ impl MemFs {
             _ => (Node::Other, 0, 0, None),
         };
         let n = NewInode {
-            ino: self.next_ino.fetch_add(1, Ordering::Relaxed),
+            ino: Ino(self.next_ino.fetch_add(1, Ordering::Relaxed)),
             mode: args.mode,
             uid: args.uid,
             gid: args.gid,

@@ -86,7 +86,7 @@ impl Task {
         }
         if *pos == 0 {
             if !emit(DirEntry {
-                ino: inode.ino(),
+                ino: inode.ino().0,
                 next: 1,
                 dtype: FileType::Directory.dirent_type(),
                 name: b".".to_vec(),
@@ -99,13 +99,13 @@ impl Task {
             let parent = if std::ptr::eq(&**dentry, &**file.mnt.root()) {
                 // ".." of a mount root is the mountpoint's parent, as Linux reports it.
                 match file.mnt.parent(&guard) {
-                    Some((_, mp)) => mp.parent(&guard).inode().map(|i| i.ino()),
-                    None => Some(inode.ino()),
+                    Some((_, mp)) => mp.parent(&guard).inode().map(|i| i.ino().0),
+                    None => Some(inode.ino().0),
                 }
             } else {
-                dentry.parent(&guard).inode().map(|i| i.ino())
+                dentry.parent(&guard).inode().map(|i| i.ino().0)
             };
-            let ino = parent.unwrap_or(inode.ino());
+            let ino = parent.unwrap_or(inode.ino().0);
             if !emit(DirEntry { ino, next: 2, dtype: FileType::Directory.dirent_type(), name: b"..".to_vec() }) {
                 return Ok(());
             }
@@ -116,7 +116,7 @@ impl Task {
         for (&p, d) in locked.order.range(*pos..) {
             let Some(i) = d.inode() else { continue };
             let e = DirEntry {
-                ino: i.ino(),
+                ino: i.ino().0,
                 next: p + 1,
                 dtype: i.file_type().dirent_type(),
                 name: d.name(&guard).to_vec(),
