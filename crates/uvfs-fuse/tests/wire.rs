@@ -138,3 +138,34 @@ print("tempdir", os.listdir(base))
     assert!(on_mount.contains("rmtree False"), "{on_mount}");
     assert!(on_mount.contains("tempdir []"), "{on_mount}");
 }
+
+/// `statfs` through the mount reports what the memfs reports in-process, and that is what
+/// a tmpfs mounted with default options reports: `df` sees a filesystem of half of RAM,
+/// not one of 0 blocks and 0 inodes that programs checking free space refuse to write to.
+#[test]
+fn statfs_through_the_mount_is_tmpfs_s() {
+    let m = Mounted::new(MountOptions::default());
+    let host = tmpfs_dir("statfs");
+    // A fresh default tmpfs to compare with: /dev/shm may be mounted with other limits.
+    let c = CString::new(host.path().as_os_str().as_bytes()).unwrap();
+    // SAFETY: valid C strings; a private tmpfs with default options, unmounted below.
+    let r = unsafe { libc::mount(c"tmpfs".as_ptr(), c.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
+    assert_eq!(r, 0, "mount tmpfs: {}", std::io::Error::last_os_error());
+    let statvfs = |p: &Path| {
+        let c = CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a zeroed statvfs is a valid out-parameter; a valid path.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0, "{}", p.display());
+        (st.f_blocks, st.f_bfree, st.f_files, st.f_ffree, st.f_bsize, st.f_namemax)
+    };
+    let (mine, tmpfs) = (statvfs(m.path()), statvfs(host.path()));
+    // SAFETY: valid C string.
+    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    assert!(mine.0 > 0 && mine.2 > 0, "blocks and inodes: {mine:?}");
+    assert_eq!((mine.0, mine.4, mine.5), (tmpfs.0, tmpfs.4, tmpfs.5), "uvfs {mine:?}, tmpfs {tmpfs:?}");
+    assert_eq!(mine.2, tmpfs.2, "inode limit: uvfs {mine:?}, tmpfs {tmpfs:?}");
+    // df agrees with statvfs (and sees no empty filesystem).
+    let df = sh(m.path(), "df -P . | tail -1");
+    assert!(!df.split_whitespace().nth(1).unwrap_or("0").starts_with('0'), "{df}");
+}
