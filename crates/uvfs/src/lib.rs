@@ -159,6 +159,7 @@ pub use abi::flags::{
     AccessMode, AtFlags, Fd, OpenFlags, OpenHow, RenameFlags, ResolveFlags, TimeSpec, Timespec, Whence,
 };
 pub use abi::limits;
+pub use abi::lock::{Flock, FlockOp, LockCmd};
 pub use abi::stat::{FileType, Stat, StatFs, makedev};
 pub use core::acl::{Acl, AclEntry, AclTag, AclType};
 pub use core::dentry::Dentry;
@@ -166,6 +167,7 @@ pub use core::file::{DirFd, File, FileRef};
 pub use core::fsnotify::EventMask;
 pub use core::inode::Inode;
 pub use core::inotify::{Inotify, InotifyEvent, InotifyFlags, MarkKind};
+pub use core::locks::{Interrupt, LockClass, LockInfo, LockOwner, LockOwnerSpace, LockWait};
 pub use core::mount::{Mount, MountFlags, MountId, MountInfo, UmountFlags};
 pub use core::superblock::{DirEntry, FileSystem, SuperBlock};
 pub use core::xattr::XattrFlags;
