@@ -609,8 +609,10 @@ pub(crate) fn flock_lock(inode: &Arc<Inode>, file: usize, ty: Ty, pid: i32, wait
                     ctx.wake();
                 }
                 let Some(w) = wait else { return Err(Errno::EWOULDBLOCK) };
-                if me.is_some() && given_up(w) {
-                    st.unregister(me.expect("set"));
+                if let Some(id) = me
+                    && given_up(w)
+                {
+                    st.unregister(id);
                     return Err(Errno::EINTR);
                 }
                 let id = *me.get_or_insert_with(|| NEXT_WAITER.fetch_add(1, Ordering::Relaxed));
