@@ -108,9 +108,14 @@ impl Proc {
 }
 
 impl Drop for Proc {
+    /// Kills and reaps, but does not wait forever: a process stuck in a request of a
+    /// failed mount is let go when the mount (dropped after it) is aborted.
     fn drop(&mut self) {
         let _ = self.child.kill();
-        let _ = self.child.wait();
+        let start = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 }
 
