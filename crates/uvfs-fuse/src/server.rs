@@ -237,7 +237,12 @@ impl Server {
 
     /// Answers one request into `out` (panics become EIO); a SETLKW that must wait is
     /// answered later, through `later`.
-    pub(crate) fn handle(&self, req: &Request<'_>, out: &mut ReplyBuf<'_>, later: &dyn Fn() -> crate::session::Later) -> Reply {
+    pub(crate) fn handle(
+        &self,
+        req: &Request<'_>,
+        out: &mut ReplyBuf<'_>,
+        later: &dyn Fn() -> crate::session::Later,
+    ) -> Reply {
         if req.op.no_reply() {
             let _ = std::panic::catch_unwind(AssertUnwindSafe(|| self.forget(req)));
             return Reply::None;

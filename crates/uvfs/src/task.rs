@@ -66,7 +66,9 @@ impl Task {
     }
 
     /// A child process: same credentials, umask, root and cwd, a copy of the fd table
-    /// sharing its open files (fork).
+    /// sharing its open files (fork), and a pid of its own. The child's table is another
+    /// owner of POSIX locks: it inherits none of the parent's (it shares the parent's
+    /// open file descriptions, and so their OFD and `flock` locks).
     pub fn fork(&self) -> Task {
         let pid = self.vfs.next_pid.fetch_add(1, Ordering::Relaxed);
         self.clone_task(self.credentials(), Arc::new(self.files.fork()), pid)
