@@ -162,6 +162,14 @@ pub mod fattr {
     pub const MTIME_NOW: u32 = 1 << 8;
 }
 
+/// `fuse_lk_in.lk_flags`: the request is a `flock(2)` (emulated with a whole-file lock).
+pub const LK_FLOCK: u32 = 1 << 0;
+/// `fuse_release_in.release_flags`: the file is flushed too.
+pub const RELEASE_FLUSH: u32 = 1 << 0;
+/// `fuse_release_in.release_flags`: the file held `flock` locks; release them
+/// (`lock_owner` is set).
+pub const RELEASE_FLOCK_UNLOCK: u32 = 1 << 1;
+
 /// `fuse_getattr_in.getattr_flags`: `fh` is valid.
 pub const GETATTR_FH: u32 = 1 << 0;
 /// `fuse_fsync_in.fsync_flags`: data only.
@@ -399,6 +407,23 @@ abi_structs! {
     pub struct InterruptIn {
         pub unique: u64,
     }
+    /// A lock range (`end` inclusive, `i64::MAX` for "to the end of the file").
+    pub struct FileLock {
+        pub start: u64,
+        pub end: u64,
+        pub typ: u32,
+        pub pid: u32,
+    }
+    pub struct LkIn {
+        pub fh: u64,
+        pub owner: u64,
+        pub lk: FileLock,
+        pub lk_flags: u32,
+        pub padding: u32,
+    }
+    pub struct LkOut {
+        pub lk: FileLock,
+    }
     pub struct FallocateIn {
         pub fh: u64,
         pub offset: u64,
@@ -519,6 +544,8 @@ mod tests {
         assert_eq!(size_of::<Dirent>(), 24);
         assert_eq!(size_of::<DirentPlus>(), 152);
         assert_eq!(size_of::<CopyFileRangeIn>(), 56);
+        assert_eq!(size_of::<LkIn>(), 48);
+        assert_eq!(size_of::<LkOut>(), 24);
         assert_eq!(size_of::<UringEntInOut>(), 32);
         assert_eq!(size_of::<UringReqHeader>(), 288);
         assert_eq!(size_of::<UringCmdReq>(), 24);

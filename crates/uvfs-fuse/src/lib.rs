@@ -16,6 +16,7 @@
 //! | [`nodes`] | FUSE node ids to `O_PATH` descriptors of the server task, lookup counts |
 //! | [`ident`] | the caller's identity (uid, gid, groups from `/proc`) as a cached uvfs task |
 //! | `server` | the request handlers: one or two uvfs calls each, panics answered EIO |
+//! | `locks` | file locks (GETLK, SETLK, SETLKW, flock), answered by uvfs's lock manager; SETLKW waits off the transport threads |
 //! | `expect`, `watch` | kernel cache invalidation for in-process changes |
 //! | [`cli`] | `uvfs mount`: options, checks with one-line errors, signals, daemon |
 //!
@@ -55,6 +56,7 @@ pub mod abi;
 pub mod cli;
 mod expect;
 pub mod ident;
+mod locks;
 mod mount;
 pub mod nodes;
 pub mod reply;
@@ -173,6 +175,7 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         opts: opts.clone(),
         expect: expect::Expect::default(),
         kernel_acl: AtomicBool::new(false),
+        locks: Default::default(),
     }))
 }
 
@@ -320,6 +323,7 @@ impl Drop for MountHandle {
 /// Releases what the kernel left open (its nodes and open files) after the session
 /// ended.
 fn release(s: &server::Server) {
+    s.stop_lock_waits();
     drop(s.nodes.drain());
     drop(s.handles.drain());
     s.tasks.clear();

@@ -21,6 +21,9 @@ pub enum Reply {
     Err(Errno),
     /// No reply (FORGET, BATCH_FORGET, INTERRUPT).
     None,
+    /// Answered later, from another thread, through a [`crate::session::Later`] (a
+    /// SETLKW that waits): the transport sends nothing now.
+    Later,
 }
 
 impl From<Result<(), Errno>> for Reply {

@@ -102,6 +102,7 @@ pub enum Op<'a> {
     },
     Flush {
         fh: u64,
+        lock_owner: u64,
     },
     Init(abi::InitIn),
     Opendir {
@@ -127,6 +128,12 @@ pub enum Op<'a> {
     Destroy,
     Fallocate(abi::FallocateIn),
     CopyFileRange(abi::CopyFileRangeIn),
+    Getlk(abi::LkIn),
+    /// SETLK (`sleep` false) and SETLKW (`sleep` true).
+    Setlk {
+        arg: abi::LkIn,
+        sleep: bool,
+    },
     Unsupported(u32),
 }
 
@@ -253,7 +260,10 @@ pub fn decode<'a>(header: InHeader, fixed: Option<&'a [u8]>, rest: &'a [u8]) -> 
         }
         opcode::LISTXATTR => Op::Listxattr { size: a.fixed::<abi::GetxattrIn>()?.size },
         opcode::REMOVEXATTR => Op::Removexattr { name: a.name()? },
-        opcode::FLUSH => Op::Flush { fh: a.fixed::<abi::FlushIn>()?.fh },
+        opcode::FLUSH => {
+            let f = a.fixed::<abi::FlushIn>()?;
+            Op::Flush { fh: f.fh, lock_owner: f.lock_owner }
+        }
         opcode::INIT => Op::Init(init_in(&mut a)?),
         opcode::OPENDIR => Op::Opendir { flags: a.fixed::<abi::OpenIn>()?.flags },
         opcode::READDIR => Op::Readdir(a.fixed()?),
@@ -272,6 +282,9 @@ pub fn decode<'a>(header: InHeader, fixed: Option<&'a [u8]>, rest: &'a [u8]) -> 
         opcode::DESTROY => Op::Destroy,
         opcode::FALLOCATE => Op::Fallocate(a.fixed()?),
         opcode::COPY_FILE_RANGE => Op::CopyFileRange(a.fixed()?),
+        opcode::GETLK => Op::Getlk(a.fixed()?),
+        opcode::SETLK => Op::Setlk { arg: a.fixed()?, sleep: false },
+        opcode::SETLKW => Op::Setlk { arg: a.fixed()?, sleep: true },
         other => Op::Unsupported(other),
     };
     Ok(Request { header, op })

@@ -38,6 +38,8 @@ pub(crate) struct Server {
     pub(crate) expect: Expect,
     /// Set once the kernel accepted `FUSE_POSIX_ACL` (kernel permission checks too).
     pub(crate) kernel_acl: AtomicBool,
+    /// File locks: owners, waiting SETLKW requests (`crate::locks`; own locks).
+    pub(crate) locks: crate::locks::Locks,
 }
 
 fn caller(h: &InHeader) -> Caller {
@@ -125,7 +127,11 @@ impl Server {
             | InitFlags::READDIRPLUS_AUTO
             | InitFlags::PARALLEL_DIROPS
             | InitFlags::EXPORT_SUPPORT
-            | InitFlags::DONT_MASK;
+            | InitFlags::DONT_MASK
+            // File locks are answered here (`crate::locks`), so that processes on the
+            // mount and in-process tasks see each other's.
+            | InitFlags::POSIX_LOCKS
+            | InitFlags::FLOCK_LOCKS;
         if self.opts.permissions == Permissions::Kernel {
             want |= InitFlags::POSIX_ACL;
         }
@@ -229,11 +235,21 @@ impl Server {
         self.nodes.key(id).map(|k| vec![Expected::Object(k)]).unwrap_or_default()
     }
 
-    /// Answers one request into `out` (panics become EIO).
-    pub(crate) fn handle(&self, req: &Request<'_>, out: &mut ReplyBuf<'_>) -> Reply {
+    /// Answers one request into `out` (panics become EIO); a SETLKW that must wait is
+    /// answered later, through `later`.
+    pub(crate) fn handle(
+        &self,
+        req: &Request<'_>,
+        out: &mut ReplyBuf<'_>,
+        later: &dyn Fn() -> crate::session::Later,
+    ) -> Reply {
         if req.op.no_reply() {
             let _ = std::panic::catch_unwind(AssertUnwindSafe(|| self.forget(req)));
             return Reply::None;
+        }
+        if let Op::Setlk { arg, sleep: true } = &req.op {
+            return std::panic::catch_unwind(AssertUnwindSafe(|| self.setlkw(req.header.unique, arg, later)))
+                .unwrap_or(Reply::Err(Errno::EIO));
         }
         match std::panic::catch_unwind(AssertUnwindSafe(|| self.dispatch(req, out))) {
             Ok(r) => {
@@ -390,12 +406,19 @@ impl Server {
                     },
                 })
             }
-            Op::Release(r) | Op::Releasedir(r) => self.handles.remove(r.fh).map(drop),
+            Op::Release(r) => {
+                self.release_locks(r);
+                self.handles.remove(r.fh).map(drop)
+            }
+            Op::Releasedir(r) => self.handles.remove(r.fh).map(drop),
             Op::Fsync { fh, datasync } => {
                 let f = self.handle_file(*fh)?;
                 if *datasync { self.base().fdatasync(&f) } else { self.base().fsync(&f) }
             }
-            Op::Flush { .. } | Op::Fsyncdir { .. } => Ok(()),
+            Op::Flush { fh, lock_owner } => self.flush_locks(*fh, *lock_owner),
+            Op::Fsyncdir { .. } => Ok(()),
+            Op::Getlk(arg) => self.getlk(arg, out),
+            Op::Setlk { arg, .. } => self.setlk(arg),
             Op::Setxattr { flags, name, value } => {
                 let fl = uvfs::XattrFlags::from_bits(*flags).ok_or(Errno::EINVAL)?;
                 let node = self.node(id)?;

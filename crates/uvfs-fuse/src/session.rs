@@ -78,16 +78,26 @@ impl Session {
         }
     }
 
-    /// Answers a request: the protocol's own, or the server's.
-    pub(crate) fn dispatch(&self, req: &Request<'_>, out: &mut ReplyBuf<'_>) -> Reply {
+    /// Answers a request: the protocol's own, or the server's. `later` says where a
+    /// reply sent later goes (a handler that answers [`Reply::Later`] takes it).
+    pub(crate) fn dispatch(&self, req: &Request<'_>, out: &mut ReplyBuf<'_>, later: &dyn Fn() -> Later) -> Reply {
         match &req.op {
             Op::Init(init) => self.init(init, out).into(),
             // Sent to fuseblk servers before unmount; nothing to tear down early here.
             Op::Destroy => Reply::Ok,
-            // Every handler finishes promptly, so an interrupted request is answered soon
-            // anyway. ENOSYS tells the kernel to stop sending interrupts (`no_interrupt`).
-            Op::Interrupt { .. } => Reply::Err(Errno::ENOSYS),
-            _ => self.server.handle(req, out),
+            // Only a waiting SETLKW can be interrupted (every other handler finishes
+            // promptly): it is stopped and answers EINTR itself, and the interrupt gets
+            // no reply. Any other request is finished, or about to be: EAGAIN makes the
+            // kernel send the interrupt again until it is (a reply for a finished request
+            // it ignores).
+            Op::Interrupt { unique } => {
+                if self.server.interrupt_lock_wait(*unique) {
+                    Reply::None
+                } else {
+                    Reply::Err(Errno::EAGAIN)
+                }
+            }
+            _ => self.server.handle(req, out, later),
         }
     }
 
@@ -215,6 +225,43 @@ impl Session {
     /// A notifier writing to this connection.
     pub(crate) fn notifier(&self) -> Notifier {
         Notifier { dev: self.dev.clone() }
+    }
+}
+
+/// Where the reply to a request answered later ([`Reply::Later`]) goes: the
+/// `/dev/fuse` descriptor it was read from (each has its own processing queue), or the
+/// io_uring entry it sits in.
+pub(crate) enum LaterTo {
+    Dev(Arc<OwnedFd>),
+    Uring(crate::transport::uring::LaterEntry),
+}
+
+/// A request to answer later, from any thread: SETLKW, whose wait for a lock must not
+/// hold a transport thread (a ring's thread serves every caller on its CPU, and the
+/// unlock it waits for may come from one of them).
+pub(crate) struct Later {
+    /// The request's `unique`.
+    pub(crate) unique: u64,
+    /// Where the reply goes.
+    pub(crate) to: LaterTo,
+}
+
+impl Later {
+    /// Sends the reply: success without payload (all SETLKW answers), or an error.
+    pub(crate) fn reply(self, r: Result<(), Errno>) {
+        let reply = Reply::from(r);
+        let h = crate::reply::out_header(self.unique, &reply, 0);
+        match self.to {
+            LaterTo::Dev(fd) => {
+                // SAFETY: writes the 16 bytes of a header we own.
+                let w = unsafe { libc::write(fd.as_raw_fd(), h.as_bytes().as_ptr().cast(), h.len as usize) };
+                if w < 0 {
+                    // ENOENT: interrupted and gone; ENODEV: unmounted.
+                    log::debug!("uvfs-fuse: late reply: {}", std::io::Error::last_os_error());
+                }
+            }
+            LaterTo::Uring(e) => e.commit(h),
+        }
     }
 }
 

@@ -14,7 +14,7 @@
 //! | `core/` | the objects and what keeps them consistent (below) | `sync`, `abi` |
 //! | `walk/` | `namei.rs`: the path walk over a `WalkCtx` (instance, credentials, root/cwd, descriptors), not a `Task` | `core`, `abi`, `sync` |
 //! | `fs/` | the filesystems, [`fs::memfs`] and [`fs::hostfs`]: the filesystem API of `core` only | `core` (`superblock`, `inode`, `dentry`, `acl`, `icache`, `xattr`, `file`), `abi`, `sync` |
-//! | `syscalls/` | the calls on [`Task`], one file per family (`open`, `attr`, `stat`, `names`, `read_write`, `readdir`, `utimes`, `xattr`, `acl`, `mount`, `inotify`, `fd`, `fs_struct`) | everything below; the only layer besides the top that names a concrete filesystem |
+//! | `syscalls/` | the calls on [`Task`], one file per family (`open`, `attr`, `stat`, `names`, `read_write`, `readdir`, `utimes`, `xattr`, `acl`, `mount`, `inotify`, `locks`, `fd`, `fs_struct`) | everything below; the only layer besides the top that names a concrete filesystem |
 //! | top level | `lib.rs` (this map), `vfs.rs` ([`Vfs`]), `task.rs` ([`Task`]) | everything |
 //!
 //! ## Objects (`core/`), each mirroring one kernel object
@@ -31,6 +31,7 @@
 //! | `permission.rs`, `acl.rs`, `attr.rs` | mode bits, capabilities, POSIX ACLs, what writes and chowns remove | `fs/namei.c`, `fs/posix_acl.c`, `fs/attr.c` | the ACL slot is read without a lock (seed 001) |
 //! | `xattr.rs` | xattr names, namespaces, permission | `fs/xattr.c` | |
 //! | `fsnotify.rs`, `inotify.rs` | marks, the event hooks, [`Inotify`] | `fs/notify/` | marks on a mount or filesystem report paths (fanotify-like) |
+//! | `locks.rs` | an inode's file locks (`flock`, POSIX, OFD), made by its first lock; waits; deadlock detection | `fs/locks.c` | waits end on a deadline or an [`Interrupt`] (EINTR), no leases |
 //!
 //! //! ## Lock order
 //! `rename_lock` (renames, mount changes; it holds the list of mounts) -> file position
@@ -38,8 +39,11 @@
 //! locks (parent before child, a rename's two parents ancestor first) -> a file's data
 //! (memfs pages) -> inode lock -> a filesystem's per-inode metadata (memfs xattrs and
 //! ACLs; the inode cache's insert lock) -> an inotify group -> the mark lists of what it
-//! watches. The fd table lock, a task's `fs_lock` and hostfs's name of a file are leaves
-//! taken alone (a closed file is released after the fd table lock is dropped). Each lock's
+//! watches. An inode's lock context (file locks) is taken by the lock calls and by
+//! close holding nothing else, and under it the global wait-for edges of waiting POSIX
+//! requests. The fd table lock, a task's `fs_lock`, hostfs's name of a file and a lock
+//! interrupt's slot are leaves taken alone or last (a closed file is released after the
+//! fd table lock is dropped). Each lock's
 //! rank is part of its type, and debug builds (the test suite) panic on an acquisition out
 //! of this order (`sync`). Every struct field says whether it is immutable, atomic, or
 //! protected by which lock.
@@ -66,6 +70,9 @@
 //! - **Nobody watches** (seed 000): `core/fsnotify.rs`. A write, open or close checks the
 //!   filesystem's watched-object count, then the dentry's parent-watched flag, then the
 //!   mark masks, and stops at the first zero: no lock, no call, no allocation.
+//! - **Nobody locks** (no switch: nothing to fall back to): `core/locks.rs`. A file nobody
+//!   ever locked has no lock context; close tests that one pointer (no lock, no
+//!   allocation), open and write test nothing.
 //! - **No-ACL permission check** (seed 001): the ACL slot (`core/acl.rs`), read by `core/permission.rs`
 //!   without a lock; "known none" (or a check the mode decides: the owner, or no group
 //!   bits) touches no ACL data, a cached ACL is evaluated in place.
@@ -122,7 +129,7 @@
 //! - Fifos, sockets and device nodes can be created, listed, renamed and removed, but not
 //!   opened in-process (ENXIO).
 //! - One mount namespace per instance: no mount propagation, `MS_MOVE` or `pivot_root`.
-//! - No file locks, `fallocate` beyond what the FUSE frontend maps to size changes,
+//! - No leases or mandatory locks, `fallocate` beyond what the FUSE frontend maps to size changes,
 //!   `copy_file_range`, `statx` or vectored I/O in-process yet; `RENAME_WHITEOUT` is EINVAL.
 //! - hostfs checks every cached name against the host before use unless told the host
 //!   does not change (`HostChanges::Never`): correct, and a system call per cached lookup.
@@ -159,6 +166,7 @@ pub use abi::flags::{
     AccessMode, AtFlags, Fd, OpenFlags, OpenHow, RenameFlags, ResolveFlags, TimeSpec, Timespec, Whence,
 };
 pub use abi::limits;
+pub use abi::lock::{Flock, FlockOp, LockCmd};
 pub use abi::stat::{DevIno, FileType, Ino, Stat, StatFs, makedev};
 pub use core::acl::{Acl, AclEntry, AclTag, AclType};
 pub use core::dentry::Dentry;
@@ -166,6 +174,7 @@ pub use core::file::{DirFd, File, FileRef};
 pub use core::fsnotify::EventMask;
 pub use core::inode::Inode;
 pub use core::inotify::{Inotify, InotifyEvent, InotifyFlags, MarkKind};
+pub use core::locks::{Interrupt, LockClass, LockInfo, LockOwner, LockOwnerSpace, LockWait};
 pub use core::mount::{Mount, MountFlags, MountId, MountInfo, UmountFlags};
 pub use core::superblock::{DirEntry, FileSystem, SuperBlock};
 pub use core::xattr::XattrFlags;

@@ -36,6 +36,9 @@ pub struct Task {
     fs_lock: Mutex<()>,
     /// The descriptor table; shared with the tasks made by [`Task::with_credentials`].
     pub(crate) files: Arc<FdTable>,
+    /// Immutable: the process id (Linux's `tgid`), what `F_GETLK` reports for the locks
+    /// of this task's table; shared with the tasks made by [`Task::with_credentials`].
+    pid: i32,
 }
 
 impl Task {
@@ -45,7 +48,9 @@ impl Task {
         root.mnt.get_user_held();
         root.mnt.get_user_held();
         let files = Arc::new(FdTable::new(&vfs.rcu, vfs.fast));
+        let pid = vfs.next_pid.fetch_add(1, Ordering::Relaxed);
         Task {
+            pid,
             creds: RcuArc::new(Arc::new(creds)),
             umask: AtomicU32::new(0o022),
             fs: RcuBox::new(FsContext { root: root.clone(), cwd: root }),
@@ -61,9 +66,12 @@ impl Task {
     }
 
     /// A child process: same credentials, umask, root and cwd, a copy of the fd table
-    /// sharing its open files (fork).
+    /// sharing its open files (fork), and a pid of its own. The child's table is another
+    /// owner of POSIX locks: it inherits none of the parent's (it shares the parent's
+    /// open file descriptions, and so their OFD and `flock` locks).
     pub fn fork(&self) -> Task {
-        self.clone_task(self.credentials(), Arc::new(self.files.fork()))
+        let pid = self.vfs.next_pid.fetch_add(1, Ordering::Relaxed);
+        self.clone_task(self.credentials(), Arc::new(self.files.fork()), pid)
     }
 
     /// A task with other credentials sharing this one's descriptor table (a thread that
@@ -71,12 +79,12 @@ impl Task {
     /// opened by either is seen by both. Umask, root and cwd start as copies. A server
     /// acting for many callers (the FUSE frontend) keeps one such task per caller identity.
     pub fn with_credentials(&self, creds: Credentials) -> Task {
-        self.clone_task(Arc::new(creds), self.files.clone())
+        self.clone_task(Arc::new(creds), self.files.clone(), self.pid)
     }
 
     /// A new task with `creds` and `files`, and copies of this one's umask, root and cwd
     /// (`copy_process`'s share of the work).
-    fn clone_task(&self, creds: Arc<Credentials>, files: Arc<FdTable>) -> Task {
+    fn clone_task(&self, creds: Arc<Credentials>, files: Arc<FdTable>, pid: i32) -> Task {
         let guard = self.vfs.rcu.pin();
         let _l = self.fs_lock.lock();
         let fsx = self.fs.load(&guard);
@@ -90,7 +98,15 @@ impl Task {
             fs: RcuBox::new(fsx.clone()),
             fs_lock: Mutex::new(()),
             files,
+            pid,
         }
+    }
+
+    /// `getpid(2)`: the process id, numbered from 1 per instance; a task made by
+    /// [`Task::with_credentials`] shares it (a thread of the same process), a
+    /// [`Task::fork`] child gets the next.
+    pub fn getpid(&self) -> i32 {
+        self.pid
     }
 
     /// The current credentials.

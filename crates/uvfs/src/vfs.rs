@@ -58,6 +58,7 @@ impl Vfs {
                 dcache_counts,
                 dcache_lru: Default::default(),
                 shrink_retry_at: AtomicUsize::new(0),
+                next_pid: std::sync::atomic::AtomicI32::new(1),
             }),
         })
     }

@@ -210,8 +210,21 @@ fn op() -> BoxedStrategy<Op> {
         2 => path().prop_map(Op::Chdir),
         1 => fd().prop_map(Op::Fchdir),
         1 => Just(Op::Getcwd),
+        // locks (issue 13): one task, never a waiting request (the two-task sequences are
+        // in differential_locks.rs).
+        1 => (fd(), prop::sample::select(vec![1u32 | 4, 2 | 4, 8, 0, 3])).prop_map(|(f, o)| Op::Flock(f, o)),
+        2 => (fd(), prop::sample::select(vec![5, 6, 36, 37]), lock_range()).prop_map(|(f, c, l)| Op::Fcntl(f, c, l)),
     ]
     .boxed()
+}
+
+/// A `struct flock` for the generated `fcntl` lock calls.
+fn lock_range() -> BoxedStrategy<common::Fl> {
+    let ty = prop::sample::select(vec![0i16, 1, 2, 7]);
+    let whence = prop::sample::select(vec![0i16, 0, 1, 2, 5]);
+    let start = prop::sample::select(vec![0i64, 0, 4, 100, -2]);
+    let len = prop::sample::select(vec![0i64, 1, 10, -1, i64::MAX]);
+    (ty, whence, start, len).prop_map(|(ty, whence, start, len)| common::Fl { ty, whence, start, len, pid: 0 }).boxed()
 }
 
 fn umask() -> BoxedStrategy<u32> {

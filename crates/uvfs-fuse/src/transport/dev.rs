@@ -11,7 +11,7 @@ use zerocopy::IntoBytes;
 
 use crate::reply::{Reply, ReplyBuf, out_header};
 use crate::request::{Op, decode_dev};
-use crate::session::{DEV_BUF, MAX_WRITE, Session};
+use crate::session::{DEV_BUF, Later, LaterTo, MAX_WRITE, Session};
 
 /// Starts `n` workers (the first on the connection's own descriptor).
 pub(crate) fn spawn(session: &Arc<Session>, n: usize) -> std::io::Result<Vec<JoinHandle<()>>> {
@@ -27,7 +27,7 @@ pub(crate) fn spawn(session: &Arc<Session>, n: usize) -> std::io::Result<Vec<Joi
     Ok(workers)
 }
 
-fn worker(session: &Session, fd: &OwnedFd) {
+fn worker(session: &Session, fd: &Arc<OwnedFd>) {
     let mut inbuf = vec![0u8; DEV_BUF];
     let mut outbuf = vec![0u8; 16 + MAX_WRITE + 4096];
     loop {
@@ -48,11 +48,14 @@ fn worker(session: &Session, fd: &OwnedFd) {
         let (head, body) = outbuf.split_at_mut(16);
         let mut out = ReplyBuf::new(body);
         let (unique, reply, init) = match decode_dev(&inbuf[..n as usize]) {
-            Ok(req) => (req.header.unique, session.dispatch(&req, &mut out), matches!(req.op, Op::Init(_))),
+            Ok(req) => {
+                let later = || Later { unique: req.header.unique, to: LaterTo::Dev(fd.clone()) };
+                (req.header.unique, session.dispatch(&req, &mut out, &later), matches!(req.op, Op::Init(_)))
+            }
             Err(Some((unique, e))) => (unique, Reply::Err(e), false),
             Err(None) => continue,
         };
-        if reply != Reply::None {
+        if reply != Reply::None && reply != Reply::Later {
             let h = out_header(unique, &reply, out.len());
             head.copy_from_slice(h.as_bytes());
             let total = h.len as usize;

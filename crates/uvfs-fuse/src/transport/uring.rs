@@ -183,6 +183,38 @@ impl Drop for Entry {
 struct Ring {
     ring: IoUring<squeue::Entry128, cqueue::Entry>,
     entries: Vec<Entry>,
+    /// The buffer of the eventfd read that wakes the thread for late replies (its
+    /// address is in an SQE the kernel may hold until the ring goes).
+    later_buf: Box<u64>,
+}
+
+/// `user_data` of the eventfd read.
+const LATER_TAG: u64 = u64::MAX;
+
+/// The late replies ([`crate::session::Later`]) of one queue's entries, waiting for its
+/// thread to commit them (only that thread submits to its ring).
+pub(crate) struct LaterQueue {
+    /// (entry, commit id, reply header), pushed by the thread that answers.
+    done: parking_lot::Mutex<Vec<(usize, u64, abi::OutHeader)>>,
+    /// Written to wake the queue thread, which always has a read of it in its ring.
+    efd: std::os::fd::OwnedFd,
+}
+
+/// An entry whose request is answered later.
+pub(crate) struct LaterEntry {
+    queue: Arc<LaterQueue>,
+    entry: usize,
+    commit_id: u64,
+}
+
+impl LaterEntry {
+    /// Hands the reply (a header without payload) to the queue thread, which commits it.
+    pub(crate) fn commit(self, h: abi::OutHeader) {
+        self.queue.done.lock().push((self.entry, self.commit_id, h));
+        let one = 1u64;
+        // SAFETY: writes 8 bytes we own to an eventfd.
+        unsafe { libc::write(self.queue.efd.as_raw_fd(), (&raw const one).cast(), 8) };
+    }
 }
 
 fn build_ring() -> std::io::Result<IoUring<squeue::Entry128, cqueue::Entry>> {
@@ -241,7 +273,7 @@ fn queue_thread(qid: usize, report: mpsc::Sender<Result<(), String>>, go: mpsc::
             return;
         }
     };
-    let mut r = Ring { ring, entries: Vec::new() };
+    let mut r = Ring { ring, entries: Vec::new(), later_buf: Box::new(0) };
     // The kernel's payload size: max(8 KiB, max_write, max_pages pages) = MAX_WRITE.
     for _ in 0..DEPTH {
         r.entries.push(Entry::new(MAX_WRITE));
@@ -282,6 +314,24 @@ fn serve(qid: usize, r: &mut Ring, session: &Session) {
             }
         }
     }
+    // SAFETY: a new eventfd, owned below.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    if efd < 0 {
+        session.uring_registered(Err(format!("eventfd: {}", std::io::Error::last_os_error())));
+        return;
+    }
+    // SAFETY: just made, owned by nobody else.
+    let efd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(efd) };
+    let later = Arc::new(LaterQueue { done: parking_lot::Mutex::new(Vec::new()), efd });
+    let arm_later = |r: &mut Ring| {
+        let sqe = opcode::Read::new(types::Fd(later.efd.as_raw_fd()), (&raw mut *r.later_buf).cast(), 8)
+            .build()
+            .user_data(LATER_TAG);
+        // SAFETY: the buffer lives in `r` after the ring (see `Ring`); at most one read
+        // is in flight.
+        let _ = unsafe { r.ring.submission().push(&sqe.into()) };
+    };
+    arm_later(r);
     if let Err(e) = r.ring.submit() {
         session.uring_registered(Err(format!("io_uring_enter: {e}")));
         return;
@@ -296,9 +346,28 @@ fn serve(qid: usize, r: &mut Ring, session: &Session) {
         // At most one completion per entry between two waits.
         let mut commits = [(0usize, 0u64); DEPTH];
         let mut ncommits = 0;
+        let mut rearm = false;
         for cqe in r.ring.completion() {
-            let i = cqe.user_data() as usize;
-            let res = cqe.result();
+            let (ud, res) = (cqe.user_data(), cqe.result());
+            if ud == LATER_TAG {
+                // Late replies: into their entries, committed below.
+                for (i, commit_id, h) in std::mem::take(&mut *later.done.lock()) {
+                    if let Some(e) = r.entries.get(i) {
+                        // SAFETY: the kernel does not touch an entry between handing us
+                        // its request and our commit; nothing else refers to it.
+                        let hdr = unsafe { &mut *e.header };
+                        hdr.in_out[..16].copy_from_slice(h.as_bytes());
+                        hdr.ring_ent_in_out.payload_sz = 0;
+                        if ncommits < DEPTH {
+                            commits[ncommits] = (i, commit_id);
+                            ncommits += 1;
+                        }
+                    }
+                }
+                rearm = res >= 0 || res == -libc::EINTR;
+                continue;
+            }
+            let i = ud as usize;
             if i >= state.len() {
                 continue;
             }
@@ -310,11 +379,16 @@ fn serve(qid: usize, r: &mut Ring, session: &Session) {
                 continue;
             }
             state[i] = EntState::Live;
-            let commit_id = handle(&r.entries[i], session, &mut scratch);
-            if ncommits < DEPTH {
+            // None: answered later (see `LaterQueue`).
+            if let Some(commit_id) = handle(&r.entries[i], i, &later, session, &mut scratch)
+                && ncommits < DEPTH
+            {
                 commits[ncommits] = (i, commit_id);
                 ncommits += 1;
             }
+        }
+        if rearm {
+            arm_later(r);
         }
         if !registered {
             registered = true;
@@ -352,21 +426,26 @@ fn serve(qid: usize, r: &mut Ring, session: &Session) {
     }
 }
 
-/// Answers the request in entry `e`; returns the commit id for COMMIT_AND_FETCH.
-fn handle(e: &Entry, session: &Session, scratch: &mut [u8]) -> u64 {
+/// Answers the request in entry `e` (number `idx`); returns the commit id for
+/// COMMIT_AND_FETCH, or `None` when the request is answered later through `later`.
+fn handle(e: &Entry, idx: usize, later: &Arc<LaterQueue>, session: &Session, scratch: &mut [u8]) -> Option<u64> {
     // SAFETY: the completion says the kernel filled the entry and will not touch it again
     // before we submit its commit; nothing else refers to these buffers now.
     let (hdr, payload) = unsafe { (&mut *e.header, &mut *e.payload) };
     let commit_id = hdr.ring_ent_in_out.commit_id;
     let psz = (hdr.ring_ent_in_out.payload_sz as usize).min(payload.len());
     let Some(h) = crate::request::header(&hdr.in_out) else {
-        return commit_id;
+        return Some(commit_id);
+    };
+    let late = || crate::session::Later {
+        unique: h.unique,
+        to: crate::session::LaterTo::Uring(LaterEntry { queue: later.clone(), entry: idx, commit_id }),
     };
     let (reply, len) = if psz == 0 {
         // Every argument is in the header buffer: the reply goes straight into the payload.
         let mut out = ReplyBuf::new(payload);
         let reply = match decode(h, Some(&hdr.op_in), &[]) {
-            Ok(req) => session.dispatch(&req, &mut out),
+            Ok(req) => session.dispatch(&req, &mut out, &late),
             Err(e) => Reply::Err(e),
         };
         (reply, out.len())
@@ -375,18 +454,21 @@ fn handle(e: &Entry, session: &Session, scratch: &mut [u8]) -> u64 {
         // built beside it, then copied in.
         let mut out = ReplyBuf::new(scratch);
         let reply = match decode(h, Some(&hdr.op_in), &payload[..psz]) {
-            Ok(req) => session.dispatch(&req, &mut out),
+            Ok(req) => session.dispatch(&req, &mut out, &late),
             Err(e) => Reply::Err(e),
         };
         let n = out.len();
         payload[..n].copy_from_slice(&scratch[..n]);
         (reply, n)
     };
+    if reply == Reply::Later {
+        return None;
+    }
     // FORGET and INTERRUPT never come through a ring; anything without a reply would
     // leave the entry stuck, so it is answered.
     let reply = if reply == Reply::None { Reply::Err(Errno::ENOSYS) } else { reply };
     let oh = out_header(h.unique, &reply, len);
     hdr.in_out[..16].copy_from_slice(oh.as_bytes());
     hdr.ring_ent_in_out.payload_sz = if matches!(reply, Reply::Ok) { len as u32 } else { 0 };
-    commit_id
+    Some(commit_id)
 }

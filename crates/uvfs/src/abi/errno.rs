@@ -63,7 +63,9 @@ errnos! {
     EROFS = 30, "Read-only file system";
     EMLINK = 31, "Too many links";
     ERANGE = 34, "Numerical result out of range";
+    EDEADLK = 35, "Resource deadlock avoided";
     ENAMETOOLONG = 36, "File name too long";
+    ENOLCK = 37, "No locks available";
     ENOSYS = 38, "Function not implemented";
     ENOTEMPTY = 39, "Directory not empty";
     ELOOP = 40, "Too many levels of symbolic links";
@@ -78,6 +80,8 @@ impl Errno {
     pub const ENOTSUP: Errno = Errno::EOPNOTSUPP;
     /// `EWOULDBLOCK` is the same number as `EAGAIN` on Linux.
     pub const EWOULDBLOCK: Errno = Errno::EAGAIN;
+    /// `EDEADLOCK` is the same number as `EDEADLK` on Linux.
+    pub const EDEADLOCK: Errno = Errno::EDEADLK;
 
     /// Wraps a raw Linux errno value.
     pub const fn from_raw(raw: i32) -> Errno {

@@ -6,4 +6,5 @@ pub mod cred;
 pub mod errno;
 pub mod flags;
 pub mod limits;
+pub mod lock;
 pub mod stat;

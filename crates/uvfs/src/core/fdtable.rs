@@ -39,8 +39,15 @@ impl FdArray {
     }
 }
 
+/// Ids of descriptor tables, the owners of classic POSIX locks: never reused, unlike an
+/// address, so a lock can never pass to a later table.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// A descriptor table.
 pub struct FdTable {
+    /// Immutable: the table's id, the owner of the POSIX locks its tasks take (Linux's
+    /// `files_struct` pointer as `fl_owner`).
+    pub(crate) id: u64,
     /// The current array; replaced (grown) under `lock`, the old one retired.
     array: RcuBox<FdArray>,
     /// Serializes installs, closes and growth.
@@ -64,9 +71,7 @@ impl Drop for FdTable {
                 // SAFETY: the slot owned this count; the table is being dropped, and other
                 // threads' readers that loaded it are waited for by the collector.
                 let f = unsafe { Arc::from_raw(p) };
-                if f.fds.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    f.release(self.fast);
-                }
+                self.closed(&f);
                 self.rcu.defer_drop(f);
             }
         }
@@ -77,6 +82,7 @@ impl FdTable {
     /// An empty table.
     pub fn new(rcu: &Rcu, fast: crate::abi::config::FastPaths) -> FdTable {
         FdTable {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             array: RcuBox::new(FdArray::with_len(64)),
             lock: Mutex::new(()),
             max: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_FDS),
@@ -119,6 +125,7 @@ impl FdTable {
             }
         }
         FdTable {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             array: RcuBox::new(new),
             lock: Mutex::new(()),
             max: std::sync::atomic::AtomicUsize::new(self.limit()),
@@ -248,10 +255,20 @@ impl FdTable {
         }
         // SAFETY: `p` was the slot's count and is unpublished now.
         let f = unsafe { Arc::from_raw(p) };
+        self.closed(&f);
+        self.rcu.defer_drop(f);
+    }
+
+    /// A descriptor of `f` was closed (Linux's `filp_close`): this table's POSIX locks on
+    /// its inode go (one pointer test when nobody ever locked it), and the file is
+    /// released if that was its last descriptor.
+    fn closed(&self, f: &File) {
+        if !f.is_path() {
+            crate::core::locks::remove_posix(&f.inode, crate::core::locks::Owner::Files(self.id));
+        }
         if f.fds.fetch_sub(1, Ordering::AcqRel) == 1 {
             f.release(self.fast);
         }
-        self.rcu.defer_drop(f);
     }
 
     fn grow(&self, need: usize, guard: &LocalGuard<'_>) {

@@ -198,6 +198,13 @@ impl File {
         &self.mnt
     }
 
+    /// The file's identity as an owner of OFD and `flock` locks: its address, unique
+    /// while it lives (its locks go at its release, before the memory can be reused).
+    #[inline]
+    pub(crate) fn lock_id(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
     /// Whether opened with `O_PATH`.
     #[inline]
     pub fn is_path(&self) -> bool {
@@ -207,6 +214,9 @@ impl File {
     /// Called when the last descriptor referring to this file is closed (Linux's `__fput`,
     /// minus the memory, which the collector frees later).
     pub(crate) fn release(&self, fast: crate::abi::config::FastPaths) {
+        // Its OFD and `flock` locks (`locks_remove_file`; one pointer test if the inode
+        // was never locked).
+        crate::core::locks::remove_file(&self.inode, self.lock_id());
         let rcu = self.inode.sb().rcu();
         let guard = rcu.pin();
         if !self.is_path() {

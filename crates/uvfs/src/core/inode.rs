@@ -69,6 +69,9 @@ pub struct Inode {
     /// Atomic: open file descriptions of this inode, and [`OPENS_EVICTED`]; with `nlink`,
     /// decides eviction.
     opens: AtomicU32,
+    /// Set once, by the first lock taken on the inode (Linux's `i_flctx`): its file locks.
+    /// Empty for a file nobody locks, which close tests and nothing else reads.
+    flctx: OnceLock<Box<crate::core::locks::FileLockContext>>,
     /// Immutable: the filesystem's private data (memfs: the file contents).
     private: Box<dyn Any + Send + Sync>,
 }
@@ -193,6 +196,7 @@ impl Inode {
             acl_default: AclSlot::new(n.default_acl),
             lock: Mutex::new(()),
             opens: AtomicU32::new(0),
+            flctx: OnceLock::new(),
             marks: Default::default(),
             private,
         })
@@ -382,6 +386,24 @@ impl Inode {
         false
     }
 
+    /// The lock context, if anything ever locked the inode (one atomic load).
+    #[inline]
+    pub(crate) fn flctx(&self) -> Option<&crate::core::locks::FileLockContext> {
+        self.flctx.get().map(|b| &**b)
+    }
+
+    /// The lock context, made now if this is the inode's first lock.
+    pub(crate) fn flctx_or_init(&self) -> &crate::core::locks::FileLockContext {
+        self.flctx.get_or_init(Box::default)
+    }
+
+    /// The file locks on the inode, held and waited for (what Linux's `/proc/locks` lists
+    /// for it): `flock` locks, then POSIX and OFD locks in list order, then the waiting
+    /// requests. Empty, without allocating anything, for a file nobody locked.
+    pub fn file_locks(&self) -> Vec<crate::core::locks::LockInfo> {
+        self.flctx().map(crate::core::locks::list).unwrap_or_default()
+    }
+
     /// The cached symlink body, if cached.
     #[inline]
     pub fn cached_link(&self) -> Option<&[u8]> {
@@ -492,4 +514,5 @@ const _: () = {
     assert!(offset_of!(Inode, acl_access) < 64);
     assert!(offset_of!(Inode, lock) >= 64);
     assert!(offset_of!(Inode, private) >= 64);
+    assert!(offset_of!(Inode, flctx) >= 64);
 };

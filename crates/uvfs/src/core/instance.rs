@@ -44,6 +44,9 @@ pub(crate) struct VfsInner {
     /// is in use), the total count below which no pass is tried again (0: none), so a
     /// cache full of pinned entries is not rescanned by every walk.
     pub(crate) shrink_retry_at: AtomicUsize,
+    /// Atomic: the pid the next process ([`Task`](crate::Task) made by `Vfs::task` or
+    /// `fork`) gets; the first is 1.
+    pub(crate) next_pid: std::sync::atomic::AtomicI32,
 }
 
 impl Drop for VfsInner {

@@ -14,6 +14,7 @@ pub(crate) mod icache;
 pub(crate) mod inode;
 pub(crate) mod inotify;
 pub(crate) mod instance;
+pub(crate) mod locks;
 pub(crate) mod mount;
 pub(crate) mod namespace;
 pub(crate) mod path;

@@ -42,8 +42,15 @@ pub(crate) mod rank {
     pub const NOTIFY_GROUP: u8 = 7;
     /// A notify mark list (an inode's, a mount's, a filesystem's).
     pub const NOTIFY_MARKS: u8 = 8;
-    /// Taken alone: a descriptor table, a task's `fs_lock`, hostfs's name of a file.
-    pub const LEAF: u8 = 9;
+    /// An inode's lock context (`core/locks.rs`, Linux's `flc_lock`): taken by the lock
+    /// calls and by close, holding nothing else of the VFS.
+    pub const FILE_LOCKS: u8 = 9;
+    /// The wait-for edges of waiting POSIX lock requests (Linux's `blocked_lock_lock`),
+    /// under a lock context.
+    pub const BLOCKED_LOCKS: u8 = 10;
+    /// Taken alone (or last): a descriptor table, a task's `fs_lock`, hostfs's name of a
+    /// file, a lock `Interrupt`'s slot.
+    pub const LEAF: u8 = 11;
 
     /// The name of a rank, for the order checker's message.
     #[cfg(debug_assertions)]
@@ -57,6 +64,8 @@ pub(crate) mod rank {
             FS_META => "filesystem metadata",
             NOTIFY_MARKS => "notify marks",
             NOTIFY_GROUP => "notify group",
+            FILE_LOCKS => "file locks",
+            BLOCKED_LOCKS => "blocked locks",
             LEAF => "leaf",
             _ => "?",
         }

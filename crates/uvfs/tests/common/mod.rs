@@ -26,6 +26,8 @@
 //!   as a rewind (`0, SEEK_SET`): any other directory seek is skipped on both sides.
 #![allow(dead_code)]
 
+pub mod locks;
+
 use std::ffi::CString;
 use std::fmt;
 
@@ -128,6 +130,32 @@ pub enum Op {
     Listxattr(X, usize),
     /// removexattr, name.
     Removexattr(X, P),
+    // ---- locks (issue 13): flock, the fcntl lock commands, a second process; see
+    // `locks.rs` for how the host side runs them ----
+    /// `flock(fd, operation)`.
+    Flock(i32, u32),
+    /// `fcntl(fd, cmd, &flock)` with a lock command (raw value), as the struct says.
+    Fcntl(i32, i32, Fl),
+    /// Makes task 1, a fork of the sequence's task (task 0): a copy of its descriptor
+    /// table, no POSIX locks. Host: a forked process that runs commands from a pipe.
+    Fork,
+    /// Runs an op as task 1 (only `Open`, `Close`, `Dup`, `Flock`, `Fcntl`).
+    Child(Box<Op>),
+    /// Starts an op (a `Flock` or `Fcntl` of task 0, or one wrapped in `Child`) that may
+    /// wait for a lock, in the background; done (ok) once it waits or has finished.
+    Bg(Box<Op>),
+    /// The result of the op `Bg` started for task 0 or 1.
+    Join(u8),
+}
+
+/// The `struct flock` of an `Op::Fcntl`: type, whence, start, length, pid.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Fl {
+    pub ty: i16,
+    pub whence: i16,
+    pub start: i64,
+    pub len: i64,
+    pub pid: i32,
 }
 
 /// What an xattr call names: a path (followed), a path not followed (`l*xattr`), or a
@@ -181,6 +209,9 @@ pub enum Out {
     Skipped,
     /// listxattr: length returned and the names, sorted (see the module doc).
     Names(i64, Vec<Vec<u8>>),
+    /// A `GETLK` answer: type, whence, start, length, pid ([`locks::PID_TASK0`] and
+    /// [`locks::PID_TASK1`] for the two tasks' pids, which differ between the sides).
+    Lock(i16, i16, i64, i64, i32),
 }
 
 impl fmt::Debug for Out {
@@ -200,6 +231,7 @@ impl fmt::Debug for Out {
             }
             Out::Err(e) => write!(f, "{:?}", Errno::from_raw(*e)),
             Out::Skipped => write!(f, "skipped"),
+            Out::Lock(t, w, s, l, pid) => write!(f, "lock(type {t} whence {w} start {s} len {l} pid {pid})"),
             Out::Names(n, v) => {
                 write!(f, "{n}B{{")?;
                 for name in v {
@@ -499,6 +531,10 @@ pub fn host_op(op: &Op) -> Out {
                 }
                 Out::Names(r, names(&buf[..r as usize]))
             }
+            Op::Flock(..) | Op::Fcntl(..) => locks::host_lock_op(op, &locks::HostPids::none()),
+            Op::Fork | Op::Child(_) | Op::Bg(_) | Op::Join(_) => {
+                panic!("{op:?} needs a sequence's processes: run it with host_run")
+            }
             Op::Removexattr(x, name) => {
                 let name = cstr(name);
                 unit(match x {
@@ -565,19 +601,30 @@ pub fn host_run(who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
             if libc::unshare(libc::CLONE_FS | libc::CLONE_FILES) != 0 {
                 return Err(format!("unshare: {}", std::io::Error::last_os_error()));
             }
+            // `/proc/locks`, read to see a background lock request wait (`locks.rs`), kept
+            // at a descriptor no sequence uses.
+            let pl = libc::open(c"/proc/locks".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if pl < 0 || libc::dup3(pl, locks::PROC_LOCKS_FD, libc::O_CLOEXEC) < 0 {
+                return Err(format!("/proc/locks: {}", std::io::Error::last_os_error()));
+            }
             let c = CString::new(r).unwrap();
             if libc::chroot(c.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
                 return Err(format!("chroot: {}", std::io::Error::last_os_error()));
             }
             // Descriptors are numbered from 0 in this private table, as in a fresh task.
-            if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+            let below = locks::PROC_LOCKS_FD as u32;
+            if libc::syscall(libc::SYS_close_range, 0u32, below - 1, 0u32) != 0
+                || libc::syscall(libc::SYS_close_range, below + 1, u32::MAX, 0u32) != 0
+            {
                 return Err(format!("close_range: {}", std::io::Error::last_os_error()));
             }
             libc::umask(0o022);
         }
         let s: Vec<Out> = setup.iter().map(host_op).collect();
         host_become(who)?;
-        let o: Vec<Out> = ops.iter().map(host_op).collect();
+        let mut procs = locks::HostProcs::new();
+        let o: Vec<Out> = ops.iter().map(|op| procs.op(op)).collect();
+        procs.finish();
         Ok((s, o))
     })
     .join()
@@ -724,6 +771,10 @@ pub fn uvfs_op(t: &Task, op: &Op) -> Out {
             };
             ures(r, |r| if *n == 0 { Out::Num(r as i64) } else { Out::Names(r as i64, names(&buf[..r])) })
         }
+        Op::Flock(..) | Op::Fcntl(..) => locks::uvfs_lock_op(t, op, &locks::UvfsPids::of(t, None), None),
+        Op::Fork | Op::Child(_) | Op::Bg(_) | Op::Join(_) => {
+            panic!("{op:?} needs a sequence's processes: run it with uvfs_run_on")
+        }
         Op::Removexattr(x, name) => uunit(match x {
             X::Path(p) => t.removexattr(&p.0, &name.0),
             X::LPath(p) => t.lremovexattr(&p.0, &name.0),
@@ -805,7 +856,7 @@ pub fn uvfs_run_on(vfs: &Vfs, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, 
     t.umask(0o022);
     let s = setup.iter().map(|o| uvfs_op(&t, o)).collect();
     t.set_credentials(uvfs_creds(who));
-    let o = ops.iter().map(|o| uvfs_op(&t, o)).collect();
+    let o = locks::uvfs_run_procs(&t, ops);
     (s, o)
 }
 

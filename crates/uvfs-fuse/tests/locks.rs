@@ -1,0 +1,255 @@
+//! File locks through the mount: `flock(1)` and `fcntl` locks (a small Python program)
+//! from two processes exclude each other, a lock held in-process is seen through the
+//! mount and one held through the mount in-process, a process waiting in `F_SETLKW` or
+//! `flock` gets the lock when it goes (while the mount keeps serving), a waiter killed
+//! by a signal is let go (FUSE INTERRUPT), and a close drops the closer's POSIX locks.
+//! Processes are ordered by what they print and by uvfs's list of waiting requests,
+//! never by sleeping; a watchdog turns a hang into a failure.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Mounted;
+use uvfs::{DirFd, Flock, FlockOp, LockClass, LockCmd, OpenFlags};
+use uvfs_fuse::MountOptions;
+
+/// The lock program: `python3 -c LOCKER PATH ACTION [START LEN]`.
+/// - `hold`: a write lock (`F_SETLK`), prints `held`, keeps it until stdin closes;
+/// - `try`: `F_SETLK` of a write lock, prints `ok` or the errno's name;
+/// - `get`: `F_GETLK` of a write lock, prints `type start len pid`;
+/// - `wait`: `F_SETLKW` of a write lock, prints `got`, keeps it until stdin closes;
+/// - `trap`: a write lock, then opens and closes the file again, prints `closed`, waits
+///   for stdin to close.
+const LOCKER: &str = r#"
+import errno, fcntl, os, struct, sys
+path, action = sys.argv[1], sys.argv[2]
+start, length = (int(sys.argv[3]), int(sys.argv[4])) if len(sys.argv) > 4 else (0, 0)
+fd = os.open(path, os.O_RDWR)
+def lk(cmd, typ):
+    s = struct.pack("hhqqi4x", typ, 0, start, length, 0)
+    return struct.unpack("hhqqi4x", fcntl.fcntl(fd, cmd, s))
+def say(s):
+    print(s, flush=True)
+if action == "hold":
+    lk(fcntl.F_SETLK, fcntl.F_WRLCK); say("held"); sys.stdin.read()
+elif action == "try":
+    try:
+        lk(fcntl.F_SETLK, fcntl.F_WRLCK); say("ok")
+    except OSError as e:
+        say(errno.errorcode[e.errno])
+elif action == "get":
+    t, _, s, l, p = lk(fcntl.F_GETLK, fcntl.F_WRLCK); say("%d %d %d %d" % (t, s, l, p))
+elif action == "wait":
+    lk(fcntl.F_SETLKW, fcntl.F_WRLCK); say("got"); sys.stdin.read()
+elif action == "trap":
+    lk(fcntl.F_SETLK, fcntl.F_WRLCK)
+    os.close(os.open(path, os.O_RDONLY))
+    say("closed"); sys.stdin.read()
+"#;
+
+const WATCHDOG: Duration = Duration::from_secs(30);
+
+fn require() {
+    common::require(&[("python3", "python3"), ("flock", "util-linux")]);
+}
+
+/// A process with its stdin held open (closing it ends `hold`/`wait`/`trap`); killed
+/// and reaped on drop.
+struct Proc {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl Proc {
+    fn spawn(cmd: &mut Command) -> Proc {
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Proc { child, out }
+    }
+
+    fn locker(path: &Path, args: &[&str]) -> Proc {
+        Proc::spawn(Command::new("python3").arg("-c").arg(LOCKER).arg(path).args(args))
+    }
+
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.out.read_line(&mut l).unwrap();
+        l.trim().to_string()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Closes stdin and waits for the exit; the rest of stdout.
+    fn finish(mut self) -> String {
+        drop(self.child.stdin.take());
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).unwrap();
+        self.wait_exit();
+        rest
+    }
+
+    /// Waits for the process to exit (watchdog).
+    fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(start.elapsed() < WATCHDOG, "process {} did not exit", self.pid());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+impl Drop for Proc {
+    /// Kills and reaps, but does not wait forever: a process stuck in a request of a
+    /// failed mount is let go when the mount (dropped after it) is aborted.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let start = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// Runs the locker to completion; its output.
+fn locker_once(path: &Path, args: &[&str]) -> String {
+    Proc::locker(path, args).finish().trim().to_string()
+}
+
+fn flock_n(path: &Path) -> bool {
+    Command::new("flock").arg("-n").arg(path).arg("true").status().unwrap().success()
+}
+
+/// Waits until the in-process inode of `/f` lists a waiting request.
+fn until_waiting(m: &Mounted) {
+    let t = m.vfs.root_task();
+    let f = t.openat_file(DirFd::Cwd, b"/f", OpenFlags::PATH, 0).unwrap();
+    let inode = f.inode().clone();
+    let start = Instant::now();
+    while !inode.file_locks().iter().any(|l| l.blocked) {
+        assert!(start.elapsed() < WATCHDOG, "no request started waiting: {:?}", inode.file_locks());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn mounted() -> (Mounted, std::path::PathBuf) {
+    require();
+    let m = Mounted::new(MountOptions::default());
+    let t = m.vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o666).unwrap();
+    t.write(fd, &[b'x'; 100]).unwrap();
+    t.close(fd).unwrap();
+    let path = m.path().join("f");
+    (m, path)
+}
+
+#[test]
+fn flock_between_processes_and_in_process() {
+    let (m, path) = mounted();
+    // flock(1) holding the lock until its stdin closes excludes another flock(1).
+    let mut holder = Proc::spawn(Command::new("flock").arg("-n").arg(&path).arg("-c").arg("echo held; cat"));
+    assert_eq!(holder.line(), "held");
+    assert!(!flock_n(&path), "a second flock -n got the lock");
+    // In-process, the mount's lock is a lock of another open file description.
+    let t = m.vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::RDONLY, 0).unwrap();
+    assert_eq!(t.flock(fd, FlockOp::SH | FlockOp::NB), Err(uvfs::Errno::EWOULDBLOCK));
+    let locks = t.file(fd).unwrap().inode().file_locks();
+    assert!(locks.iter().any(|l| l.class == LockClass::Flock && l.write && !l.blocked), "{locks:?}");
+    holder.finish();
+    assert!(flock_n(&path), "the lock outlived its holder");
+    // A lock held in-process excludes the mount's processes.
+    t.flock(fd, FlockOp::EX).unwrap();
+    assert!(!flock_n(&path));
+    // A waiting flock(1) gets it when it goes, while the mount keeps serving.
+    let mut waiter = Proc::spawn(Command::new("flock").arg(&path).arg("-c").arg("echo got; cat"));
+    until_waiting(&m);
+    assert_eq!(std::fs::read(&path).unwrap().len(), 100, "the mount serves while a flock waits");
+    t.flock(fd, FlockOp::UN).unwrap();
+    assert_eq!(waiter.line(), "got");
+    assert_eq!(t.flock(fd, FlockOp::SH | FlockOp::NB), Err(uvfs::Errno::EWOULDBLOCK));
+    waiter.finish();
+    assert_eq!(t.flock(fd, FlockOp::SH | FlockOp::NB), Ok(()));
+}
+
+#[test]
+fn fcntl_locks_between_processes_and_in_process() {
+    let (m, path) = mounted();
+    let mut a = Proc::locker(&path, &["hold", "10", "10"]);
+    assert_eq!(a.line(), "held");
+    // Another process: conflict, reported with the holder's pid.
+    assert_eq!(locker_once(&path, &["try", "15", "1"]), "EAGAIN");
+    assert_eq!(locker_once(&path, &["try", "20", "5"]), "ok");
+    assert_eq!(locker_once(&path, &["get", "0", "0"]), format!("1 10 10 {}", a.pid()));
+    // In-process: the same lock, the same pid.
+    let t = m.vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::RDWR, 0).unwrap();
+    let mut probe = Flock::new(Flock::RDLCK, 0, 0);
+    t.fcntl_lock(fd, LockCmd::GetLk, &mut probe).unwrap();
+    assert_eq!((probe.l_type, probe.l_start, probe.l_len, probe.l_pid), (Flock::WRLCK, 10, 10, a.pid() as i32));
+    assert_eq!(t.fcntl_lock(fd, LockCmd::SetLk, &mut Flock::new(Flock::RDLCK, 12, 1)), Err(uvfs::Errno::EAGAIN));
+    a.finish();
+    // Its close released it.
+    t.fcntl_lock(fd, LockCmd::SetLk, &mut Flock::new(Flock::WRLCK, 0, 50)).unwrap();
+    // Held in-process: the mount's processes see the server's pid.
+    assert_eq!(locker_once(&path, &["try", "49", "1"]), "EAGAIN");
+    assert_eq!(locker_once(&path, &["get", "30", "0"]), format!("1 0 50 {}", std::process::id()));
+    // A process waiting in F_SETLKW gets the lock when the in-process lock goes.
+    let mut w = Proc::locker(&path, &["wait", "40", "20"]);
+    until_waiting(&m);
+    assert_eq!(locker_once(&path, &["try", "60", "1"]), "ok", "the mount serves while a request waits");
+    t.fcntl_lock(fd, LockCmd::SetLk, &mut Flock::new(Flock::UNLCK, 40, 0)).unwrap();
+    assert_eq!(w.line(), "got");
+    let mut probe = Flock::new(Flock::RDLCK, 45, 1);
+    t.fcntl_lock(fd, LockCmd::GetLk, &mut probe).unwrap();
+    assert_eq!((probe.l_start, probe.l_len, probe.l_pid), (40, 20, w.pid() as i32));
+    w.finish();
+}
+
+/// A process killed while it waits in `F_SETLKW` is let go: the kernel interrupts the
+/// request (FUSE INTERRUPT) and the server answers it; without that the process would
+/// hang until the lock went.
+#[test]
+fn a_killed_waiter_is_let_go() {
+    let (m, path) = mounted();
+    let t = m.vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::RDWR, 0).unwrap();
+    t.fcntl_lock(fd, LockCmd::SetLk, &mut Flock::new(Flock::WRLCK, 0, 0)).unwrap();
+    let mut w = Proc::locker(&path, &["wait", "0", "1"]);
+    until_waiting(&m);
+    w.child.kill().unwrap();
+    let status = w.wait_exit();
+    assert!(!status.success());
+    // Its request is gone from the list of waiters; the lock is still ours.
+    let inode = t.file(fd).unwrap().inode().clone();
+    let start = Instant::now();
+    while inode.file_locks().iter().any(|l| l.blocked) {
+        assert!(start.elapsed() < WATCHDOG, "the killed request still waits");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(inode.file_locks().len(), 1);
+}
+
+/// Closing any descriptor of the file drops the process's POSIX locks (FLUSH carries
+/// the lock owner).
+#[test]
+fn a_close_drops_the_closers_posix_locks() {
+    let (m, path) = mounted();
+    let mut a = Proc::locker(&path, &["trap", "0", "10"]);
+    assert_eq!(a.line(), "closed");
+    let t = m.vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::RDWR, 0).unwrap();
+    let mut probe = Flock::new(Flock::WRLCK, 0, 0);
+    t.fcntl_lock(fd, LockCmd::GetLk, &mut probe).unwrap();
+    assert_eq!(probe.l_type, Flock::UNLCK, "the lock survived a close of another descriptor");
+    a.child.stdin.as_mut().unwrap().write_all(b"").unwrap();
+    a.finish();
+}
