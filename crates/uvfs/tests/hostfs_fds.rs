@@ -6,11 +6,11 @@
 //! only while it is open. Its own test binary: the descriptor counts are process-wide, and
 //! the tests take turns (`SERIAL`).
 
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
 use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
-use uvfs::{Errno, OpenFlags, Vfs, VfsConfig};
+use uvfs::{AtFlags, DirFd, Errno, OpenFlags, Vfs, VfsConfig};
 
 /// The descriptor limit the tests set.
 const LIMIT: usize = 64;
@@ -379,4 +379,33 @@ fn default_limit_and_bad_limit() {
     assert_eq!(HostFs::new(dir.path()).unwrap().descriptor_limit() as u64, (soft / 4).clamp(16, 65_536));
     let opts = HostFsOptions { descriptor_limit: Some(0), ..HostFsOptions::default() };
     assert!(matches!(HostFs::with_options(dir.path(), opts), Err(Errno::EINVAL)));
+}
+
+/// A file whose descriptors are closed keeps working under its other name when the name
+/// hostfs last saw it by is unlinked through uvfs (a hard link's first name removed, as
+/// `tar` and `git` do): chmod and open find it by a name it still has, also after the
+/// removed name's directory is gone.
+#[test]
+fn unlinking_the_known_name_of_a_hard_link_leaves_the_other_usable() {
+    let _serial = serial();
+    let dir = tmp("unlink-link");
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    std::fs::write(dir.path().join("d/a"), b"data").unwrap();
+    std::fs::hard_link(dir.path().join("d/a"), dir.path().join("b")).unwrap();
+    let vfs = hostfs(dir.path(), 1, HostChanges::Never);
+    let t = vfs.root_task();
+    // Looked up as /b, then as /d/a: hostfs knows it by d/a now.
+    assert_eq!(t.stat(b"/b").unwrap().nlink, 2);
+    assert_eq!(t.stat(b"/d/a").unwrap().nlink, 2);
+    t.unlink(b"/d/a").unwrap();
+    assert_eq!(t.stat(b"/b").unwrap().nlink, 1);
+    t.fchmodat(DirFd::Cwd, b"/b", 0o600, AtFlags::empty()).unwrap();
+    assert_eq!(std::fs::metadata(dir.path().join("b")).unwrap().permissions().mode() & 0o7777, 0o600);
+    let fd = t.open(b"/b", OpenFlags::RDONLY, 0).unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(t.read(fd, &mut buf).unwrap(), 4);
+    t.close(fd).unwrap();
+    t.rmdir(b"/d").unwrap();
+    t.fchmodat(DirFd::Cwd, b"/b", 0o640, AtFlags::empty()).unwrap();
+    assert_eq!(std::fs::metadata(dir.path().join("b")).unwrap().permissions().mode() & 0o7777, 0o640);
 }

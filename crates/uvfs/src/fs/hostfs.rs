@@ -16,9 +16,11 @@
 //! **Inodes.** Inodes are found through the superblock's
 //! [`InodeCache`](crate::core::icache::InodeCache) by the host's (device, inode number), and
 //! their attributes are refreshed from the host after every change uvfs makes (so `stat`
-//! shows the host's own sizes, link counts and times). Each knows where it is named: its
-//! parent directory and its name, updated by renames and by lookups that find it under
-//! another name. A directory has an `O_RDONLY | O_DIRECTORY` descriptor (every `*at`
+//! shows the host's own sizes, link counts and times). Each knows where it is named: a
+//! directory its parent and name, updated by renames and by lookups that find it under
+//! another name; any other file the names uvfs has seen it by (each hard link looked up,
+//! linked or renamed to, less those unlinked or renamed over), so removing one of them
+//! leaves the file reachable by another. A directory has an `O_RDONLY | O_DIRECTORY` descriptor (every `*at`
 //! call below it, `fchmod`, xattrs, `getdents`); a regular file opens an I/O descriptor
 //! on first I/O (`openat(parent, name, O_NOFOLLOW)`, checked to be the same (device,
 //! inode)); so a cold scan that only stats costs one `fstatat` per file and no descriptor.
@@ -139,6 +141,9 @@ const LOOKUP_ATTEMPTS: usize = 4;
 /// than any real tree, and a stop for a loop of stale names (see `HostDir::parent_fd`).
 const MAX_REOPEN_DEPTH: usize = 1 << 16;
 
+/// Most names of one file a reopen tries before it gives up (see `HostNode::open_by_name`).
+const MAX_NAMES_TRIED: usize = 64;
+
 /// The hostfs filesystem type.
 pub struct HostFs {
     /// Immutable: the directory given, opened `O_DIRECTORY`; its descriptor is held for
@@ -197,6 +202,44 @@ struct Loc {
     parent: Arc<HostDir>,
     /// The single name component.
     name: Box<[u8]>,
+}
+
+impl Loc {
+    fn is(&self, parent: &Arc<HostDir>, name: &[u8]) -> bool {
+        Arc::ptr_eq(&self.parent, parent) && *self.name == *name
+    }
+}
+
+/// The names of a non-directory hostfs knows, the one seen last first: each hard link
+/// uvfs looked up, made or renamed to. A descriptor is reopened by the first that still
+/// names the inode, so removing one name (the last one seen, say) leaves the file
+/// reachable by another, as a kernel inode is by any of its dentries. Usually one entry.
+#[derive(Default)]
+struct Names(Vec<Loc>);
+
+impl Names {
+    /// The name seen last.
+    fn first(&self) -> Option<(Arc<HostDir>, Box<[u8]>)> {
+        self.0.first().map(|l| (l.parent.clone(), l.name.clone()))
+    }
+
+    /// `(parent, name)` names the inode (seen just now): it goes first.
+    fn saw(&mut self, parent: &Arc<HostDir>, name: &[u8]) {
+        match self.0.iter().position(|l| l.is(parent, name)) {
+            Some(0) => {}
+            Some(i) => self.0[..=i].rotate_right(1),
+            None => self.0.insert(0, Loc { parent: parent.clone(), name: name.into() }),
+        }
+    }
+
+    /// `(parent, name)` no longer names the inode.
+    fn lost(&mut self, parent: &Arc<HostDir>, name: &[u8]) {
+        self.0.retain(|l| !l.is(parent, name));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// Opens the directory `name` in `dir`, checked to be `key` (the name may have been
@@ -289,10 +332,10 @@ struct HostNode {
     key: DevIno,
     /// Immutable: a directory's descriptor and name (`None` for anything else).
     dir: Option<Arc<HostDir>>,
-    /// Where a non-directory is named (`None` for directories and unnamed `O_TMPFILE`
-    /// files). Leaf lock; changed by rename and link, which the VFS serializes with the
-    /// directory locks.
-    loc: Mutex<Option<Loc>>,
+    /// Where a non-directory is named (empty for directories and unnamed `O_TMPFILE`
+    /// files). Leaf lock; changed by lookup, rename, link and unlink (the last three
+    /// serialized by the VFS with the directory locks).
+    names: Mutex<Names>,
     /// A regular file's I/O descriptor slot, made on first use (set once).
     io: OnceLock<Arc<Slot>>,
     /// Immutable: the superblock whose inode cache to tell when this inode is dropped
@@ -311,13 +354,13 @@ impl HostNode {
         live: &Arc<AtomicUsize>,
         key: DevIno,
         dir: Option<Arc<HostDir>>,
-        loc: Option<Loc>,
+        names: Names,
     ) -> HostNode {
         live.fetch_add(1, Ordering::Relaxed);
         HostNode {
             key,
             dir,
-            loc: Mutex::new(loc),
+            names: Mutex::new(names),
             io: OnceLock::new(),
             sb: Arc::downgrade(sb),
             live: live.clone(),
@@ -327,17 +370,36 @@ impl HostNode {
 }
 
 impl HostNode {
-    /// The inode was looked for under its name `(parent, name)` and another was there:
-    /// the name is forgotten (unless it changed meanwhile), so the next call that needs it
-    /// is ENOENT, as for a removed file, until a lookup finds the inode again. This one is
-    /// ESTALE. (An open retries an ESTALE with a fresh walk; forgetting the name makes
-    /// sure a walk that trusts its cache gets a final answer.)
-    fn forget_name(&self, parent: &Arc<HostDir>, name: &[u8]) -> Errno {
-        let mut loc = self.loc.lock();
-        if loc.as_ref().is_some_and(|l| Arc::ptr_eq(&l.parent, parent) && *l.name == *name) {
-            *loc = None;
+    /// Opens a descriptor of this non-directory with `open` in a parent's descriptor and
+    /// a name, by the names it is known by, the one seen last first. A name that is gone
+    /// or now names another inode is forgotten, and the next one tried; when none is left,
+    /// the call is ENOENT if the names were just gone, ESTALE if one named another inode
+    /// (an open retries an ESTALE with a fresh walk, whose lookup finds the inode again;
+    /// forgetting the names makes sure a walk that trusts its cache gets a final answer).
+    fn open_by_name(&self, open: impl Fn(&HostFd, &[u8]) -> Result<OwnedFd>) -> Result<OwnedFd> {
+        let mut tried = 0;
+        let mut stale = false;
+        // Bounded: each failed name is forgotten, but a lookup may add names meanwhile.
+        while tried < MAX_NAMES_TRIED {
+            let Some((parent, name)) = self.names.lock().first() else { break };
+            tried += 1;
+            let r = parent.fd().and_then(|pfd| {
+                let fd = open(&pfd, &name)?;
+                if key_of(&rustix::fs::fstat(&fd).map_err(host)?) != self.key {
+                    return Err(Errno::ESTALE);
+                }
+                Ok(fd)
+            });
+            match r {
+                Ok(fd) => return Ok(fd),
+                Err(e @ (Errno::ENOENT | Errno::ESTALE)) => {
+                    stale |= e == Errno::ESTALE;
+                    self.names.lock().lost(&parent, &name);
+                }
+                Err(e) => return Err(e),
+            }
         }
-        Errno::ESTALE
+        Err(if stale || tried == 0 { Errno::ESTALE } else { Errno::ENOENT })
     }
 }
 
@@ -514,8 +576,11 @@ impl HostFs {
                 } else {
                     None
                 };
-                let loc = (ftype != FileType::Directory).then(|| Loc { parent: parent.clone(), name: name.into() });
-                let n = HostNode::new(sb, &self.live, key, dir, loc);
+                let mut names = Names::default();
+                if ftype != FileType::Directory {
+                    names.saw(parent, name);
+                }
+                let n = HostNode::new(sb, &self.live, key, dir, names);
                 if let Some(fd) = io.take() {
                     self.io_slot(&n).fill(fd, true);
                 }
@@ -528,12 +593,7 @@ impl HostFs {
         let n = node(&inode);
         match &n.dir {
             Some(d) => d.set_loc(parent, name),
-            None => {
-                let mut loc = n.loc.lock();
-                if loc.as_ref().is_none_or(|l| !Arc::ptr_eq(&l.parent, parent) || *l.name != *name) {
-                    *loc = Some(Loc { parent: parent.clone(), name: name.into() });
-                }
-            }
+            None => n.names.lock().saw(parent, name),
         }
         if let Some(fd) = io {
             self.io_slot(n).fill(fd, true);
@@ -567,46 +627,30 @@ impl HostFs {
         n.io.get_or_init(|| Slot::new(&self.cache))
     }
 
-    /// Where a non-directory is named: its parent directory and name.
-    fn loc_of(n: &HostNode) -> Result<(Arc<HostDir>, Box<[u8]>)> {
-        let loc = n.loc.lock();
-        let l = loc.as_ref().ok_or(Errno::ESTALE)?;
-        Ok((l.parent.clone(), l.name.clone()))
-    }
-
     /// An `O_PATH` descriptor of a non-directory, checked to be this inode.
     fn path_fd(inode: &Inode) -> Result<OwnedFd> {
-        let n = node(inode);
-        let (parent, name) = Self::loc_of(n)?;
-        let pfd = parent.fd()?;
-        let fd = rustix::fs::openat(&pfd, &*name, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-            .map_err(host)?;
-        if key_of(&rustix::fs::fstat(&fd).map_err(host)?) != n.key {
-            return Err(n.forget_name(&parent, &name));
-        }
-        Ok(fd)
+        node(inode).open_by_name(|pfd, name| {
+            rustix::fs::openat(pfd, name, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+                .map_err(host)
+        })
     }
 
     /// Opens a regular file's I/O descriptor by its name, checked to be this inode.
     fn open_io(n: &HostNode) -> Result<OwnedFd> {
-        let (parent, name) = Self::loc_of(n)?;
-        let pfd = parent.fd()?;
         let base = OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
-        // Read-write when the host allows it; a read-only host file still reads.
-        let fd = match rustix::fs::openat(&pfd, &*name, base | OFlags::RDWR, Mode::empty()) {
-            Err(
-                rustix::io::Errno::ACCESS
-                | rustix::io::Errno::ROFS
-                | rustix::io::Errno::TXTBSY
-                | rustix::io::Errno::PERM,
-            ) => rustix::fs::openat(&pfd, &*name, base | OFlags::RDONLY, Mode::empty()),
-            r => r,
-        }
-        .map_err(host)?;
-        if key_of(&rustix::fs::fstat(&fd).map_err(host)?) != n.key {
-            return Err(n.forget_name(&parent, &name));
-        }
-        Ok(fd)
+        n.open_by_name(|pfd, name| {
+            // Read-write when the host allows it; a read-only host file still reads.
+            match rustix::fs::openat(pfd, name, base | OFlags::RDWR, Mode::empty()) {
+                Err(
+                    rustix::io::Errno::ACCESS
+                    | rustix::io::Errno::ROFS
+                    | rustix::io::Errno::TXTBSY
+                    | rustix::io::Errno::PERM,
+                ) => rustix::fs::openat(pfd, name, base | OFlags::RDONLY, Mode::empty()),
+                r => r,
+            }
+            .map_err(host)
+        })
     }
 
     /// The I/O descriptor of a regular file for the length of a call: the open one, or
@@ -658,7 +702,7 @@ impl HostFs {
         if let Some(fd) = n.io.get().and_then(|s| s.get()) {
             return rustix::fs::fstat(&fd).ok();
         }
-        let (parent, name) = Self::loc_of(n).ok()?;
+        let (parent, name) = n.names.lock().first()?;
         let pfd = parent.fd().ok()?;
         rustix::fs::statat(&pfd, &*name, AtFlags::SYMLINK_NOFOLLOW).ok().filter(|st| key_of(st) == n.key)
     }
@@ -684,8 +728,11 @@ impl HostFs {
     /// (the host may reuse its number). A file with no name left keeps its host
     /// descriptor only while uvfs has it open (Linux keeps an unlinked file's data for
     /// its open files only).
-    fn lost_name(inode: &Inode) {
+    fn lost_name(inode: &Inode, parent: &Arc<HostDir>, name: &[u8]) {
         let n = node(inode);
+        if n.dir.is_none() {
+            n.names.lock().lost(parent, name);
+        }
         let io = n.io.get();
         let refreshed = match (&n.dir, io.and_then(|s| s.get())) {
             (None, Some(fd)) => rustix::fs::fstat(&fd).map(|st| apply_stat(inode, &st)).is_ok(),
@@ -707,7 +754,7 @@ impl HostFs {
                 // task's working directory may be one) until it is closed.
                 Some(d) => *d.loc.lock() = None,
                 None => {
-                    *n.loc.lock() = None;
+                    *n.names.lock() = Names::default();
                     if let Some(s) = io {
                         s.close_unless_pinned();
                     }
@@ -751,7 +798,7 @@ impl FileSystem for HostFs {
                 Some(inode) => {
                     let n = node(inode);
                     let same = key_of(&st) == n.key && FileType::from_mode(st.st_mode) == Some(inode.file_type());
-                    // (Its `loc` is not touched: a name that moved on the host fails this
+                    // (Its `names` are not touched: a name that moved on the host fails this
                     // check under its old name, and the lookup under the new one updates
                     // it; a lock here would cost every cached walk.)
                     if same {
@@ -793,7 +840,7 @@ impl FileSystem for HostFs {
             (None, FileType::Regular) => {
                 if let Some(s) = n.io.get() {
                     let linked = |fd: &OwnedFd| rustix::fs::fstat(fd).is_ok_and(|st| st.st_nlink > 0);
-                    s.unpin(|fd| n.loc.lock().is_some() && linked(fd));
+                    s.unpin(|fd| !n.names.lock().is_empty() && linked(fd));
                 }
             }
             _ => {}
@@ -830,7 +877,7 @@ impl FileSystem for HostFs {
             &sb.rcu(),
             |_| true,
             || {
-                let n = HostNode::new(sb, &self.live, key, Some(root), None);
+                let n = HostNode::new(sb, &self.live, key, Some(root), Names::default());
                 Ok(Inode::new(sb, Self::new_inode(&st), Box::new(n)))
             },
         )
@@ -947,7 +994,7 @@ impl FileSystem for HostFs {
             .map_err(host)?;
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(args.mode & 0o7777)).map_err(host)?;
         let key = key_of(&st);
-        let n = HostNode::new(sb, &self.live, key, None, None);
+        let n = HostNode::new(sb, &self.live, key, None, Names::default());
         // Not queued: nothing could reopen an unnamed file. The open that follows pins it;
         // its release closes it, or leaves it to the cache once it has a name (linkat).
         self.io_slot(&n).fill(fd, false);
@@ -970,12 +1017,7 @@ impl FileSystem for HostFs {
             None => Held::Path(Self::path_fd(inode)?),
         };
         rustix::fs::linkat(&src, "", &dfd, name, AtFlags::EMPTY_PATH).map_err(host)?;
-        {
-            let mut loc = n.loc.lock();
-            if loc.is_none() {
-                *loc = Some(Loc { parent: d.clone(), name: name.into() });
-            }
-        }
+        n.names.lock().saw(d, name);
         let sb = inode.sb();
         if sb.icache().iget(n.key, &sb.rcu(), |_| true, || Ok(inode.clone())).is_err() {
             return Err(Errno::EIO);
@@ -986,19 +1028,21 @@ impl FileSystem for HostFs {
 
     fn unlink(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
         let name = component(name)?;
-        let dfd = Self::dir_fd(dir)?;
+        let d = Self::dir(dir)?;
+        let dfd = d.fd()?;
         // (A file open in uvfs has its descriptor pinned: it stays readable after its
         // last name goes.)
         rustix::fs::unlinkat(&dfd, name, AtFlags::empty()).map_err(host)?;
-        Self::lost_name(inode);
+        Self::lost_name(inode, d, name);
         self.refresh(dir)
     }
 
     fn rmdir(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
         let name = component(name)?;
-        let dfd = Self::dir_fd(dir)?;
+        let d = Self::dir(dir)?;
+        let dfd = d.fd()?;
         rustix::fs::unlinkat(&dfd, name, AtFlags::REMOVEDIR).map_err(host)?;
-        Self::lost_name(inode);
+        Self::lost_name(inode, d, name);
         self.refresh(dir)
     }
 
@@ -1016,17 +1060,21 @@ impl FileSystem for HostFs {
         )
         .map_err(host)?;
         // The new names, which a closed descriptor is reopened by.
-        let moved = |inode: &Inode, parent: &Arc<HostDir>, name: &[u8]| match &node(inode).dir {
-            Some(d) => d.set_loc(parent, name),
-            None => *node(inode).loc.lock() = Some(Loc { parent: parent.clone(), name: name.into() }),
+        let moved = |inode: &Inode, from: (&Arc<HostDir>, &[u8]), to: (&Arc<HostDir>, &[u8])| match &node(inode).dir {
+            Some(d) => d.set_loc(to.0, to.1),
+            None => {
+                let mut names = node(inode).names.lock();
+                names.lost(from.0, from.1);
+                names.saw(to.0, to.1);
+            }
         };
-        moved(r.inode, nd, new_name);
+        moved(r.inode, (od, old_name), (nd, new_name));
         if let Some(t) = r.target {
             if exchange {
-                moved(t, od, old_name);
+                moved(t, (nd, new_name), (od, old_name));
                 let _ = self.refresh(t);
             } else {
-                Self::lost_name(t);
+                Self::lost_name(t, nd, new_name);
             }
         }
         let _ = self.refresh(r.inode);
@@ -1072,7 +1120,7 @@ impl FileSystem for HostFs {
                 (Some(d), _) => rustix::fs::futimens(&d.fd()?, &times).map_err(host)?,
                 (None, FileType::Regular) => rustix::fs::futimens(&self.io(inode)?, &times).map_err(host)?,
                 _ => {
-                    let (parent, name) = Self::loc_of(n)?;
+                    let (parent, name) = n.names.lock().first().ok_or(Errno::ESTALE)?;
                     rustix::fs::utimensat(&parent.fd()?, &*name, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(host)?;
                 }
             }
