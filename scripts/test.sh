@@ -14,6 +14,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo doc (the core crate's docs are its map: no broken links)"
+RUSTDOCFLAGS="-D warnings" cargo doc -p uvfs --no-deps
 echo "== cargo test"
 cargo test --workspace
 echo "== loom models (seqcount)"

@@ -14,7 +14,7 @@
 //! `AT_SYMLINK_NOFOLLOW`); that magic link names the inode itself, not a path.
 //!
 //! **Inodes.** Inodes are found through the superblock's
-//! [`InodeCache`](crate::core::icache::InodeCache) by the host's (device, inode number), and
+//! `InodeCache` (`core::icache`) by the host's (device, inode number), and
 //! their attributes are refreshed from the host after every change uvfs makes (so `stat`
 //! shows the host's own sizes, link counts and times). Each knows where it is named: a
 //! directory its parent and name, updated by renames and by lookups that find it under
