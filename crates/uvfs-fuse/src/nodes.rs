@@ -16,8 +16,8 @@
 //! into a slab of `Arc<File>`, checked on every use, reused after RELEASE.
 //!
 //! Node ids: a file of the filesystem at the root of the served tree gets its uvfs inode
-//! number (memfs never reuses them while the inode lives), so `st_ino` on the mount is the
-//! in-process one; the root is node 1 (FUSE's root id), swapped with the inode that has
+//! number when that id is free (memfs never reuses numbers while the inode lives; a host
+//! filesystem may, see [`Nodes::insert`]), and `st_ino` on the mount is the in-process one; the root is node 1 (FUSE's root id), swapped with the inode that has
 //! number 1 if the root has another. Files of other filesystems mounted inside the tree
 //! get ids from a counter above [`FOREIGN_BASE`].
 
@@ -74,25 +74,19 @@ impl Nodes {
         Nodes { inner: Mutex::new(Inner { by_id, by_key, next_foreign: FOREIGN_BASE }), root_key }
     }
 
-    /// The node id of `key` when it is (or becomes) a node; `st_ino` as the mount shows it.
-    pub fn id_for_key(&self, key: Key) -> u64 {
+    /// The inode number the mount shows for `key` (`st_ino`, a directory entry's `d_ino`):
+    /// the in-process one for files of the root's filesystem (the root shows 1, the inode
+    /// numbered 1 the root's number), else the node id if the kernel knows the file, else
+    /// the inode number. Node ids may differ from it (see `insert`); no node is made here.
+    pub fn ino_for_key(&self, key: Key) -> u64 {
         if key == self.root_key {
             return ROOT_ID;
         }
         if key.0 == self.root_key.0 {
-            // The root takes id 1; the inode numbered 1 (if not the root) takes the root's.
             return if key.1 == ROOT_ID { self.root_key.1 } else { key.1 };
         }
         let g = self.inner.lock();
-        g.by_key.get(&key).copied().unwrap_or(0)
-    }
-
-    /// The inode number a directory entry shows for `key` (no node is made).
-    pub fn ino_for_key(&self, key: Key) -> u64 {
-        match self.id_for_key(key) {
-            0 => key.1,
-            id => id,
-        }
+        g.by_key.get(&key).copied().unwrap_or(key.1)
     }
 
     /// The file of a node.
@@ -111,15 +105,27 @@ impl Nodes {
     }
 
     /// Counts one lookup of the inode `key`, whose `O_PATH` file is `file`.
+    ///
+    /// A key names one inode only while that inode lives: a host filesystem reuses the
+    /// inode number of a deleted file (tar's placeholder for a delayed symlink is unlinked
+    /// and the symlink gets its number), while the kernel may still hold the old node. A
+    /// key whose node holds another inode therefore gets a fresh node id for the new one
+    /// (from the counter), and the old node lives on under its id until forgotten; handing
+    /// the old node back would answer for the deleted file (ESTALE, ENOTDIR).
     pub fn insert(&self, key: Key, file: Arc<File>) -> Inserted {
         let mut g = self.inner.lock();
+        let mut reused = false;
         if let Some(&id) = g.by_key.get(&key) {
             let n = g.by_id.get_mut(&id).expect("node of a key");
-            n.lookups += 1;
-            return Inserted::Existing(id, file);
+            if Arc::ptr_eq(n.file.inode(), file.inode()) {
+                n.lookups += 1;
+                return Inserted::Existing(id, file);
+            }
+            reused = true;
         }
-        let id = if key.0 == self.root_key.0 {
-            if key.1 == ROOT_ID { self.root_key.1 } else { key.1 }
+        let natural = if key.1 == ROOT_ID { self.root_key.1 } else { key.1 };
+        let id = if key.0 == self.root_key.0 && !reused && !g.by_id.contains_key(&natural) {
+            natural
         } else {
             g.next_foreign += 1;
             g.next_foreign
@@ -141,7 +147,10 @@ impl Nodes {
             return None;
         }
         let node = g.by_id.remove(&id).expect("present");
-        g.by_key.remove(&node.key);
+        // The key may name a newer node already (a reused inode number, see `insert`).
+        if g.by_key.get(&node.key) == Some(&id) {
+            g.by_key.remove(&node.key);
+        }
         Some(node.file)
     }
 
@@ -230,5 +239,44 @@ impl Handles {
     /// Whether no handle is open.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uvfs::{DirFd, OpenFlags, Vfs, VfsConfig};
+
+    fn path_file(t: &uvfs::Task, name: &[u8]) -> Arc<File> {
+        let f = t.openat_file(DirFd::Cwd, name, OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        t.reopen_file(&f, OpenFlags::PATH).unwrap()
+    }
+
+    /// A host filesystem reuses a deleted file's inode number while the kernel still holds
+    /// the old node: the new file must get its own node, not the deleted one's.
+    #[test]
+    fn a_reused_inode_number_gets_a_fresh_node() {
+        let vfs = Vfs::new(VfsConfig::default());
+        let t = vfs.root_task();
+        let root = t.openat_file(DirFd::Cwd, b"/", OpenFlags::PATH, 0).unwrap();
+        let nodes = Nodes::new(root, (7, 2));
+        let (old, new) = (path_file(&t, b"/old"), path_file(&t, b"/new"));
+        let key = (7, 40);
+        let Inserted::New(old_id) = nodes.insert(key, old.clone()) else { panic!("first insert is new") };
+        assert_eq!(old_id, 40, "a free natural id is the inode number");
+        let Inserted::New(new_id) = nodes.insert(key, new.clone()) else { panic!("another inode, same key: new node") };
+        assert_ne!(new_id, old_id);
+        assert!(Arc::ptr_eq(nodes.file(new_id).unwrap().inode(), new.inode()));
+        assert!(Arc::ptr_eq(nodes.file(old_id).unwrap().inode(), old.inode()));
+        assert_eq!(nodes.lookup_key(key), Some(new_id));
+        // The same inode again counts on its node.
+        assert!(matches!(nodes.insert(key, new.clone()), Inserted::Existing(id, _) if id == new_id));
+        // Forgetting the old node leaves the key with the new one.
+        assert!(nodes.forget(old_id, 1).is_some());
+        assert_eq!(nodes.lookup_key(key), Some(new_id));
+        assert!(nodes.forget(new_id, 1).is_none());
+        assert!(nodes.forget(new_id, 1).is_some());
+        assert_eq!(nodes.lookup_key(key), None);
+        assert_eq!(nodes.ino_for_key(key), 40, "st_ino stays the inode number");
     }
 }

@@ -189,24 +189,27 @@ impl Server {
     }
 
     /// An entry reply for a node just registered.
-    fn entry_out(&self, a: Attr) -> abi::EntryOut {
-        reply::entry(a.ino, a, self.entry_ttl(), self.opts.attr_timeout)
+    fn entry_out(&self, (id, a): (u64, Attr)) -> abi::EntryOut {
+        reply::entry(id, a, self.entry_ttl(), self.opts.attr_timeout)
     }
 
-    /// Registers the node of the `O_PATH` file `file` (one lookup) and returns its
-    /// attributes. A file that is not kept is released on return.
-    fn register(&self, file: Arc<File>) -> Result<Attr> {
+    /// Registers the node of the `O_PATH` file `file` (one lookup) and returns its node
+    /// id and attributes. A file that is not kept is released on return.
+    fn register(&self, file: Arc<File>) -> Result<(u64, Attr)> {
         let st = self.base().fstat(&file)?;
-        match self.nodes.insert(key_of(&st), file) {
-            Inserted::New(_) => {}
-            Inserted::Existing(_, dup) => drop(dup),
-        }
-        Ok(self.attr(&st))
+        let id = match self.nodes.insert(key_of(&st), file) {
+            Inserted::New(id) => id,
+            Inserted::Existing(id, dup) => {
+                drop(dup);
+                id
+            }
+        };
+        Ok((id, self.attr(&st)))
     }
 
     /// Looks `name` up in `parent` as `t` (search permission is checked), making it a
     /// node.
-    fn lookup_in(&self, t: &Task, parent: &Arc<File>, name: &[u8]) -> Result<Attr> {
+    fn lookup_in(&self, t: &Task, parent: &Arc<File>, name: &[u8]) -> Result<(u64, Attr)> {
         let f = t.openat_file(DirFd::File(parent), name, OpenFlags::PATH | OpenFlags::NOFOLLOW, 0)?;
         self.register(f)
     }
