@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::{MountOptions, Permissions, Transport};
+use crate::{Levers, MountOptions, Permissions, Transport};
 
 /// Arguments of `uvfs mount`.
 #[derive(clap::Args, Debug, Clone)]
@@ -21,15 +21,26 @@ pub struct MountArgs {
     /// What to serve: `memfs` (a new in-memory filesystem) or `host:DIR` (a host directory)
     #[arg(long = "fs", default_value = "memfs")]
     pub fs: String,
-    /// Seconds the kernel may cache a name lookup (ignored with `--permissions uvfs`)
-    #[arg(long, default_value_t = 1.0)]
-    pub entry_timeout: f64,
-    /// Seconds the kernel may cache attributes
-    #[arg(long, default_value_t = 1.0)]
-    pub attr_timeout: f64,
-    /// Seconds the kernel may cache a miss (ignored with `--permissions uvfs`)
-    #[arg(long, default_value_t = 1.0)]
-    pub negative_timeout: f64,
+    /// Seconds the kernel may cache a name lookup (ignored with `--permissions uvfs`;
+    /// default: a day, or 1 with `--fs host:DIR` without `--host-unchanged`)
+    #[arg(long)]
+    pub entry_timeout: Option<f64>,
+    /// Seconds the kernel may cache attributes (default as `--entry-timeout`)
+    #[arg(long)]
+    pub attr_timeout: Option<f64>,
+    /// Seconds the kernel may cache a miss (ignored with `--permissions uvfs`; default as
+    /// `--entry-timeout`)
+    #[arg(long)]
+    pub negative_timeout: Option<f64>,
+    /// Turn kernel levers off (repeatable or comma-separated), e.g. to measure one: by
+    /// default keep-cache, cache-symlinks, cache-dir, readdirplus and no-opendir are on
+    /// (keep-cache and cache-dir off with a changing host directory)
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub disable: Vec<Lever>,
+    /// Turn kernel levers on that are off by default: no-flush (loses the release of POSIX
+    /// locks at close)
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub enable: Vec<Lever>,
     /// Who checks permissions: `kernel` (the kernel and uvfs, with caching) or `uvfs`
     /// (uvfs alone; no entry caching)
     #[arg(long, value_enum, default_value_t = Permissions::Kernel)]
@@ -53,6 +64,37 @@ pub struct MountArgs {
     /// checked against the host before use
     #[arg(long)]
     pub host_unchanged: bool,
+}
+
+/// A kernel lever by name (see [`Levers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lever {
+    /// `FOPEN_KEEP_CACHE`: pages survive opens
+    KeepCache,
+    /// `FUSE_CACHE_SYMLINKS`: symlink targets cached
+    CacheSymlinks,
+    /// `FOPEN_CACHE_DIR`: listings cached across opens
+    CacheDir,
+    /// READDIRPLUS on every listing (off: the kernel's heuristics)
+    Readdirplus,
+    /// no OPENDIR/RELEASEDIR round trips
+    NoOpendir,
+    /// no FLUSH at close (POSIX locks then outlive the close)
+    NoFlush,
+}
+
+impl Lever {
+    /// The lever's flag.
+    pub fn flag(self) -> Levers {
+        match self {
+            Lever::KeepCache => Levers::KEEP_CACHE,
+            Lever::CacheSymlinks => Levers::CACHE_SYMLINKS,
+            Lever::CacheDir => Levers::CACHE_DIR,
+            Lever::Readdirplus => Levers::READDIRPLUS,
+            Lever::NoOpendir => Levers::NO_OPENDIR,
+            Lever::NoFlush => Levers::NO_FLUSH,
+        }
+    }
 }
 
 /// A failure: message and exit code.
@@ -129,14 +171,27 @@ fn preflight(a: &MountArgs) -> Result<PathBuf, Fail> {
 }
 
 fn options(a: &MountArgs) -> Result<MountOptions, Fail> {
+    // A host directory that may change behind uvfs's back keeps short caches.
+    let base = if a.fs.starts_with("host:") && !a.host_unchanged {
+        MountOptions::host_changing()
+    } else {
+        MountOptions::default()
+    };
+    let secs = |name, v: Option<f64>, dflt| v.map_or(Ok(dflt), |v| seconds(name, v));
     let mut o = MountOptions {
-        entry_timeout: seconds("entry-timeout", a.entry_timeout)?,
-        attr_timeout: seconds("attr-timeout", a.attr_timeout)?,
-        negative_timeout: seconds("negative-timeout", a.negative_timeout)?,
+        entry_timeout: secs("entry-timeout", a.entry_timeout, base.entry_timeout)?,
+        attr_timeout: secs("attr-timeout", a.attr_timeout, base.attr_timeout)?,
+        negative_timeout: secs("negative-timeout", a.negative_timeout, base.negative_timeout)?,
         permissions: a.permissions,
         transport: a.transport,
-        ..MountOptions::default()
+        ..base
     };
+    for l in &a.enable {
+        o.levers |= l.flag();
+    }
+    for l in &a.disable {
+        o.levers -= l.flag();
+    }
     if let Some(t) = a.threads {
         if t == 0 || t > 256 {
             return Err(usage("--threads must be between 1 and 256"));

@@ -48,9 +48,28 @@
 //!   a default ACL (Linux would not).
 //!
 //! ## Kernel caching
-//! Attribute, entry and negative-entry timeouts are options (default one second each).
-//! File pages are cached by the kernel (no `direct_io`) and dropped on open. Changes made
-//! in-process while mounted are pushed to the kernel as invalidations (`watch`).
+//! uvfs is the only writer of what a mount serves (memfs; hostfs promised unchanged), so
+//! the kernel may cache as long as it likes: changes made through the mount go through
+//! its caches, and changes made in-process while mounted (another [`uvfs::Task`]) are
+//! pushed to it as invalidations (`watch`: entries, attributes and pages, within about a
+//! millisecond of the change). So by default ([`MountOptions::default`]) names, attributes
+//! and misses are cached for a day ([`LONG_TIMEOUT`]) and [`Levers::DEFAULT`] are pulled:
+//!
+//! | lever | saves | trade-off |
+//! |---|---|---|
+//! | `KEEP_CACHE` | a READ per page after every open | none while uvfs is the only writer |
+//! | `CACHE_SYMLINKS` | a READLINK per walk through a symlink | none (a symlink's target never changes) |
+//! | `CACHE_DIR` | READDIRs of an unchanged directory | none (dropped when its mtime moves) |
+//! | `READDIRPLUS` | a LOOKUP per listed name used afterwards | a listing costs a lookup per name even when only names are wanted |
+//! | `NO_OPENDIR` | OPENDIR + RELEASEDIR per listing | listings always cached (as `CACHE_DIR`); `Permissions::Kernel` only |
+//! | `NO_FLUSH` (off) | a FLUSH per `close` | a POSIX lock taken through the mount is not released by `close` |
+//!
+//! A tree that something else changes behind uvfs's back (hostfs revalidating the host)
+//! gets [`MountOptions::host_changing`]: one-second timeouts and only the levers that stay
+//! correct then ([`Levers::HOST_CHANGING`]). `uvfs mount --disable LEVER` turns one off.
+//! Events inside the kernel's caches are not seen in-process: a read or `stat` served
+//! from the page or attribute cache generates no access event for in-process watches, as
+//! on any FUSE mount.
 
 pub mod abi;
 pub mod cli;
@@ -100,6 +119,57 @@ pub enum Transport {
     Uring,
 }
 
+bitflags::bitflags! {
+    /// The kernel's levers a mount pulls: caches that last and round trips left out. Each
+    /// is correct when uvfs is the only writer of what it serves (memfs; hostfs with
+    /// `--host-unchanged`): changes made through the mount go through the kernel's caches,
+    /// and changes made in-process are pushed to them as invalidations (`watch`).
+    /// [`Levers::DEFAULT`] is what a mount uses unless told otherwise; each can be turned off
+    /// (`uvfs mount --disable LEVER`) to measure it or to trade speed for another
+    /// property. The crate docs ("Kernel caching") give each one's trade-off.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct Levers: u32 {
+        /// `FOPEN_KEEP_CACHE`: a file's pages stay cached across opens (else every open
+        /// drops them and the next read asks the server again).
+        const KEEP_CACHE = 1 << 0;
+        /// `FUSE_CACHE_SYMLINKS`: symlink targets stay in the page cache (else every
+        /// readlink and every walk through a symlink is a READLINK round trip).
+        const CACHE_SYMLINKS = 1 << 1;
+        /// `FOPEN_CACHE_DIR`: a directory's listing stays cached across opens while the
+        /// directory's mtime does not move (else every `opendir` reads it again).
+        const CACHE_DIR = 1 << 2;
+        /// READDIRPLUS on every listing (else the kernel picks READDIR or READDIRPLUS by
+        /// heuristics, and a READDIR is followed by a LOOKUP per name that is then used).
+        const READDIRPLUS = 1 << 3;
+        /// `FUSE_NO_OPENDIR_SUPPORT`: no OPENDIR/RELEASEDIR round trips; each READDIR opens
+        /// the directory itself. The kernel then caches every listing as with
+        /// [`Levers::CACHE_DIR`]. Only with [`Permissions::Kernel`], whose check at
+        /// `opendir` stands for uvfs's (with `Uvfs` nobody would check at `opendir`).
+        const NO_OPENDIR = 1 << 4;
+        /// `FOPEN_NOFLUSH`: no FLUSH round trip at each `close`. Off by default: the kernel
+        /// releases a process's POSIX locks on the server through FLUSH, so with this on a
+        /// lock taken through the mount outlives the `close` that should drop it.
+        const NO_FLUSH = 1 << 5;
+    }
+}
+
+impl Levers {
+    /// The levers a mount pulls by default: all but [`Levers::NO_FLUSH`].
+    pub const DEFAULT: Levers = Levers::KEEP_CACHE
+        .union(Levers::CACHE_SYMLINKS)
+        .union(Levers::CACHE_DIR)
+        .union(Levers::READDIRPLUS)
+        .union(Levers::NO_OPENDIR);
+    /// What stays correct when something else changes the served tree behind uvfs's back
+    /// (hostfs without `--host-unchanged`): caches of names and attributes expire with
+    /// their (short) timeouts, but pages and listings would not, so those levers are off.
+    pub const HOST_CHANGING: Levers = Levers::CACHE_SYMLINKS.union(Levers::READDIRPLUS);
+}
+
+/// How long the kernel keeps names, attributes and misses by default: a day, since uvfs
+/// invalidates what changes in-process; in practice "until invalidated or evicted".
+pub const LONG_TIMEOUT: Duration = Duration::from_secs(86_400);
+
 /// How to serve.
 #[derive(Clone, Debug)]
 pub struct MountOptions {
@@ -119,6 +189,8 @@ pub struct MountOptions {
     pub watch: bool,
     /// Let every user use the mount (`allow_other`; needs root or `user_allow_other`).
     pub allow_other: bool,
+    /// The kernel caching and round-trip levers pulled.
+    pub levers: Levers,
     /// Tests only: a lookup of this name panics in the handler (to show that a panic is
     /// answered with EIO and the mount keeps serving).
     #[doc(hidden)]
@@ -132,14 +204,15 @@ pub struct MountOptions {
 impl Default for MountOptions {
     fn default() -> MountOptions {
         MountOptions {
-            entry_timeout: Duration::from_secs(1),
-            attr_timeout: Duration::from_secs(1),
-            negative_timeout: Duration::from_secs(1),
+            entry_timeout: LONG_TIMEOUT,
+            attr_timeout: LONG_TIMEOUT,
+            negative_timeout: LONG_TIMEOUT,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8),
             permissions: Permissions::Kernel,
             transport: Transport::Auto,
             watch: true,
             allow_other: rustix_is_root(),
+            levers: Levers::DEFAULT,
             panic_on_lookup: None,
             fusermount: false,
         }
@@ -153,6 +226,20 @@ impl MountOptions {
             entry_timeout: Duration::ZERO,
             attr_timeout: Duration::ZERO,
             negative_timeout: Duration::ZERO,
+            levers: Levers::empty(),
+            ..MountOptions::default()
+        }
+    }
+
+    /// For a tree that something else may change behind uvfs's back (a hostfs that
+    /// revalidates): one-second timeouts and [`Levers::HOST_CHANGING`].
+    pub fn host_changing() -> MountOptions {
+        let second = Duration::from_secs(1);
+        MountOptions {
+            entry_timeout: second,
+            attr_timeout: second,
+            negative_timeout: second,
+            levers: Levers::HOST_CHANGING,
             ..MountOptions::default()
         }
     }
@@ -280,6 +367,12 @@ impl MountHandle {
     /// Whether the kernel accepted `FUSE_POSIX_ACL` (kernel permission checks).
     pub fn kernel_acl(&self) -> bool {
         self.run.as_ref().is_some_and(|r| r.server.kernel_acl.load(Ordering::Relaxed))
+    }
+
+    /// The levers this mount pulls (as asked; `NO_OPENDIR` counts only with
+    /// [`Permissions::Kernel`]).
+    pub fn levers(&self) -> Levers {
+        self.run.as_ref().map_or(Levers::empty(), |r| r.server.opts.levers)
     }
 
     /// Number of nodes the kernel holds (the root included).

@@ -185,8 +185,9 @@ struct Slab {
     free: Vec<usize>,
 }
 
-/// Open files by FUSE file handle (an index into a slab). Protected by one mutex, held for
-/// a slot's update or an `Arc` clone.
+/// Open files by FUSE file handle (an index into a slab, plus one: handle 0 is what the
+/// kernel sends when it did not open, see `Levers::NO_OPENDIR`). Protected by one mutex,
+/// held for a slot's update or an `Arc` clone.
 #[derive(Default)]
 pub struct Handles {
     slab: Mutex<Slab>,
@@ -199,11 +200,11 @@ impl Handles {
         match s.free.pop() {
             Some(i) => {
                 s.slots[i] = Some(file);
-                i as u64
+                i as u64 + 1
             }
             None => {
                 s.slots.push(Some(file));
-                (s.slots.len() - 1) as u64
+                s.slots.len() as u64
             }
         }
     }
@@ -211,16 +212,20 @@ impl Handles {
     /// The file of handle `fh`; EBADF for a handle that is not open.
     pub fn get(&self, fh: u64) -> Result<Arc<File>, Errno> {
         let s = self.slab.lock();
-        usize::try_from(fh).ok().and_then(|i| s.slots.get(i)).and_then(|f| f.clone()).ok_or(Errno::EBADF)
+        Self::index(fh).and_then(|i| s.slots.get(i)).and_then(|f| f.clone()).ok_or(Errno::EBADF)
     }
 
     /// Takes handle `fh` out (RELEASE); the file goes when its last user is done.
     pub fn remove(&self, fh: u64) -> Result<Arc<File>, Errno> {
         let mut s = self.slab.lock();
-        let i = usize::try_from(fh).map_err(|_| Errno::EBADF)?;
+        let i = Self::index(fh).ok_or(Errno::EBADF)?;
         let f = s.slots.get_mut(i).and_then(Option::take).ok_or(Errno::EBADF)?;
         s.free.push(i);
         Ok(f)
+    }
+
+    fn index(fh: u64) -> Option<usize> {
+        usize::try_from(fh.checked_sub(1)?).ok()
     }
 
     /// Every open file, emptying the table (at unmount).

@@ -20,7 +20,7 @@ use crate::ident::{Caller, DEFAULT_UMASK, Tasks};
 use crate::nodes::{Handles, Inserted, Key, Nodes};
 use crate::reply::{self, Reply, ReplyBuf};
 use crate::request::{Op, Request, forget_ones};
-use crate::{MountOptions, Permissions};
+use crate::{Levers, MountOptions, Permissions};
 
 type Result<T> = uvfs::Result<T>;
 
@@ -124,7 +124,6 @@ impl Server {
             | InitFlags::MAX_PAGES
             | InitFlags::HANDLE_KILLPRIV_V2
             | InitFlags::DO_READDIRPLUS
-            | InitFlags::READDIRPLUS_AUTO
             | InitFlags::PARALLEL_DIROPS
             | InitFlags::EXPORT_SUPPORT
             | InitFlags::DONT_MASK
@@ -135,7 +134,34 @@ impl Server {
         if self.opts.permissions == Permissions::Kernel {
             want |= InitFlags::POSIX_ACL;
         }
+        let levers = self.opts.levers;
+        if !levers.contains(Levers::READDIRPLUS) {
+            want |= InitFlags::READDIRPLUS_AUTO;
+        }
+        if levers.contains(Levers::CACHE_SYMLINKS) {
+            want |= InitFlags::CACHE_SYMLINKS;
+        }
+        if self.no_opendir() {
+            want |= InitFlags::NO_OPENDIR_SUPPORT;
+        }
         want
+    }
+
+    /// Whether OPENDIR is answered ENOSYS (see [`Levers::NO_OPENDIR`]).
+    fn no_opendir(&self) -> bool {
+        self.opts.levers.contains(Levers::NO_OPENDIR) && self.opts.permissions == Permissions::Kernel
+    }
+
+    /// How the kernel treats a regular file the server opened.
+    fn file_open_flags(&self) -> FopenFlags {
+        let mut f = FopenFlags::empty();
+        if self.opts.levers.contains(Levers::KEEP_CACHE) {
+            f |= FopenFlags::KEEP_CACHE;
+        }
+        if self.opts.levers.contains(Levers::NO_FLUSH) {
+            f |= FopenFlags::NOFLUSH;
+        }
+        f
     }
 
     /// What the kernel accepted.
@@ -375,7 +401,7 @@ impl Server {
                 let node = self.node(id)?;
                 let exp = if fl.contains(OpenFlags::TRUNC) { self.object_expect(id) } else { Vec::new() };
                 let f = self.expecting(&exp, || self.task(h).reopen_file(&node, fl))?;
-                out.push(&reply::open_out(self.handles.insert(f), FopenFlags::empty()))
+                out.push(&reply::open_out(self.handles.insert(f), self.file_open_flags()))
             }
             Op::Read(r) => {
                 let off = i64::try_from(r.offset).map_err(|_| Errno::EINVAL)?;
@@ -464,9 +490,19 @@ impl Server {
                 })
             }
             Op::Opendir { flags } => {
+                if self.no_opendir() {
+                    // The kernel takes ENOSYS as "never send OPENDIR again" (after its
+                    // own permission check, which stands for uvfs's in this mode).
+                    return Err(Errno::ENOSYS);
+                }
                 let fl = OpenFlags::from_bits_truncate(*flags) & (OpenFlags::NOATIME | OpenFlags::NONBLOCK);
                 let f = self.task(h).reopen_file(&self.node(id)?, fl | OpenFlags::RDONLY | OpenFlags::DIRECTORY)?;
-                out.push(&reply::open_out(self.handles.insert(f), FopenFlags::empty()))
+                let cache = if self.opts.levers.contains(Levers::CACHE_DIR) {
+                    FopenFlags::CACHE_DIR
+                } else {
+                    FopenFlags::empty()
+                };
+                out.push(&reply::open_out(self.handles.insert(f), cache))
             }
             Op::Readdir(r) => self.readdir(h, r, false, out),
             Op::Readdirplus(r) => self.readdir(h, r, true, out),
@@ -555,8 +591,14 @@ impl Server {
     /// "no node" and still lists with that inode number.
     fn readdir(&self, h: &InHeader, r: &abi::ReadIn, plus: bool, out: &mut ReplyBuf<'_>) -> Result<()> {
         let t = self.base();
-        let fd = self.handle_file(r.fh)?;
         let dir = self.node(h.nodeid)?;
+        // Handle 0: the kernel did not open the directory (`Levers::NO_OPENDIR`); it
+        // checked the caller's permission to, so the server's own task reads it.
+        let fd = if r.fh == 0 && self.no_opendir() {
+            t.reopen_file(&dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY)?
+        } else {
+            self.handle_file(r.fh)?
+        };
         let offset = i64::try_from(r.offset).map_err(|_| Errno::EINVAL)?;
         t.lseek(&fd, offset, Whence::Set)?;
         let dev = t.fstat(&fd)?.dev;
@@ -605,7 +647,7 @@ impl Server {
         })?;
         let a = self.register(t.reopen_file(&f, OpenFlags::PATH)?)?;
         out.push(&self.entry_out(a))?;
-        out.push(&reply::open_out(self.handles.insert(f), FopenFlags::empty()))
+        out.push(&reply::open_out(self.handles.insert(f), self.file_open_flags()))
     }
 
     fn fallocate(&self, h: &InHeader, f: &abi::FallocateIn) -> Result<()> {

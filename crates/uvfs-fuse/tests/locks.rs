@@ -180,6 +180,23 @@ fn flock_between_processes_and_in_process() {
     assert_eq!(t.flock(fd, FlockOp::SH | FlockOp::NB), Ok(()));
 }
 
+/// The kernel keeps a FUSE directory's locks itself (its directory operations have no
+/// lock method: nothing reaches the server, so an in-process holder does not see them).
+/// With the default `NO_OPENDIR` lever the server never opens the directory either; the
+/// mount's processes still exclude each other.
+#[test]
+fn flock_of_a_directory_between_processes() {
+    let (m, _) = mounted();
+    m.vfs.root_task().mkdir(b"/d", 0o755).unwrap();
+    let dir = m.path().join("d");
+    assert!(std::fs::read_dir(&dir).unwrap().next().is_none());
+    let mut holder = Proc::spawn(Command::new("flock").arg("-n").arg(&dir).arg("-c").arg("echo held; cat"));
+    assert_eq!(holder.line(), "held");
+    assert!(!flock_n(&dir), "a second flock -n of the directory got the lock");
+    holder.finish();
+    assert!(flock_n(&dir), "the directory's lock outlived its holder");
+}
+
 #[test]
 fn fcntl_locks_between_processes_and_in_process() {
     let (m, path) = mounted();

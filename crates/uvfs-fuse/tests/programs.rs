@@ -157,14 +157,11 @@ fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 #[test]
 fn in_process_changes_reach_a_caching_kernel() {
     require(&[]);
-    // Caches that would outlive the test: only invalidations can show the changes.
-    let hour = Duration::from_secs(3600);
-    let m = Mounted::new(MountOptions {
-        entry_timeout: hour,
-        attr_timeout: hour,
-        negative_timeout: hour,
-        ..MountOptions::default()
-    });
+    // The default mount: caches that would outlive the test (a day) and every default
+    // lever (pages kept across opens, symlinks and listings cached, no OPENDIR): only
+    // invalidations can show the changes.
+    let m = Mounted::new(MountOptions::default());
+    assert!(m.handle.as_ref().unwrap().levers().contains(uvfs_fuse::Levers::DEFAULT));
     let t = m.vfs.root_task();
     let p = m.path();
     // A cached miss, then the name is created in-process.
@@ -180,6 +177,32 @@ fn in_process_changes_reach_a_caching_kernel() {
     t.close(fd).unwrap();
     eventually("new size visible", || std::fs::metadata(p.join("late")).is_ok_and(|m| m.len() == 8));
     assert_eq!(std::fs::read(p.join("late")).unwrap(), b"abcdefgh");
+    // Same-size overwrite in-process: only the page invalidation can show it.
+    let fd = t.open(b"/late", OpenFlags::WRONLY, 0).unwrap();
+    t.pwrite(fd, b"ABCDEFGH", 0).unwrap();
+    t.close(fd).unwrap();
+    eventually("new data visible", || std::fs::read(p.join("late")).unwrap() == b"ABCDEFGH");
+    // A listing the kernel cached, then a name created in-process in that directory.
+    t.mkdir(b"/d", 0o755).unwrap();
+    t.close(t.open(b"/d/one", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
+    let names = |p: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(p.join("d")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(p), ["one"]);
+    assert_eq!(names(p), ["one"]);
+    t.close(t.open(b"/d/two", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
+    eventually("listing shows the new name", || names(p) == ["one", "two"]);
+    // A cached symlink replaced in-process.
+    t.symlink(b"one", b"/d/link").unwrap();
+    eventually("symlink visible", || std::fs::read_link(p.join("d/link")).is_ok());
+    assert_eq!(std::fs::read_link(p.join("d/link")).unwrap(), std::path::Path::new("one"));
+    t.unlink(b"/d/link").unwrap();
+    t.symlink(b"two", b"/d/link").unwrap();
+    eventually("new symlink target visible", || {
+        std::fs::read_link(p.join("d/link")).is_ok_and(|l| l == std::path::Path::new("two"))
+    });
     // Mode change, rename and unlink in-process.
     t.fchmodat(DirFd::Cwd, b"/late", 0o600, AtFlags::empty()).unwrap();
     eventually("mode visible", || {
@@ -187,7 +210,7 @@ fn in_process_changes_reach_a_caching_kernel() {
     });
     t.rename(b"/late", b"/moved").unwrap();
     eventually("rename visible", || std::fs::metadata(p.join("late")).is_err());
-    assert_eq!(std::fs::read(p.join("moved")).unwrap(), b"abcdefgh");
+    assert_eq!(std::fs::read(p.join("moved")).unwrap(), b"ABCDEFGH");
     t.unlink(b"/moved").unwrap();
     eventually("unlink visible", || std::fs::metadata(p.join("moved")).is_err());
     // A change made through the mount is not invalidated under the kernel's feet: a
