@@ -17,7 +17,7 @@
 //! | [`ident`] | the caller's identity (uid, gid, groups from `/proc`) as a cached uvfs task |
 //! | `server` | the request handlers: one or two uvfs calls each, panics answered EIO |
 //! | `locks` | file locks (GETLK, SETLK, SETLKW, flock), answered by uvfs's lock manager; SETLKW waits off the transport threads |
-//! | `expect`, `watch` | kernel cache invalidation for in-process changes |
+//! | `watch` | kernel cache invalidation for in-process changes |
 //! | [`cli`] | `uvfs mount`: options, checks with one-line errors, signals, daemon |
 //!
 //! ## Transports
@@ -73,7 +73,6 @@
 
 pub mod abi;
 pub mod cli;
-mod expect;
 pub mod ident;
 mod locks;
 mod mount;
@@ -260,7 +259,7 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         handles: nodes::Handles::default(),
         tasks: ident::Tasks::new(base),
         opts: opts.clone(),
-        expect: expect::Expect::default(),
+        watch: std::sync::OnceLock::new(),
         kernel_acl: AtomicBool::new(false),
         locks: Default::default(),
     }))

@@ -15,7 +15,6 @@ use std::time::Duration;
 use uvfs::{AccessMode, AtFlags, DirFd, Errno, File, Gid, OpenFlags, RenameFlags, Stat, Task, Uid, Whence};
 
 use crate::abi::{self, Attr, FopenFlags, InHeader, InitFlags};
-use crate::expect::{Expect, Expected};
 use crate::ident::{Caller, DEFAULT_UMASK, Tasks};
 use crate::nodes::{Handles, Inserted, Key, Nodes};
 use crate::reply::{self, Reply, ReplyBuf};
@@ -34,8 +33,9 @@ pub(crate) struct Server {
     pub(crate) handles: Handles,
     /// Immutable.
     pub(crate) opts: MountOptions,
-    /// Records of changes made through the mount (own lock).
-    pub(crate) expect: Expect,
+    /// The invalidation thread's instance, muted on the threads that serve requests: the
+    /// kernel knows of the changes they make (set once, by `watch::spawn`).
+    pub(crate) watch: std::sync::OnceLock<Arc<uvfs::Inotify>>,
     /// Set once the kernel accepted `FUSE_POSIX_ACL` (kernel permission checks too).
     pub(crate) kernel_acl: AtomicBool,
     /// File locks: owners, waiting SETLKW requests (`crate::locks`; own locks).
@@ -245,25 +245,6 @@ impl Server {
         drop(self.nodes.forget(id, n));
     }
 
-    /// Runs a change with the invalidation thread told to expect its event(s), so it does
-    /// not invalidate what the kernel itself just changed.
-    fn expecting<R>(&self, what: &[Expected], f: impl FnOnce() -> Result<R>) -> Result<R> {
-        self.expect.add(what);
-        let r = f();
-        if r.is_err() {
-            self.expect.remove(what);
-        }
-        r
-    }
-
-    fn name_expect(&self, parent: u64, name: &[u8]) -> Vec<Expected> {
-        self.nodes.key(parent).map(|k| vec![Expected::Name(k, name.to_vec())]).unwrap_or_default()
-    }
-
-    fn object_expect(&self, id: u64) -> Vec<Expected> {
-        self.nodes.key(id).map(|k| vec![Expected::Object(k)]).unwrap_or_default()
-    }
-
     /// Answers one request into `out` (panics become EIO); a SETLKW that must wait is
     /// answered later, through `later`.
     pub(crate) fn handle(
@@ -272,6 +253,8 @@ impl Server {
         out: &mut ReplyBuf<'_>,
         later: &dyn Fn() -> crate::session::Later,
     ) -> Reply {
+        // Changes made for the kernel are not pushed back to it as invalidations.
+        let _mute = self.watch.get().map(|w| w.mute_this_thread());
         if req.op.no_reply() {
             let _ = std::panic::catch_unwind(AssertUnwindSafe(|| self.forget(req)));
             return Reply::None;
@@ -334,9 +317,7 @@ impl Server {
                 let name = component(name)?;
                 let p = self.node(id)?;
                 let t = self.tasks.get(&caller(h), arg.umask, false);
-                self.expecting(&self.name_expect(id, name), || {
-                    t.mknodat(DirFd::File(&p), name, arg.mode, decode_dev(arg.rdev))
-                })?;
+                t.mknodat(DirFd::File(&p), name, arg.mode, decode_dev(arg.rdev))?;
                 let a = self.lookup_in(&t, &p, name)?;
                 out.push(&self.entry_out(a))
             }
@@ -344,29 +325,25 @@ impl Server {
                 let name = component(name)?;
                 let p = self.node(id)?;
                 let t = self.tasks.get(&caller(h), arg.umask, false);
-                self.expecting(&self.name_expect(id, name), || t.mkdirat(DirFd::File(&p), name, arg.mode & 0o7777))?;
+                t.mkdirat(DirFd::File(&p), name, arg.mode & 0o7777)?;
                 let a = self.lookup_in(&t, &p, name)?;
                 out.push(&self.entry_out(a))
             }
             Op::Unlink { name } => {
                 let name = component(name)?;
                 let p = self.node(id)?;
-                self.expecting(&self.name_expect(id, name), || {
-                    self.task(h).unlinkat(DirFd::File(&p), name, AtFlags::empty())
-                })
+                self.task(h).unlinkat(DirFd::File(&p), name, AtFlags::empty())
             }
             Op::Rmdir { name } => {
                 let name = component(name)?;
                 let p = self.node(id)?;
-                self.expecting(&self.name_expect(id, name), || {
-                    self.task(h).unlinkat(DirFd::File(&p), name, AtFlags::REMOVEDIR)
-                })
+                self.task(h).unlinkat(DirFd::File(&p), name, AtFlags::REMOVEDIR)
             }
             Op::Symlink { name, target } => {
                 let name = component(name)?;
                 let p = self.node(id)?;
                 let t = self.task(h);
-                self.expecting(&self.name_expect(id, name), || t.symlinkat(target, DirFd::File(&p), name))?;
+                t.symlinkat(target, DirFd::File(&p), name)?;
                 let a = self.lookup_in(&t, &p, name)?;
                 out.push(&self.entry_out(a))
             }
@@ -376,9 +353,7 @@ impl Server {
                 let p = self.node(id)?;
                 let np = self.node(*newdir)?;
                 let fl = RenameFlags::from_bits(*flags).ok_or(Errno::EINVAL)?;
-                let mut exp = self.name_expect(id, name);
-                exp.extend(self.name_expect(*newdir, newname));
-                self.expecting(&exp, || self.task(h).renameat2(DirFd::File(&p), name, DirFd::File(&np), newname, fl))
+                self.task(h).renameat2(DirFd::File(&p), name, DirFd::File(&np), newname, fl)
             }
             Op::Link { oldnodeid, name } => {
                 let name = component(name)?;
@@ -389,9 +364,7 @@ impl Server {
                 // component, and `may_create` asks for write permission, which it does not
                 // bypass.
                 let lt = self.tasks.get(&caller(h), DEFAULT_UMASK, true);
-                self.expecting(&self.name_expect(id, name), || {
-                    lt.linkat(DirFd::File(&src), b"", DirFd::File(&np), name, AtFlags::EMPTY_PATH)
-                })?;
+                lt.linkat(DirFd::File(&src), b"", DirFd::File(&np), name, AtFlags::EMPTY_PATH)?;
                 let a = self.lookup_in(&self.task(h), &np, name)?;
                 out.push(&self.entry_out(a))
             }
@@ -399,8 +372,7 @@ impl Server {
                 let fl = OpenFlags::from_bits_truncate(*flags)
                     & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::CLOEXEC);
                 let node = self.node(id)?;
-                let exp = if fl.contains(OpenFlags::TRUNC) { self.object_expect(id) } else { Vec::new() };
-                let f = self.expecting(&exp, || self.task(h).reopen_file(&node, fl))?;
+                let f = self.task(h).reopen_file(&node, fl)?;
                 out.push(&reply::open_out(self.handles.insert(f), self.file_open_flags()))
             }
             Op::Read(r) => {
@@ -413,7 +385,7 @@ impl Server {
                 // The writer's task: a write by a caller without CAP_FSETID clears
                 // setuid/setgid.
                 let f = self.handle_file(arg.fh)?;
-                let n = self.expecting(&self.object_expect(id), || self.task(h).pwrite(&f, data, off))?;
+                let n = self.task(h).pwrite(&f, data, off)?;
                 out.push(&abi::WriteOut { size: n as u32, padding: 0 })
             }
             Op::Statfs => {
@@ -451,16 +423,14 @@ impl Server {
             Op::Setxattr { flags, name, value } => {
                 let fl = uvfs::XattrFlags::from_bits(*flags).ok_or(Errno::EINVAL)?;
                 let node = self.node(id)?;
-                self.expecting(&self.object_expect(id), || {
-                    self.task(h).setxattrat(
-                        DirFd::File(&node),
-                        b"",
-                        AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW,
-                        name,
-                        value,
-                        fl,
-                    )
-                })
+                self.task(h).setxattrat(
+                    DirFd::File(&node),
+                    b"",
+                    AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW,
+                    name,
+                    value,
+                    fl,
+                )
             }
             Op::Getxattr { size, name } => {
                 let node = self.node(id)?;
@@ -480,14 +450,12 @@ impl Server {
             }
             Op::Removexattr { name } => {
                 let node = self.node(id)?;
-                self.expecting(&self.object_expect(id), || {
-                    self.task(h).removexattrat(
-                        DirFd::File(&node),
-                        b"",
-                        AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW,
-                        name,
-                    )
-                })
+                self.task(h).removexattrat(
+                    DirFd::File(&node),
+                    b"",
+                    AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW,
+                    name,
+                )
             }
             Op::Opendir { flags } => {
                 if self.no_opendir() {
@@ -554,33 +522,28 @@ impl Server {
         let here = || DirFd::File(&node);
         let at = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
         let v = a.valid;
-        self.expecting(&self.object_expect(h.nodeid), || {
-            if v & (fattr::UID | fattr::GID) != 0 {
-                let uid = (v & fattr::UID != 0).then_some(Uid(a.uid));
-                let gid = (v & fattr::GID != 0).then_some(Gid(a.gid));
-                t.fchownat(here(), b"", uid, gid, at)?;
+        if v & (fattr::UID | fattr::GID) != 0 {
+            let uid = (v & fattr::UID != 0).then_some(Uid(a.uid));
+            let gid = (v & fattr::GID != 0).then_some(Gid(a.gid));
+            t.fchownat(here(), b"", uid, gid, at)?;
+        }
+        if v & fattr::MODE != 0 {
+            t.fchmodat(here(), b"", a.mode & 0o7777, AtFlags::EMPTY_PATH)?;
+        }
+        if v & fattr::SIZE != 0 {
+            let len = i64::try_from(a.size).map_err(|_| Errno::EFBIG)?;
+            let own =
+                (v & fattr::FH != 0).then(|| self.handles.get(a.fh).ok()).flatten().filter(|f| f.flags().writable());
+            match own {
+                Some(f) => t.ftruncate(&f, len)?,
+                None => t.ftruncate(&t.reopen_file(&node, OpenFlags::WRONLY)?, len)?,
             }
-            if v & fattr::MODE != 0 {
-                t.fchmodat(here(), b"", a.mode & 0o7777, AtFlags::EMPTY_PATH)?;
-            }
-            if v & fattr::SIZE != 0 {
-                let len = i64::try_from(a.size).map_err(|_| Errno::EFBIG)?;
-                let own = (v & fattr::FH != 0)
-                    .then(|| self.handles.get(a.fh).ok())
-                    .flatten()
-                    .filter(|f| f.flags().writable());
-                match own {
-                    Some(f) => t.ftruncate(&f, len)?,
-                    None => t.ftruncate(&t.reopen_file(&node, OpenFlags::WRONLY)?, len)?,
-                }
-            }
-            if v & (fattr::ATIME | fattr::MTIME | fattr::ATIME_NOW | fattr::MTIME_NOW) != 0 {
-                let atime = setattr_time(v & fattr::ATIME != 0, v & fattr::ATIME_NOW != 0, a.atime, a.atimensec);
-                let mtime = setattr_time(v & fattr::MTIME != 0, v & fattr::MTIME_NOW != 0, a.mtime, a.mtimensec);
-                t.utimensat(here(), b"", Some([atime, mtime]), at)?;
-            }
-            Ok(())
-        })?;
+        }
+        if v & (fattr::ATIME | fattr::MTIME | fattr::ATIME_NOW | fattr::MTIME_NOW) != 0 {
+            let atime = setattr_time(v & fattr::ATIME != 0, v & fattr::ATIME_NOW != 0, a.atime, a.atimensec);
+            let mtime = setattr_time(v & fattr::MTIME != 0, v & fattr::MTIME_NOW != 0, a.mtime, a.mtimensec);
+            t.utimensat(here(), b"", Some([atime, mtime]), at)?;
+        }
         Ok(self.attr(&self.base().fstat(&node)?))
     }
 
@@ -642,9 +605,7 @@ impl Server {
         let t = self.tasks.get(&caller(h), arg.umask, false);
         let fl =
             (OpenFlags::from_bits_truncate(arg.flags) & !(OpenFlags::NOCTTY | OpenFlags::CLOEXEC)) | OpenFlags::CREAT;
-        let f = self.expecting(&self.name_expect(h.nodeid, name), || {
-            t.openat_file(DirFd::File(&p), name, fl, arg.mode & 0o7777)
-        })?;
+        let f = t.openat_file(DirFd::File(&p), name, fl, arg.mode & 0o7777)?;
         let a = self.register(t.reopen_file(&f, OpenFlags::PATH)?)?;
         out.push(&self.entry_out(a))?;
         out.push(&reply::open_out(self.handles.insert(f), self.file_open_flags()))
@@ -658,7 +619,7 @@ impl Server {
             // Allocation without holes: memfs allocates on write, so only the size moves.
             0 => {
                 if end > t.fstat(&fd)?.size {
-                    self.expecting(&self.object_expect(h.nodeid), || t.ftruncate(&fd, end as i64))?;
+                    t.ftruncate(&fd, end as i64)?;
                 }
                 Ok(())
             }
@@ -676,7 +637,6 @@ impl Server {
         let len = c.len.min(1 << 30) as usize;
         let mut buf = vec![0u8; len.min(1 << 20)];
         let mut done = 0usize;
-        let exp = self.object_expect(c.nodeid_out);
         let (fin, fout) = (self.handle_file(c.fh_in)?, self.handle_file(c.fh_out)?);
         while done < len {
             let want = (len - done).min(buf.len());
@@ -686,7 +646,7 @@ impl Server {
                 break;
             }
             let off_out = i64::try_from(c.off_out + done as u64).map_err(|_| Errno::EFBIG)?;
-            let w = self.expecting(&exp, || t.pwrite(&fout, &buf[..n], off_out))?;
+            let w = t.pwrite(&fout, &buf[..n], off_out)?;
             done += w;
             if w < n {
                 break;

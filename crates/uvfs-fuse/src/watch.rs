@@ -7,8 +7,12 @@
 //! [`uvfs::MarkKind::Filesystem`]) on the served filesystem and turns each event into a
 //! notification: a name created, deleted or moved invalidates that entry of its directory
 //! (`FUSE_NOTIFY_INVAL_ENTRY`), a data change invalidates the node's pages and attributes,
-//! an attribute change its attributes (`FUSE_NOTIFY_INVAL_INODE`). Events of changes the
-//! server made for the kernel are filtered out ([`crate::expect`]). Notifications are
+//! an attribute change its attributes (`FUSE_NOTIFY_INVAL_INODE`). Changes the server
+//! makes for the kernel are not reported to the thread at all (the request threads mute
+//! its instance, [`uvfs::Inotify::mute_this_thread`]): the kernel knows them, invalidating
+//! them would cost a round trip at best and at worst unhash a dentry in use (a directory
+//! that is a process's cwd would fail `getcwd`), and hearing of them would wake this
+//! thread at every change made through the mount. Notifications are
 //! asynchronous: a reader on the mount sees an in-process change once the thread has
 //! handled its event (normally well under a millisecond), not at the instant of the change.
 //! Only the filesystem at the root of the tree is watched.
@@ -20,7 +24,6 @@ use std::time::Duration;
 
 use uvfs::{EventMask, InotifyFlags, MarkKind};
 
-use crate::expect::Expected;
 use crate::server::{Server, key_of};
 use crate::session::Notifier;
 
@@ -28,7 +31,7 @@ use crate::session::Notifier;
 pub(crate) fn spawn(s: Arc<Server>, notifier: Notifier, stop: Arc<AtomicBool>) -> Option<JoinHandle<()>> {
     let base = s.tasks.base().clone();
     let ino = match base.inotify_init1(InotifyFlags::empty()) {
-        Ok(i) => i,
+        Ok(i) => Arc::new(i),
         Err(e) => {
             log::warn!("uvfs-fuse: no invalidation of in-process changes: inotify_init1: {e}");
             return None;
@@ -40,6 +43,9 @@ pub(crate) fn spawn(s: Arc<Server>, notifier: Notifier, stop: Arc<AtomicBool>) -
         | EventMask::DELETE
         | EventMask::MOVED_FROM
         | EventMask::MOVED_TO;
+    // Muted on the request threads before the mark exists: no change made for the kernel
+    // is ever reported.
+    let _ = s.watch.set(ino.clone());
     if let Err(e) = base.fanotify_mark(&ino, MarkKind::Filesystem, b"/", mask) {
         log::warn!("uvfs-fuse: no invalidation of in-process changes: fanotify_mark: {e}");
         return None;
@@ -53,7 +59,6 @@ pub(crate) fn spawn(s: Arc<Server>, notifier: Notifier, stop: Arc<AtomicBool>) -
                     Err(uvfs::Errno::EAGAIN) | Err(uvfs::Errno::EINTR) => continue,
                     Err(_) => break,
                 };
-                s.expect.expire();
                 for ev in events {
                     handle(&s, &notifier, &base, ev);
                 }
@@ -74,9 +79,7 @@ fn handle(s: &Server, notifier: &Notifier, base: &uvfs::Task, ev: uvfs::InotifyE
         && let Ok(st) = base.lstat(&path)
     {
         let key = key_of(&st);
-        if !s.expect.consume(&Expected::Object(key))
-            && let Some(id) = s.nodes.lookup_key(key)
-        {
+        if let Some(id) = s.nodes.lookup_key(key) {
             let off = if m.contains(EventMask::MODIFY) { 0 } else { -1 };
             let _ = notifier.inval_inode(id, off, 0);
         }
@@ -89,9 +92,7 @@ fn handle(s: &Server, notifier: &Notifier, base: &uvfs::Task, ev: uvfs::InotifyE
         }
         if let Ok(st) = base.lstat(dir) {
             let key = key_of(&st);
-            if !s.expect.consume(&Expected::Name(key, name.to_vec()))
-                && let Some(id) = s.nodes.lookup_key(key)
-            {
+            if let Some(id) = s.nodes.lookup_key(key) {
                 let _ = notifier.inval_entry(id, name);
             }
         }

@@ -368,6 +368,41 @@ fn mount_and_filesystem_marks_report_paths() {
     assert_eq!(got, vec![(EventMask::CREATE, b"/a/b/f".to_vec()), (EventMask::MODIFY, b"/a/b/f".to_vec())]);
 }
 
+/// A thread that muted an instance makes changes it does not hear of; other threads'
+/// changes, and the thread's own once the guard is gone, are reported (marks on an inode,
+/// a parent and the filesystem alike).
+#[test]
+fn a_muted_thread_is_not_reported_to_that_instance() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o755).unwrap();
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    let other = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    for i in [&ino, &other] {
+        t.fanotify_mark(i, uvfs::MarkKind::Filesystem, b"/", EventMask::CREATE | EventMask::DELETE).unwrap();
+        t.inotify_add_watch(i, b"/d", EventMask::CREATE | EventMask::DELETE).unwrap();
+    }
+    let names = |i: &uvfs::Inotify| -> Vec<Vec<u8>> {
+        match i.read_events(64, None) {
+            Ok(ev) => ev.into_iter().map(|e| e.path.or(e.name).unwrap()).collect(),
+            Err(uvfs::Errno::EAGAIN) => Vec::new(),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    {
+        let _mute = ino.mute_this_thread();
+        t.mknodat(uvfs::DirFd::Cwd, b"/d/quiet", 0o100644, 0).unwrap();
+        // Another thread, while this one is muted: reported.
+        std::thread::scope(|s| {
+            s.spawn(|| vfs.root_task().mknodat(uvfs::DirFd::Cwd, b"/d/loud", 0o100644, 0).unwrap());
+        });
+    }
+    assert_eq!(names(&ino), [b"loud".to_vec(), b"/d/loud".to_vec()]);
+    assert_eq!(names(&other).len(), 4, "the other instance hears both");
+    t.unlink(b"/d/quiet").unwrap();
+    assert_eq!(names(&ino), [b"quiet".to_vec(), b"/d/quiet".to_vec()], "muting ends with the guard");
+}
+
 /// Seed 000: with nobody watching, and with a watch on an unrelated directory, write,
 /// open and close take no notify lock, and the notify check allocates nothing.
 #[test]

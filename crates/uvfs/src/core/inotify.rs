@@ -181,7 +181,7 @@ impl Group {
         unlinked: bool,
     ) {
         let mmask = m.mask();
-        if !mmask.intersects(bits) {
+        if !mmask.intersects(bits) || self.muted_here() {
             return;
         }
         if unlinked && name.is_some() && mmask.contains(EventMask::EXCL_UNLINK) {
@@ -209,7 +209,7 @@ impl Group {
         bits: EventMask,
         guard: &LocalGuard<'_>,
     ) {
-        if !m.mask().intersects(bits) {
+        if !m.mask().intersects(bits) || self.muted_here() {
             return;
         }
         let Some(mnt) = ev.mnt else { return };
@@ -286,7 +286,45 @@ pub(crate) fn unhook(m: &Arc<Mark>) {
     sb.notify.watched.fetch_sub(1, Ordering::Relaxed);
 }
 
+thread_local! {
+    /// The group (its address) the calling thread's changes are not reported to, while a
+    /// [`MuteGuard`] lives on this thread; 0 for none.
+    static MUTED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// While alive, changes made by the thread that made it are not reported to one instance
+/// ([`Inotify::mute_this_thread`]); the thread's previous muting comes back on drop.
+pub struct MuteGuard {
+    prev: usize,
+    /// Tied to the thread that set it (the muting is a thread-local).
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for MuteGuard {
+    fn drop(&mut self) {
+        MUTED.with(|m| m.set(self.prev));
+    }
+}
+
+impl Group {
+    /// Whether the calling thread muted this group.
+    fn muted_here(&self) -> bool {
+        MUTED.with(|m| m.get()) == self as *const Group as usize
+    }
+}
+
 impl Inotify {
+    /// Changes made by the calling thread while the guard lives are not reported to this
+    /// instance. No Linux call does this; it is for a server that applies, on its own
+    /// threads, changes its client already knows of, and watches the filesystem for the
+    /// others (uvfs-fuse: the kernel's caches see the mount's changes, and the watch
+    /// pushes only in-process changes to them). Costs nothing on the fast path: it is
+    /// checked where an event is about to be queued.
+    pub fn mute_this_thread(&self) -> MuteGuard {
+        let me = Arc::as_ptr(&self.group) as usize;
+        MuteGuard { prev: MUTED.with(|m| m.replace(me)), _not_send: std::marker::PhantomData }
+    }
+
     /// Reads up to `max` events, waiting up to `timeout` (`None`: as the instance's
     /// blocking mode says; a nonblocking instance never waits). EAGAIN if none came.
     pub fn read_events(&self, max: usize, timeout: Option<Duration>) -> Result<Vec<InotifyEvent>> {
