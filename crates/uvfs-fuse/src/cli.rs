@@ -33,8 +33,9 @@ pub struct MountArgs {
     #[arg(long)]
     pub negative_timeout: Option<f64>,
     /// Turn kernel levers off (repeatable or comma-separated), e.g. to measure one: by
-    /// default keep-cache, cache-symlinks, cache-dir, readdirplus and no-opendir are on
-    /// (keep-cache and cache-dir off with a changing host directory)
+    /// default keep-cache, cache-symlinks, cache-dir, readdirplus, no-opendir and
+    /// passthrough are on (keep-cache, cache-dir and no-opendir off with a changing host
+    /// directory)
     #[arg(long, value_enum, value_delimiter = ',')]
     pub disable: Vec<Lever>,
     /// Turn kernel levers on that are off by default: no-flush (loses the release of POSIX
@@ -81,6 +82,8 @@ pub enum Lever {
     NoOpendir,
     /// no FLUSH at close (POSIX locks then outlive the close)
     NoFlush,
+    /// `FOPEN_PASSTHROUGH`: hostfs files read and written by the kernel directly
+    Passthrough,
 }
 
 impl Lever {
@@ -93,6 +96,7 @@ impl Lever {
             Lever::Readdirplus => Levers::READDIRPLUS,
             Lever::NoOpendir => Levers::NO_OPENDIR,
             Lever::NoFlush => Levers::NO_FLUSH,
+            Lever::Passthrough => Levers::PASSTHROUGH,
         }
     }
 }

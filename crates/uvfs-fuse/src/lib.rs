@@ -13,6 +13,7 @@
 //! | [`session`] | INIT negotiation, the protocol's own requests, notifications |
 //! | [`transport`] | `/dev/fuse` workers ([`transport::dev`]) and FUSE over io_uring ([`transport::uring`]) |
 //! | `mount` | `mount(2)` as root, `fusermount3` otherwise; unmount |
+//! | `passthrough` | backing files for `FOPEN_PASSTHROUGH` (hostfs files read and written by the kernel) |
 //! | [`nodes`] | FUSE node ids to `O_PATH` descriptors of the server task, lookup counts |
 //! | [`ident`] | the caller's identity (uid, gid, groups from `/proc`) as a cached uvfs task |
 //! | `server` | the request handlers: one or two uvfs calls each, panics answered EIO |
@@ -62,6 +63,7 @@
 //! | `CACHE_DIR` | READDIRs of an unchanged directory | none (dropped when its mtime moves) |
 //! | `READDIRPLUS` | a LOOKUP per listed name used afterwards | a listing costs a lookup per name even when only names are wanted |
 //! | `NO_OPENDIR` | OPENDIR + RELEASEDIR per listing | listings always cached (as `CACHE_DIR`); `Permissions::Kernel` only |
+//! | `PASSTHROUGH` | a READ or WRITE per request on a hostfs file (module `passthrough`) | in-process watches miss those writes' MODIFY |
 //! | `NO_FLUSH` (off) | a FLUSH per `close` | a POSIX lock taken through the mount is not released by `close` |
 //!
 //! A tree that something else changes behind uvfs's back (hostfs revalidating the host)
@@ -77,6 +79,7 @@ pub mod ident;
 mod locks;
 mod mount;
 pub mod nodes;
+mod passthrough;
 pub mod reply;
 pub mod request;
 mod server;
@@ -149,6 +152,10 @@ bitflags::bitflags! {
         /// releases a process's POSIX locks on the server through FLUSH, so with this on a
         /// lock taken through the mount outlives the `close` that should drop it.
         const NO_FLUSH = 1 << 5;
+        /// `FOPEN_PASSTHROUGH` (Linux 6.9+, root): an open regular file of a host directory
+        /// is read, written and mapped by the kernel directly from the host file, without
+        /// round trips (`passthrough`). In-process watches see no MODIFY for those writes.
+        const PASSTHROUGH = 1 << 6;
     }
 }
 
@@ -158,11 +165,12 @@ impl Levers {
         .union(Levers::CACHE_SYMLINKS)
         .union(Levers::CACHE_DIR)
         .union(Levers::READDIRPLUS)
-        .union(Levers::NO_OPENDIR);
+        .union(Levers::NO_OPENDIR)
+        .union(Levers::PASSTHROUGH);
     /// What stays correct when something else changes the served tree behind uvfs's back
     /// (hostfs without `--host-unchanged`): caches of names and attributes expire with
     /// their (short) timeouts, but pages and listings would not, so those levers are off.
-    pub const HOST_CHANGING: Levers = Levers::CACHE_SYMLINKS.union(Levers::READDIRPLUS);
+    pub const HOST_CHANGING: Levers = Levers::CACHE_SYMLINKS.union(Levers::READDIRPLUS).union(Levers::PASSTHROUGH);
 }
 
 /// How long the kernel keeps names, attributes and misses by default: a day, since uvfs
@@ -261,6 +269,8 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         opts: opts.clone(),
         watch: std::sync::OnceLock::new(),
         kernel_acl: AtomicBool::new(false),
+        passthrough: Default::default(),
+        data_requests: Default::default(),
         locks: Default::default(),
     }))
 }
@@ -374,6 +384,19 @@ impl MountHandle {
         self.run.as_ref().map_or(Levers::empty(), |r| r.server.opts.levers)
     }
 
+    /// READ and WRITE requests answered so far.
+    pub fn data_requests(&self) -> (u64, u64) {
+        self.run.as_ref().map_or((0, 0), |r| {
+            let [rd, wr] = &r.server.data_requests;
+            (rd.load(Ordering::Relaxed), wr.load(Ordering::Relaxed))
+        })
+    }
+
+    /// Whether opens of host files get a backing file (FUSE passthrough).
+    pub fn passthrough(&self) -> bool {
+        self.run.as_ref().is_some_and(|r| r.server.passthrough.active())
+    }
+
     /// Number of nodes the kernel holds (the root included).
     pub fn nodes(&self) -> usize {
         self.run.as_ref().map_or(0, |r| r.server.nodes.len())
@@ -416,6 +439,7 @@ impl Drop for MountHandle {
 /// ended.
 fn release(s: &server::Server) {
     s.stop_lock_waits();
+    s.passthrough.clear();
     drop(s.nodes.drain());
     drop(s.handles.drain());
     s.tasks.clear();

@@ -169,6 +169,12 @@ pub fn open_out(fh: u64, flags: FopenFlags) -> OpenOut {
     OpenOut { fh, open_flags: flags.bits(), backing_id: 0 }
 }
 
+/// An open reply whose file the kernel reads and writes through the backing file
+/// `backing` (`FOPEN_PASSTHROUGH` with the id `FUSE_DEV_IOC_BACKING_OPEN` gave).
+pub fn open_out_backed(fh: u64, flags: FopenFlags, backing: u32) -> OpenOut {
+    OpenOut { fh, open_flags: (flags | FopenFlags::PASSTHROUGH).bits(), backing_id: backing as i32 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

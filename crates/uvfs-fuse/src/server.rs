@@ -40,6 +40,11 @@ pub(crate) struct Server {
     pub(crate) kernel_acl: AtomicBool,
     /// File locks: owners, waiting SETLKW requests (`crate::locks`; own locks).
     pub(crate) locks: crate::locks::Locks,
+    /// Backing files of handles (`crate::passthrough`; own lock).
+    pub(crate) passthrough: crate::passthrough::Passthrough,
+    /// Atomic: READ and WRITE requests answered (what passthrough and the page cache
+    /// save, counted for the tests).
+    pub(crate) data_requests: [std::sync::atomic::AtomicU64; 2],
 }
 
 fn caller(h: &InHeader) -> Caller {
@@ -144,6 +149,9 @@ impl Server {
         if self.no_opendir() {
             want |= InitFlags::NO_OPENDIR_SUPPORT;
         }
+        if levers.contains(Levers::PASSTHROUGH) {
+            want |= InitFlags::PASSTHROUGH;
+        }
         want
     }
 
@@ -164,9 +172,28 @@ impl Server {
         f
     }
 
+    /// The reply to OPEN or CREATE of node `node`, whose open file `f` becomes a handle:
+    /// with a backing file when passthrough is on (then the page-cache flags do not
+    /// apply).
+    fn open_reply(&self, node: u64, f: Arc<File>) -> abi::OpenOut {
+        let file = f.clone();
+        let fh = self.handles.insert(f);
+        match self.passthrough.open(fh, node, &file) {
+            Some(b) => {
+                let mut flags = FopenFlags::PASSTHROUGH;
+                if self.opts.levers.contains(Levers::NO_FLUSH) {
+                    flags |= FopenFlags::NOFLUSH;
+                }
+                reply::open_out_backed(fh, flags, b)
+            }
+            None => reply::open_out(fh, self.file_open_flags()),
+        }
+    }
+
     /// What the kernel accepted.
     pub(crate) fn initialized(&self, got: InitFlags) {
         self.kernel_acl.store(got.contains(InitFlags::POSIX_ACL), Ordering::Relaxed);
+        self.passthrough.set_negotiated(got.contains(InitFlags::PASSTHROUGH));
     }
 
     pub(crate) fn attr(&self, st: &Stat) -> Attr {
@@ -301,7 +328,12 @@ impl Server {
         match &req.op {
             Op::Lookup { name } => self.lookup(h, name, out),
             Op::Getattr { .. } => {
-                let st = self.base().fstat(&self.node(id)?)?;
+                let node = self.node(id)?;
+                if self.passthrough.backs(id) {
+                    // The kernel wrote the host file itself: what uvfs caches is old.
+                    node.inode().sb().fs().host_changed(node.inode());
+                }
+                let st = self.base().fstat(&node)?;
                 out.push(&reply::attr_out(self.attr(&st), self.opts.attr_timeout))
             }
             Op::Setattr(a) => {
@@ -373,14 +405,16 @@ impl Server {
                     & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::CLOEXEC);
                 let node = self.node(id)?;
                 let f = self.task(h).reopen_file(&node, fl)?;
-                out.push(&reply::open_out(self.handles.insert(f), self.file_open_flags()))
+                out.push(&self.open_reply(id, f))
             }
             Op::Read(r) => {
+                self.data_requests[0].fetch_add(1, Ordering::Relaxed);
                 let off = i64::try_from(r.offset).map_err(|_| Errno::EINVAL)?;
                 let f = self.handle_file(r.fh)?;
                 out.fill(r.size as usize, |buf| self.base().pread(&f, buf, off)).map(drop)
             }
             Op::Write { arg, data } => {
+                self.data_requests[1].fetch_add(1, Ordering::Relaxed);
                 let off = i64::try_from(arg.offset).map_err(|_| Errno::EFBIG)?;
                 // The writer's task: a write by a caller without CAP_FSETID clears
                 // setuid/setgid.
@@ -409,7 +443,14 @@ impl Server {
             }
             Op::Release(r) => {
                 self.release_locks(r);
-                self.handles.remove(r.fh).map(drop)
+                // The backing id goes before the handle: once the handle is free, another
+                // OPEN may take its number and record a backing id of its own.
+                let backed = self.passthrough.release(r.fh);
+                let f = self.handles.remove(r.fh)?;
+                if backed {
+                    f.inode().sb().fs().host_changed(f.inode());
+                }
+                Ok(())
             }
             Op::Releasedir(r) => self.handles.remove(r.fh).map(drop),
             Op::Fsync { fh, datasync } => {
@@ -606,9 +647,9 @@ impl Server {
         let fl =
             (OpenFlags::from_bits_truncate(arg.flags) & !(OpenFlags::NOCTTY | OpenFlags::CLOEXEC)) | OpenFlags::CREAT;
         let f = t.openat_file(DirFd::File(&p), name, fl, arg.mode & 0o7777)?;
-        let a = self.register(t.reopen_file(&f, OpenFlags::PATH)?)?;
-        out.push(&self.entry_out(a))?;
-        out.push(&reply::open_out(self.handles.insert(f), self.file_open_flags()))
+        let (id, a) = self.register(t.reopen_file(&f, OpenFlags::PATH)?)?;
+        out.push(&self.entry_out((id, a)))?;
+        out.push(&self.open_reply(id, f))
     }
 
     fn fallocate(&self, h: &InHeader, f: &abi::FallocateIn) -> Result<()> {

@@ -69,9 +69,11 @@ pub struct Session {
 impl Session {
     /// A session on `dev`; `uring` says whether `nqueues` io_uring queues stand ready.
     pub(crate) fn new(server: Arc<Server>, dev: OwnedFd, uring: UringState, nqueues: usize) -> Session {
+        let dev = Arc::new(dev);
+        let _ = server.passthrough.dev.set(dev.clone());
         Session {
             server,
-            dev: Arc::new(dev),
+            dev,
             nqueues,
             state: Mutex::new(State { init: None, gone: false, uring }),
             cv: Condvar::new(),
@@ -136,7 +138,8 @@ impl Session {
             max_pages: MAX_PAGES,
             map_alignment: 0,
             flags2: (bits >> 32) as u32,
-            max_stack_depth: 0,
+            // Passthrough needs a stacking depth: the host files are one level below.
+            max_stack_depth: u32::from(got.contains(InitFlags::PASSTHROUGH)),
             request_timeout: 0,
             unused: [0; 11],
         })?;

@@ -49,8 +49,14 @@ fn host_changes_seen_through_fuse() {
     let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
     let mnt = TempDir::new("hostchgmnt");
     let zero = std::time::Duration::ZERO;
-    let opts =
-        MountOptions { entry_timeout: zero, attr_timeout: zero, negative_timeout: zero, ..MountOptions::default() };
+    // What `uvfs mount --fs host:DIR` uses for a host that may change, with no caching
+    // of names and attributes at all.
+    let opts = MountOptions {
+        entry_timeout: zero,
+        attr_timeout: zero,
+        negative_timeout: zero,
+        ..MountOptions::host_changing()
+    };
     let (handle, _uring) = common::spawn(&vfs, mnt.path(), opts);
     let m = mnt.path();
 
@@ -66,5 +72,60 @@ fn host_changes_seen_through_fuse() {
     // Attributes changed on the host.
     std::fs::write(host.path().join("d/a"), b"longer").unwrap();
     assert_eq!(std::fs::metadata(m.join("d/a")).unwrap().len(), 6);
+    handle.unmount().unwrap();
+}
+
+/// FUSE passthrough: the kernel reads and writes an open host file itself. Data written
+/// and read through the mount takes no READ or WRITE request, reaches the host file, and
+/// uvfs's own view of the file (in-process `stat`, the mount's `stat`) follows.
+#[test]
+fn passthrough_reads_and_writes_bypass_the_server() {
+    use uvfs::fs::hostfs::HostChanges;
+    // Revalidating (uvfs re-reads the host anyway) and promised unchanged (only the
+    // refresh after the kernel's writes keeps uvfs's view right).
+    passthrough_case(uvfs::fs::hostfs::HostFsOptions::default().changes, MountOptions::host_changing());
+    passthrough_case(HostChanges::Never, MountOptions::default());
+}
+
+fn passthrough_case(changes: uvfs::fs::hostfs::HostChanges, opts: MountOptions) {
+    let host = TempDir::new("hostpt");
+    std::fs::write(host.path().join("old"), b"host data").unwrap();
+    let hopts = uvfs::fs::hostfs::HostFsOptions { changes, ..Default::default() };
+    let fs = uvfs::fs::hostfs::HostFs::with_options(host.path(), hopts).unwrap();
+    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
+    // uvfs caches the file's attributes before the kernel writes it.
+    assert_eq!(vfs.root_task().stat(b"/old").unwrap().size, 9);
+    let mnt = TempDir::new("hostptmnt");
+    let (handle, _uring) = common::spawn(&vfs, mnt.path(), opts);
+    assert!(handle.passthrough(), "this kernel (6.9+) and root allow FUSE passthrough");
+    let m = mnt.path();
+    let data: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
+    std::fs::write(m.join("new"), &data).unwrap();
+    assert_eq!(std::fs::read(m.join("new")).unwrap(), data);
+    assert_eq!(std::fs::read(m.join("old")).unwrap(), b"host data");
+    assert_eq!(handle.data_requests(), (0, 0), "READ/WRITE requests despite passthrough");
+    assert_eq!(std::fs::read(host.path().join("new")).unwrap(), data);
+    assert_eq!(std::fs::metadata(m.join("new")).unwrap().len(), data.len() as u64);
+    let st = vfs.root_task().stat(b"/new").unwrap();
+    assert_eq!(st.size, data.len() as u64, "uvfs's view after the kernel wrote the host file");
+    // Several open files of one inode share its backing file (the kernel refuses an
+    // open whose backing file differs from the others': git's config read twice).
+    let (a, b) = (std::fs::File::open(m.join("new")).unwrap(), std::fs::File::open(m.join("new")).unwrap());
+    let mut rw = std::fs::OpenOptions::new().read(true).write(true).open(m.join("new")).unwrap();
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 4];
+    a.read_exact_at(&mut buf, 8).unwrap();
+    assert_eq!(buf, data[8..12]);
+    rw.write_all_at(b"ABCD", 8).unwrap();
+    b.read_exact_at(&mut buf, 8).unwrap();
+    assert_eq!(&buf, b"ABCD");
+    drop((a, b));
+    rw.flush().unwrap();
+    drop(rw);
+    // Appends go through the kernel too, at the end.
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(m.join("old")).unwrap().write_all(b"+more").unwrap();
+    assert_eq!(std::fs::read(host.path().join("old")).unwrap(), b"host data+more");
+    assert_eq!(vfs.root_task().stat(b"/old").unwrap().size, 14);
     handle.unmount().unwrap();
 }

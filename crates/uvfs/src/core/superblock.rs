@@ -123,6 +123,20 @@ pub trait FileSystem: Send + Sync + 'static {
     /// successful `open`, before the inode's open count is given back (Linux's
     /// `->release`). hostfs unpins the host descriptor the open pinned.
     fn release(&self, _inode: &Inode) {}
+    /// Calls `f` with a host descriptor of the regular file `inode`, which an open of it
+    /// keeps open (between [`FileSystem::open`] and [`FileSystem::release`]): for FUSE
+    /// passthrough, where the kernel then reads and writes that host file itself.
+    /// `EOPNOTSUPP` where there is no host file (memfs).
+    fn with_host_fd(
+        &self,
+        _inode: &Inode,
+        _f: &mut dyn FnMut(std::os::fd::BorrowedFd<'_>) -> Result<()>,
+    ) -> Result<()> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// The host file of `inode` was changed without uvfs (written through the descriptor
+    /// [`FileSystem::with_host_fd`] gave): re-read what is cached of it (size, times).
+    fn host_changed(&self, _inode: &Inode) {}
     /// Creates a node of any type (regular, directory, device, fifo, socket, symlink).
     fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>>;
     /// Creates an unnamed regular file (`O_TMPFILE`).

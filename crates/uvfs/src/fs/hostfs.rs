@@ -847,6 +847,17 @@ impl FileSystem for HostFs {
         }
     }
 
+    fn with_host_fd(&self, inode: &Inode, f: &mut dyn FnMut(BorrowedFd<'_>) -> Result<()>) -> Result<()> {
+        // The I/O descriptor an open pins (read-write where the host allows it).
+        let fd = self.io(inode)?;
+        f(fd.as_fd())
+    }
+
+    fn host_changed(&self, inode: &Inode) {
+        // Best effort: a host file that cannot be read keeps what uvfs had.
+        let _ = self.refresh(inode);
+    }
+
     fn d_init(&self, dentry: &crate::core::dentry::Dentry) {
         // What a lookup or create just found counts as a check.
         if self.max_age().is_some_and(|a| a != 0) {
