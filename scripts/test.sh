@@ -15,7 +15,7 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo doc (the core crate's docs are its map: no broken links)"
-RUSTDOCFLAGS="-D warnings" cargo doc -p uvfs --no-deps
+RUSTDOCFLAGS="-D warnings" cargo doc -p uvfs -p uvfs-fuse --no-deps
 echo "== cargo test"
 cargo test --workspace
 echo "== loom models (seqcount)"

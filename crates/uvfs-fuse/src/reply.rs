@@ -21,7 +21,7 @@ pub enum Reply {
     Err(Errno),
     /// No reply (FORGET, BATCH_FORGET, INTERRUPT).
     None,
-    /// Answered later, from another thread, through a [`crate::session::Later`] (a
+    /// Answered later, from another thread, through a `session::Later` (a
     /// SETLKW that waits): the transport sends nothing now.
     Later,
 }
