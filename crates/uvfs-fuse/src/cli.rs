@@ -200,6 +200,9 @@ fn options(a: &MountArgs) -> Result<MountOptions, Fail> {
     for l in &a.disable {
         o.levers -= l.flag();
     }
+    if o.levers.contains(Levers::WRITEBACK_CACHE) && o.permissions == Permissions::Uvfs {
+        eprintln!("uvfs mount: writeback-cache needs --permissions kernel: writing through to the server");
+    }
     if let Some(t) = a.threads {
         if t == 0 || t > 256 {
             return Err(usage("--threads must be between 1 and 256"));
