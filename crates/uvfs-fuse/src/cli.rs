@@ -39,7 +39,8 @@ pub struct MountArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub disable: Vec<Lever>,
     /// Turn kernel levers on that are off by default: no-flush (loses the release of POSIX
-    /// locks at close)
+    /// locks at close), writeback-cache (the kernel owns size and mtime: in-process
+    /// changes of them are not seen through the mount; no passthrough)
     #[arg(long, value_enum, value_delimiter = ',')]
     pub enable: Vec<Lever>,
     /// Who checks permissions: `kernel` (the kernel and uvfs, with caching) or `uvfs`
@@ -84,6 +85,8 @@ pub enum Lever {
     NoFlush,
     /// `FOPEN_PASSTHROUGH`: hostfs files read and written by the kernel directly
     Passthrough,
+    /// `FUSE_WRITEBACK_CACHE`: writes batched in the kernel's page cache
+    WritebackCache,
 }
 
 impl Lever {
@@ -97,6 +100,7 @@ impl Lever {
             Lever::NoOpendir => Levers::NO_OPENDIR,
             Lever::NoFlush => Levers::NO_FLUSH,
             Lever::Passthrough => Levers::PASSTHROUGH,
+            Lever::WritebackCache => Levers::WRITEBACK_CACHE,
         }
     }
 }
@@ -195,6 +199,9 @@ fn options(a: &MountArgs) -> Result<MountOptions, Fail> {
     }
     for l in &a.disable {
         o.levers -= l.flag();
+    }
+    if o.levers.contains(Levers::WRITEBACK_CACHE) && o.permissions == Permissions::Uvfs {
+        eprintln!("uvfs mount: writeback-cache needs --permissions kernel: writing through to the server");
     }
     if let Some(t) = a.threads {
         if t == 0 || t > 256 {

@@ -65,6 +65,7 @@
 //! | `NO_OPENDIR` | OPENDIR + RELEASEDIR per listing | listings always cached (as `CACHE_DIR`); `Permissions::Kernel` only |
 //! | `PASSTHROUGH` | a READ or WRITE per request on a hostfs file (module `passthrough`) | in-process watches miss those writes' MODIFY |
 //! | `NO_FLUSH` (off) | a FLUSH per `close` | a POSIX lock taken through the mount is not released by `close` |
+//! | `WRITEBACK_CACHE` (off) | a WRITE per `write` (batched at writeback) | the kernel owns size and mtime: in-process changes of them are not seen; no passthrough; `Permissions::Kernel` only |
 //!
 //! A tree that something else changes behind uvfs's back (hostfs revalidating the host)
 //! gets [`MountOptions::host_changing`]: one-second timeouts and only the levers that stay
@@ -156,11 +157,24 @@ bitflags::bitflags! {
         /// is read, written and mapped by the kernel directly from the host file, without
         /// round trips (`passthrough`). In-process watches see no MODIFY for those writes.
         const PASSTHROUGH = 1 << 6;
+        /// `FUSE_WRITEBACK_CACHE`: writes land in the kernel's page cache and reach the
+        /// server later, in batches (else every `write` is a WRITE round trip). Off by
+        /// default: the kernel then owns a regular file's size and mtime while it holds
+        /// the inode (it ignores the server's), so an in-process change of them is not
+        /// seen through the mount until the kernel forgets the inode (a file truncated
+        /// in-process reads as zeros up to the old size), and `O_APPEND` is done by the
+        /// kernel (appends are
+        /// atomic among processes on the mount, not against in-process writers). Turns
+        /// [`Levers::PASSTHROUGH`] off (a backed file has no page cache to write back).
+        /// Only with [`Permissions::Kernel`]: the kernel sends `touch` as an explicit mtime
+        /// of its own clock, so its check must stand for uvfs's.
+        const WRITEBACK_CACHE = 1 << 7;
     }
 }
 
 impl Levers {
-    /// The levers a mount pulls by default: all but [`Levers::NO_FLUSH`].
+    /// The levers a mount pulls by default: all but [`Levers::NO_FLUSH`] and
+    /// [`Levers::WRITEBACK_CACHE`].
     pub const DEFAULT: Levers = Levers::KEEP_CACHE
         .union(Levers::CACHE_SYMLINKS)
         .union(Levers::CACHE_DIR)
@@ -269,6 +283,7 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         opts: opts.clone(),
         watch: std::sync::OnceLock::new(),
         kernel_acl: AtomicBool::new(false),
+        writeback: AtomicBool::new(false),
         passthrough: Default::default(),
         data_requests: Default::default(),
         locks: Default::default(),

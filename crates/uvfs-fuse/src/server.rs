@@ -40,6 +40,8 @@ pub(crate) struct Server {
     pub(crate) kernel_acl: AtomicBool,
     /// File locks: owners, waiting SETLKW requests (`crate::locks`; own locks).
     pub(crate) locks: crate::locks::Locks,
+    /// Set once the kernel accepted `FUSE_WRITEBACK_CACHE` (see `handle_for`).
+    pub(crate) writeback: AtomicBool,
     /// Backing files of handles (`crate::passthrough`; own lock).
     pub(crate) passthrough: crate::passthrough::Passthrough,
     /// Atomic: READ and WRITE requests answered (what passthrough and the page cache
@@ -149,10 +151,38 @@ impl Server {
         if self.no_opendir() {
             want |= InitFlags::NO_OPENDIR_SUPPORT;
         }
-        if levers.contains(Levers::PASSTHROUGH) {
+        if self.writeback_wanted() {
+            want |= InitFlags::WRITEBACK_CACHE;
+        } else if levers.contains(Levers::PASSTHROUGH) {
             want |= InitFlags::PASSTHROUGH;
         }
         want
+    }
+
+    /// The open file a handle keeps for the caller's open `f` (flags `fl`) of the node
+    /// whose `O_PATH` file is `path`. With the writeback cache the kernel reads pages of
+    /// a file opened only for writing (to fill a page partly written) and places appends
+    /// itself (it owns the size; the WRITE carries the end as offset): so a regular
+    /// file's handle is opened for reading and writing and without `O_APPEND`, by the
+    /// server's own task (the caller's open, which checked its permission, is `f`).
+    fn handle_for(&self, path: &Arc<File>, f: Arc<File>, fl: OpenFlags) -> Result<Arc<File>> {
+        let wb = self.writeback.load(Ordering::Relaxed)
+            && f.inode().file_type() == uvfs::FileType::Regular
+            && (fl.access_mode() == OpenFlags::WRONLY.bits() || fl.contains(OpenFlags::APPEND));
+        if !wb {
+            return Ok(f);
+        }
+        let keep =
+            fl & !(OpenFlags::APPEND | OpenFlags::WRONLY | OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::TRUNC);
+        self.base().reopen_file(path, keep | OpenFlags::RDWR)
+    }
+
+    /// Whether the writeback cache is asked for: only with [`Permissions::Kernel`]. With it
+    /// the kernel sends `touch` (`UTIME_NOW` for both times) as "atime now, mtime = the
+    /// kernel's clock", which the server cannot tell from an explicit mtime (owner only):
+    /// the kernel's own check, which saw the call, must stand for uvfs's (`setattr`).
+    fn writeback_wanted(&self) -> bool {
+        self.opts.levers.contains(Levers::WRITEBACK_CACHE) && self.opts.permissions == Permissions::Kernel
     }
 
     /// Whether OPENDIR is answered ENOSYS (see [`Levers::NO_OPENDIR`]).
@@ -194,6 +224,7 @@ impl Server {
     pub(crate) fn initialized(&self, got: InitFlags) {
         self.kernel_acl.store(got.contains(InitFlags::POSIX_ACL), Ordering::Relaxed);
         self.passthrough.set_negotiated(got.contains(InitFlags::PASSTHROUGH));
+        self.writeback.store(got.contains(InitFlags::WRITEBACK_CACHE), Ordering::Relaxed);
     }
 
     pub(crate) fn attr(&self, st: &Stat) -> Attr {
@@ -405,6 +436,7 @@ impl Server {
                     & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::CLOEXEC);
                 let node = self.node(id)?;
                 let f = self.task(h).reopen_file(&node, fl)?;
+                let f = self.handle_for(&node, f, fl)?;
                 out.push(&self.open_reply(id, f))
             }
             Op::Read(r) => {
@@ -583,7 +615,17 @@ impl Server {
         if v & (fattr::ATIME | fattr::MTIME | fattr::ATIME_NOW | fattr::MTIME_NOW) != 0 {
             let atime = setattr_time(v & fattr::ATIME != 0, v & fattr::ATIME_NOW != 0, a.atime, a.atimensec);
             let mtime = setattr_time(v & fattr::MTIME != 0, v & fattr::MTIME_NOW != 0, a.mtime, a.mtimensec);
-            t.utimensat(here(), b"", Some([atime, mtime]), at)?;
+            // With the writeback cache the kernel owns a regular file's mtime and sends
+            // `UTIME_NOW` as its own clock's time: "atime now, mtime explicit" may be a
+            // `touch` by a non-owner with write permission, which the kernel allowed after
+            // its check (see `writeback_wanted`); the server's task applies it.
+            let kernel_now = self.writeback.load(Ordering::Relaxed)
+                && v & fattr::ATIME_NOW != 0
+                && v & fattr::MTIME != 0
+                && v & fattr::MTIME_NOW == 0
+                && node.inode().file_type() == uvfs::FileType::Regular;
+            let who = if kernel_now { self.base() } else { &*t };
+            who.utimensat(here(), b"", Some([atime, mtime]), at)?;
         }
         Ok(self.attr(&self.base().fstat(&node)?))
     }
@@ -647,7 +689,9 @@ impl Server {
         let fl =
             (OpenFlags::from_bits_truncate(arg.flags) & !(OpenFlags::NOCTTY | OpenFlags::CLOEXEC)) | OpenFlags::CREAT;
         let f = t.openat_file(DirFd::File(&p), name, fl, arg.mode & 0o7777)?;
-        let (id, a) = self.register(t.reopen_file(&f, OpenFlags::PATH)?)?;
+        let path = t.reopen_file(&f, OpenFlags::PATH)?;
+        let f = self.handle_for(&path, f, fl)?;
+        let (id, a) = self.register(path)?;
         out.push(&self.entry_out((id, a)))?;
         out.push(&self.open_reply(id, f))
     }

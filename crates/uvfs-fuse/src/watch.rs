@@ -6,7 +6,8 @@
 //! holds a filesystem-wide notify mark ([`uvfs::Task::fanotify_mark`] with
 //! [`uvfs::MarkKind::Filesystem`]) on the served filesystem and turns each event into a
 //! notification: a name created, deleted or moved invalidates that entry of its directory
-//! (`FUSE_NOTIFY_INVAL_ENTRY`), a data change invalidates the node's pages and attributes,
+//! (`FUSE_NOTIFY_INVAL_ENTRY`) and the directory's cached listing and attributes
+//! (`FUSE_NOTIFY_INVAL_INODE`), a data change invalidates the node's pages and attributes,
 //! an attribute change its attributes (`FUSE_NOTIFY_INVAL_INODE`). Changes the server
 //! makes for the kernel are not reported to the thread at all (the request threads mute
 //! its instance, [`uvfs::Inotify::mute_this_thread`]): the kernel knows them, invalidating
@@ -94,6 +95,11 @@ fn handle(s: &Server, notifier: &Notifier, base: &uvfs::Task, ev: uvfs::InotifyE
             let key = key_of(&st);
             if let Some(id) = s.nodes.lookup_key(key) {
                 let _ = notifier.inval_entry(id, name);
+                // The kernel drops a cached listing (`FOPEN_CACHE_DIR`, or any with
+                // `NO_OPENDIR`) on an entry invalidation only when it holds a dentry of
+                // that name, never for a new name: drop the directory's pages, where the
+                // listing is cached, and its attributes (the mtime moved).
+                let _ = notifier.inval_inode(id, 0, 0);
             }
         }
     }
