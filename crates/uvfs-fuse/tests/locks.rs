@@ -129,6 +129,17 @@ fn flock_n(path: &Path) -> bool {
 }
 
 /// Waits until the in-process inode of `/f` lists a waiting request.
+/// Waits (up to the watchdog, so that a bug fails instead of hanging) until `f` holds: a
+/// process's exit releases its `flock` through a RELEASE the kernel sends without waiting
+/// for it, so the next check may come first.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < WATCHDOG, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 fn until_waiting(m: &Mounted) {
     let t = m.vfs.root_task();
     let f = t.openat_file(DirFd::Cwd, b"/f", OpenFlags::PATH, 0).unwrap();
@@ -165,7 +176,7 @@ fn flock_between_processes_and_in_process() {
     let locks = t.file(fd).unwrap().inode().file_locks();
     assert!(locks.iter().any(|l| l.class == LockClass::Flock && l.write && !l.blocked), "{locks:?}");
     holder.finish();
-    assert!(flock_n(&path), "the lock outlived its holder");
+    eventually("the lock is released with its holder", || flock_n(&path));
     // A lock held in-process excludes the mount's processes.
     t.flock(fd, FlockOp::EX).unwrap();
     assert!(!flock_n(&path));
@@ -177,7 +188,7 @@ fn flock_between_processes_and_in_process() {
     assert_eq!(waiter.line(), "got");
     assert_eq!(t.flock(fd, FlockOp::SH | FlockOp::NB), Err(uvfs::Errno::EWOULDBLOCK));
     waiter.finish();
-    assert_eq!(t.flock(fd, FlockOp::SH | FlockOp::NB), Ok(()));
+    eventually("the waiter's lock is released when it exits", || t.flock(fd, FlockOp::SH | FlockOp::NB).is_ok());
 }
 
 /// The kernel keeps a FUSE directory's locks itself (its directory operations have no
