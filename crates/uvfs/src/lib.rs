@@ -163,7 +163,8 @@ pub use abi::config::{FastPaths, VfsConfig};
 pub use abi::cred::{Capabilities, Credentials, Gid, Uid};
 pub use abi::errno::{Errno, Result};
 pub use abi::flags::{
-    AccessMode, AtFlags, Fd, OpenFlags, OpenHow, RenameFlags, ResolveFlags, TimeSpec, Timespec, Whence,
+    AccessMode, AtFlags, FcntlCmd, Fd, FdFlags, OpenFlags, OpenHow, RenameFlags, ResolveFlags, TimeSpec, Timespec,
+    Whence,
 };
 pub use abi::limits;
 pub use abi::lock::{Flock, FlockOp, LockCmd};

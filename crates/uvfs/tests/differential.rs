@@ -170,6 +170,29 @@ fn off() -> BoxedStrategy<i64> {
     prop::sample::select(vec![-1, 0, 2, 4096, 10_000, i64::MAX - 1, i64::MAX]).boxed()
 }
 
+/// An `fcntl` descriptor or status-flag command with an argument worth trying.
+fn fcntl_cmd() -> BoxedStrategy<(i32, i64)> {
+    let setfl = vec![
+        0,
+        libc::O_APPEND,
+        libc::O_NONBLOCK,
+        libc::O_NOATIME,
+        libc::O_APPEND | libc::O_RDWR | libc::O_TRUNC | libc::O_CREAT,
+        libc::O_DIRECT,
+    ];
+    prop_oneof![
+        (
+            prop::sample::select(vec![libc::F_DUPFD, libc::F_DUPFD_CLOEXEC]),
+            prop::sample::select(vec![0i64, 3, 10, -1, 1 << 30])
+        ),
+        (Just(libc::F_GETFD), Just(0i64)),
+        (Just(libc::F_SETFD), prop::sample::select(vec![0i64, 1, 3])),
+        (Just(libc::F_GETFL), Just(0i64)),
+        (Just(libc::F_SETFL), prop::sample::select(setfl).prop_map(i64::from)),
+    ]
+    .boxed()
+}
+
 fn op() -> BoxedStrategy<Op> {
     let nofollow_empty =
         || at_flags(vec![0, 0, AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH, AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH, 0x1]);
@@ -213,6 +236,8 @@ fn op() -> BoxedStrategy<Op> {
         // locks (issue 13): one task, never a waiting request (the two-task sequences are
         // in differential_locks.rs).
         1 => (fd(), prop::sample::select(vec![1u32 | 4, 2 | 4, 8, 0, 3])).prop_map(|(f, o)| Op::Flock(f, o)),
+        // fcntl's descriptor and status-flag commands (issue 13).
+        2 => (fd(), fcntl_cmd()).prop_map(|(f, (c, a))| Op::FcntlFd(f, c, a)),
         2 => (fd(), prop::sample::select(vec![5, 6, 36, 37]), lock_range()).prop_map(|(f, c, l)| Op::Fcntl(f, c, l)),
     ]
     .boxed()

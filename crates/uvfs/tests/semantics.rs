@@ -381,3 +381,53 @@ fn a_panic_inside_an_attribute_change_stalls_nobody() {
     let got = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("stat hung after the panic");
     assert_eq!(got, (Ok(7), Ok(7)));
 }
+
+/// `fcntl`'s descriptor and status-flag commands (issue 13; also generated against the
+/// host kernel by tests/differential.rs): what changes, what does not, and the errnos.
+#[test]
+fn fcntl_descriptor_and_status_flags() {
+    use uvfs::{Credentials, FcntlCmd, FdFlags, Gid, Uid};
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC, 0o666).unwrap();
+    t.write(fd, b"abc").unwrap();
+    // F_GETFL: no creation flags, O_LARGEFILE forced.
+    let fl = t.fcntl(fd, FcntlCmd::GetFl).unwrap() as u32;
+    assert_eq!(OpenFlags::from_bits_retain(fl), OpenFlags::WRONLY | OpenFlags::LARGEFILE);
+    // F_SETFL O_APPEND: later writes go to the end; the access mode does not change.
+    t.lseek(fd, 0, Whence::Set).unwrap();
+    t.fcntl(fd, FcntlCmd::SetFl(OpenFlags::APPEND | OpenFlags::RDWR | OpenFlags::TRUNC)).unwrap();
+    t.write(fd, b"de").unwrap();
+    let fl = OpenFlags::from_bits_retain(t.fcntl(fd, FcntlCmd::GetFl).unwrap() as u32);
+    assert_eq!(fl, OpenFlags::WRONLY | OpenFlags::APPEND | OpenFlags::LARGEFILE);
+    t.fcntl(fd, FcntlCmd::SetFl(OpenFlags::empty())).unwrap();
+    t.pwrite(fd, b"X", 0).unwrap();
+    let mut buf = [0u8; 8];
+    let r = t.open(b"/f", OpenFlags::RDONLY, 0).unwrap();
+    let n = t.read(r, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"Xbcde");
+    // F_DUPFD: lowest free >= the argument; F_DUPFD_CLOEXEC sets FD_CLOEXEC.
+    let d = t.fcntl(fd, FcntlCmd::DupFd(Fd(10))).unwrap();
+    assert_eq!(d, 10);
+    assert_eq!(t.fcntl(fd, FcntlCmd::DupFd(Fd(10))).unwrap(), 11);
+    assert_eq!(t.fcntl(Fd(11), FcntlCmd::GetFd).unwrap(), 0);
+    let c = t.fcntl(fd, FcntlCmd::DupFdCloexec(Fd(0))).unwrap();
+    assert_eq!(t.fcntl(Fd(c), FcntlCmd::GetFd).unwrap(), FdFlags::CLOEXEC.bits() as i32);
+    t.fcntl(Fd(c), FcntlCmd::SetFd(FdFlags::empty())).unwrap();
+    assert!(!t.cloexec(Fd(c)).unwrap());
+    assert_eq!(t.fcntl(fd, FcntlCmd::DupFd(Fd(-1))), Err(Errno::EINVAL));
+    assert_eq!(t.fcntl(fd, FcntlCmd::DupFd(Fd(1 << 30))), Err(Errno::EINVAL));
+    assert_eq!(t.fcntl(Fd(99), FcntlCmd::GetFl), Err(Errno::EBADF));
+    assert_eq!(t.fcntl(Fd(-1), FcntlCmd::GetFd), Err(Errno::EBADF));
+    // O_PATH: F_GETFL shows only what O_PATH honours; F_SETFL is EBADF.
+    let p = t.open(b"/f", OpenFlags::PATH | OpenFlags::NOFOLLOW, 0).unwrap();
+    let fl = OpenFlags::from_bits_retain(t.fcntl(p, FcntlCmd::GetFl).unwrap() as u32);
+    assert_eq!(fl, OpenFlags::PATH | OpenFlags::NOFOLLOW);
+    assert_eq!(t.fcntl(p, FcntlCmd::SetFl(OpenFlags::APPEND)), Err(Errno::EBADF));
+    // O_NOATIME only for the owner: another user gets EPERM, the owner may.
+    let u = t.with_credentials(Credentials::new(Uid(1000), Gid(1000), &[]));
+    let ufd = u.open(b"/f", OpenFlags::RDONLY, 0).unwrap();
+    assert_eq!(u.fcntl(ufd, FcntlCmd::SetFl(OpenFlags::NOATIME)), Err(Errno::EPERM));
+    assert_eq!(u.fcntl(ufd, FcntlCmd::SetFl(OpenFlags::NONBLOCK)), Ok(0));
+    assert_eq!(t.fcntl(r, FcntlCmd::SetFl(OpenFlags::NOATIME)), Ok(0));
+}

@@ -102,6 +102,35 @@ impl AccessMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Fd(pub i32);
 
+bitflags! {
+    /// Descriptor flags (`F_GETFD`/`F_SETFD`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct FdFlags: u32 {
+        /// `FD_CLOEXEC`.
+        const CLOEXEC = 1;
+    }
+}
+
+/// An `fcntl(2)` command other than the lock commands (those are
+/// [`crate::Task::fcntl_lock`]). Leases (`F_SETLEASE`, `F_GETLEASE`) and directory
+/// notification (`F_NOTIFY`) are not offered: uvfs has watches instead (README).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FcntlCmd {
+    /// `F_DUPFD`: the lowest free descriptor >= the argument.
+    DupFd(Fd),
+    /// `F_DUPFD_CLOEXEC`: as `DupFd`, with close-on-exec.
+    DupFdCloexec(Fd),
+    /// `F_GETFD`.
+    GetFd,
+    /// `F_SETFD`.
+    SetFd(FdFlags),
+    /// `F_GETFL`: the open file's status flags and access mode.
+    GetFl,
+    /// `F_SETFL`: only `O_APPEND`, `O_NONBLOCK`, `O_DIRECT`, `O_NOATIME` and `O_ASYNC`
+    /// change; the rest of the argument is ignored, as on Linux.
+    SetFl(OpenFlags),
+}
+
 /// `lseek(2)` whence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Whence {

@@ -242,6 +242,15 @@ impl FdTable {
         Ok(())
     }
 
+    /// Sets or clears `fd`'s close-on-exec flag (`F_SETFD`); EBADF if `fd` is not open.
+    pub fn set_cloexec(&self, fd: Fd, on: bool) -> Result<()> {
+        let _l = self.lock.lock();
+        let guard = self.rcu.pin();
+        self.get(fd, &guard)?;
+        self.array.load(&guard).cloexec[fd.0 as usize].store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Whether `fd` has close-on-exec.
     pub fn cloexec(&self, fd: Fd) -> Result<bool> {
         let guard = self.rcu.pin();

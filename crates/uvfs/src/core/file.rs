@@ -182,6 +182,14 @@ impl File {
         OpenFlags::from_bits_retain(self.flags.load(Ordering::Relaxed))
     }
 
+    /// `F_SETFL`: replaces the status flags `F_SETFL` may change (`mask`) with `new`'s,
+    /// atomically (two concurrent calls each keep the other's untouched bits right).
+    pub(crate) fn set_status_flags(&self, mask: OpenFlags, new: OpenFlags) {
+        let _ = self
+            .flags
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| Some((old & !mask.bits()) | (new & mask).bits()));
+    }
+
     /// The inode.
     #[inline]
     pub fn inode(&self) -> &Arc<Inode> {

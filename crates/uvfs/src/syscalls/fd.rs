@@ -1,10 +1,12 @@
-//! The descriptor calls: `dup`, `dup2`, `dup3`, `close`, the close-on-exec bit,
+//! The descriptor calls: `dup`, `dup2`, `dup3`, `close`, `fcntl`'s descriptor and
+//! status-flag commands, the close-on-exec bit,
 //! `setrlimit(RLIMIT_NOFILE)`, and the lookups of a descriptor the other calls share.
 //! Mirrors Linux's `fs/file.c`.
 
-use crate::abi::errno::Result;
-use crate::abi::flags::Fd;
+use crate::abi::errno::{Errno, Result};
+use crate::abi::flags::{FcntlCmd, Fd, FdFlags, OpenFlags};
 use crate::core::file::{File, FileRef};
+use crate::core::permission::owner_or_capable;
 use crate::task::Task;
 use std::sync::Arc;
 
@@ -47,6 +49,51 @@ impl Task {
     /// Whether `fd` has close-on-exec.
     pub fn cloexec(&self, fd: Fd) -> Result<bool> {
         self.files.cloexec(fd)
+    }
+
+    /// `fcntl(2)` with a descriptor or status-flag command; returns what Linux returns
+    /// (the new descriptor, the flags, or 0). An `O_PATH` descriptor allows only the
+    /// `F_DUPFD*`, `F_GETFD`, `F_SETFD` and `F_GETFL` commands (EBADF otherwise).
+    pub fn fcntl(&self, fd: Fd, cmd: FcntlCmd) -> Result<i32> {
+        let file = self.file(fd)?;
+        match cmd {
+            FcntlCmd::DupFd(min) | FcntlCmd::DupFdCloexec(min) => {
+                let min = usize::try_from(min.0).ok().filter(|&m| m < self.files.limit()).ok_or(Errno::EINVAL)?;
+                let cloexec = matches!(cmd, FcntlCmd::DupFdCloexec(_));
+                Ok(self.files.install(file, min, cloexec)?.0)
+            }
+            FcntlCmd::GetFd => Ok(if self.files.cloexec(fd)? { FdFlags::CLOEXEC.bits() as i32 } else { 0 }),
+            FcntlCmd::SetFd(fl) => self.files.set_cloexec(fd, fl.contains(FdFlags::CLOEXEC)).map(|()| 0),
+            FcntlCmd::GetFl => {
+                // What Linux keeps in `f_flags`: for O_PATH only the flags O_PATH honours;
+                // else the open flags without the creation-only ones and close-on-exec (a
+                // descriptor flag), plus O_LARGEFILE, which a 64-bit kernel forces.
+                let fl = file.flags();
+                if fl.contains(OpenFlags::PATH) {
+                    return Ok((fl & (OpenFlags::PATH | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW)).bits() as i32);
+                }
+                let gone =
+                    OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC | OpenFlags::CLOEXEC;
+                Ok(((fl - gone) | OpenFlags::LARGEFILE).bits() as i32)
+            }
+            FcntlCmd::SetFl(new) => {
+                if file.is_path() {
+                    return Err(Errno::EBADF);
+                }
+                let old = file.flags();
+                // O_NOATIME is for the file's owner (or CAP_FOWNER), as at open.
+                if new.contains(OpenFlags::NOATIME)
+                    && !old.contains(OpenFlags::NOATIME)
+                    && !owner_or_capable(&self.credentials(), file.inode())
+                {
+                    return Err(Errno::EPERM);
+                }
+                let mask =
+                    OpenFlags::APPEND | OpenFlags::NONBLOCK | OpenFlags::DIRECT | OpenFlags::NOATIME | OpenFlags::ASYNC;
+                file.set_status_flags(mask, new);
+                Ok(0)
+            }
+        }
     }
 
     /// A counted reference to the file at `fd`.

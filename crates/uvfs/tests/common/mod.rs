@@ -146,6 +146,10 @@ pub enum Op {
     Bg(Box<Op>),
     /// The result of the op `Bg` started for task 0 or 1.
     Join(u8),
+    // ---- fcntl's descriptor and status-flag commands (issue 13) ----
+    /// `fcntl(fd, cmd, arg)` with `F_DUPFD`, `F_DUPFD_CLOEXEC`, `F_GETFD`, `F_SETFD`,
+    /// `F_GETFL` or `F_SETFL` (raw values).
+    FcntlFd(i32, i32, i64),
 }
 
 /// The `struct flock` of an `Op::Fcntl`: type, whence, start, length, pid.
@@ -351,11 +355,18 @@ pub fn host_op(op: &Op) -> Out {
                         libc::close(fd as i32);
                         return Out::Err(libc::ENXIO);
                     }
+                    // O_NONBLOCK was only there so that a fifo's open would not block:
+                    // the open file gets the status flags the sequence asked for (F_GETFL).
+                    if flags & libc::O_NONBLOCK == 0 {
+                        let fl = libc::fcntl(fd as i32, libc::F_GETFL);
+                        libc::fcntl(fd as i32, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+                    }
                 }
                 Out::Num(fd)
             }
             Op::Close(fd) => unit(libc::syscall(libc::SYS_close, *fd)),
             Op::Dup(fd) => num(libc::syscall(libc::SYS_dup, *fd)),
+            Op::FcntlFd(fd, cmd, arg) => num(libc::syscall(libc::SYS_fcntl, *fd, *cmd, *arg)),
             Op::Dup2(a, b) => num(libc::syscall(libc::SYS_dup2, *a, *b)),
             Op::Read(fd, n) => {
                 let mut buf = vec![0u8; *n];
@@ -683,6 +694,19 @@ pub fn uvfs_op(t: &Task, op: &Op) -> Out {
         }
         Op::Close(fd) => uunit(t.close(Fd(*fd))),
         Op::Dup(fd) => ures(t.dup(Fd(*fd)), |fd| Out::Num(fd.0 as i64)),
+        Op::FcntlFd(fd, cmd, arg) => {
+            let a = *arg as i32;
+            let cmd = match *cmd {
+                libc::F_DUPFD => uvfs::FcntlCmd::DupFd(Fd(a)),
+                libc::F_DUPFD_CLOEXEC => uvfs::FcntlCmd::DupFdCloexec(Fd(a)),
+                libc::F_GETFD => uvfs::FcntlCmd::GetFd,
+                libc::F_SETFD => uvfs::FcntlCmd::SetFd(uvfs::FdFlags::from_bits_truncate(a as u32)),
+                libc::F_GETFL => uvfs::FcntlCmd::GetFl,
+                libc::F_SETFL => uvfs::FcntlCmd::SetFl(OpenFlags::from_bits_retain(a as u32)),
+                c => panic!("the generator makes no fcntl command {c}"),
+            };
+            ures(t.fcntl(Fd(*fd), cmd), |r| Out::Num(r as i64))
+        }
         Op::Dup2(a, b) => ures(t.dup2(Fd(*a), Fd(*b)), |fd| Out::Num(fd.0 as i64)),
         Op::Read(fd, n) => {
             let mut buf = vec![0u8; *n];
