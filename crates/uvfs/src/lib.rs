@@ -129,7 +129,8 @@
 //! - Fifos, sockets and device nodes can be created, listed, renamed and removed, but not
 //!   opened in-process (ENXIO).
 //! - One mount namespace per instance: no mount propagation, `MS_MOVE` or `pivot_root`.
-//! - No leases or mandatory locks, `fallocate` beyond what the FUSE frontend maps to size changes,
+//! - No leases, `F_NOTIFY` or mandatory locks (`fcntl` has the descriptor, status-flag and
+//!   lock commands), no `fallocate` beyond what the FUSE frontend maps to size changes,
 //!   `copy_file_range`, `statx` or vectored I/O in-process yet; `RENAME_WHITEOUT` is EINVAL.
 //! - hostfs checks every cached name against the host before use unless told the host
 //!   does not change (`HostChanges::Never`): correct, and a system call per cached lookup.
