@@ -431,3 +431,32 @@ fn fcntl_descriptor_and_status_flags() {
     assert_eq!(u.fcntl(ufd, FcntlCmd::SetFl(OpenFlags::NONBLOCK)), Ok(0));
     assert_eq!(t.fcntl(r, FcntlCmd::SetFl(OpenFlags::NOATIME)), Ok(0));
 }
+
+/// `may_create_in_sticky`: `O_CREAT` of an existing file that neither the caller nor the
+/// sticky world-writable directory's owner owns is EACCES, root included, except for
+/// regular files and fifos (`fs.protected_regular`/`protected_fifos` = 0, the kernel's
+/// default); the differential sequences found the symlink case against the host.
+#[test]
+fn o_creat_of_someone_elses_file_in_a_sticky_directory() {
+    use uvfs::{Credentials, Gid, Uid};
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/s", 0o1777).unwrap();
+    t.fchmodat(DirFd::Cwd, b"/s", 0o1777, AtFlags::empty()).unwrap();
+    let other = t.with_credentials(Credentials::new(Uid(2000), Gid(2000), &[]));
+    other.symlink(b"/", b"/s/l").unwrap();
+    other.mknodat(DirFd::Cwd, b"/s/f", 0o666, 0).unwrap();
+    let creat_nofollow = OpenFlags::CREAT | OpenFlags::NOFOLLOW | OpenFlags::RDONLY;
+    assert_eq!(t.open(b"/s/l", creat_nofollow, 0o644), Err(Errno::EACCES));
+    // Regular files are exempt.
+    let fd = t.open(b"/s/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    t.close(fd).unwrap();
+    // The directory's owner owning the file, or the caller owning it, lifts the rule.
+    assert_eq!(other.open(b"/s/l", creat_nofollow, 0o644), Err(Errno::ELOOP));
+    t.fchownat(DirFd::Cwd, b"/s", Some(Uid(2000)), None, AtFlags::empty()).unwrap();
+    assert_eq!(t.open(b"/s/l", creat_nofollow, 0o644), Err(Errno::ELOOP));
+    // Not sticky: no rule.
+    t.fchownat(DirFd::Cwd, b"/s", Some(Uid(0)), None, AtFlags::empty()).unwrap();
+    t.fchmodat(DirFd::Cwd, b"/s", 0o777, AtFlags::empty()).unwrap();
+    assert_eq!(t.open(b"/s/l", creat_nofollow, 0o644), Err(Errno::ELOOP));
+}

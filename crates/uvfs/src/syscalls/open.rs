@@ -111,6 +111,25 @@ impl Task {
         Ok((file, slot))
     }
 
+    /// `may_create_in_sticky`: an `O_CREAT` open of a file that exists, in a sticky
+    /// world-writable directory, is EACCES unless the caller or the directory's owner owns
+    /// the file. With `fs.protected_regular` and `fs.protected_fifos` at 0 (this machine's
+    /// and the kernel's defaults) regular files and fifos are exempt; every other type (a
+    /// symlink opened with `O_NOFOLLOW`, a device) is not. Root is not exempt either.
+    fn may_create_in_sticky(&self, p: crate::core::path::Pos<'_>) -> Result<()> {
+        let inode = p.inode();
+        if matches!(inode.file_type(), FileType::Regular | FileType::Fifo) {
+            return Ok(());
+        }
+        let guard = self.vfs.rcu.pin();
+        let dir = p.dentry.parent(&guard).inode().ok_or(Errno::ENOENT)?;
+        let (dir_mode, dir_uid, uid) = (dir.mode(), dir.uid(), inode.uid());
+        if dir_mode & 0o1000 == 0 || uid == dir_uid || uid == self.credentials().uid.0 {
+            return Ok(());
+        }
+        if dir_mode & 0o002 != 0 { Err(Errno::EACCES) } else { Ok(()) }
+    }
+
     /// `path_openat`: walks to the file (or its parent, to create it) and opens it; walks
     /// again, in the locked tier, when what the walk found lost its last name before it
     /// could be opened. With `reserve`, the descriptor of an open that may create or
@@ -137,6 +156,7 @@ impl Task {
                         if p.inode().is_dir() {
                             return Err(Errno::EISDIR);
                         }
+                        self.may_create_in_sticky(p)?;
                     }
                     Ok(OpenTarget::Existing(p.to_path()))
                 }
