@@ -131,7 +131,7 @@
 //! - One mount namespace per instance: no mount propagation, `MS_MOVE` or `pivot_root`.
 //! - No leases, `F_NOTIFY` or mandatory locks (`fcntl` has the descriptor, status-flag and
 //!   lock commands), no `fallocate` beyond what the FUSE frontend maps to size changes,
-//!   `copy_file_range`, `statx` or vectored I/O in-process yet; `RENAME_WHITEOUT` is EINVAL.
+//!   `copy_file_range`, `statx` or vectored I/O in-process yet.
 //! - hostfs checks every cached name against the host before use unless told the host
 //!   does not change (`HostChanges::Never`): correct, and a system call per cached lookup.
 //! - A directory of a hostfs that changed on the host is not dropped from the cache while

@@ -17,6 +17,7 @@ use libc::{
 
 const RENAME_NOREPLACE: u32 = 1;
 const RENAME_EXCHANGE: u32 = 2;
+const RENAME_WHITEOUT: u32 = 4;
 
 /// The host must follow the `fs.protected_*` settings uvfs models: hard links protected
 /// (uvfs follows `protected_hardlinks=1`), symlinks, fifos and regular files not.
@@ -215,7 +216,7 @@ fn op() -> BoxedStrategy<Op> {
         2 => (dirfd(), path(), prop::sample::select(vec![0, S_IFREG, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFDIR, S_IFLNK, 0o170000]), mode())
             .prop_map(|(d, p, t, m)| Op::Mknodat(d, p, t | m, if t == S_IFCHR { libc::makedev(1, 3) } else { 0 })),
         4 => (dirfd(), path(), at_flags(vec![0, AT_REMOVEDIR, 0x1])).prop_map(|(d, p, f)| Op::Unlinkat(d, p, f)),
-        5 => (dirfd(), path(), dirfd(), path(), prop::sample::select(vec![0, 0, RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_NOREPLACE | RENAME_EXCHANGE, 8]))
+        5 => (dirfd(), path(), dirfd(), path(), prop::sample::select(vec![0, 0, RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_NOREPLACE | RENAME_EXCHANGE, 8, RENAME_WHITEOUT, RENAME_WHITEOUT | RENAME_NOREPLACE, RENAME_WHITEOUT | RENAME_EXCHANGE]))
             .prop_map(|(d1, p1, d2, p2, f)| Op::Renameat2(d1, p1, d2, p2, f)),
         3 => (dirfd(), path(), dirfd(), path(), at_flags(vec![0, 0, AT_SYMLINK_FOLLOW, AT_EMPTY_PATH, 0x1]))
             .prop_map(|(d1, p1, d2, p2, f)| Op::Linkat(d1, p1, d2, p2, f)),

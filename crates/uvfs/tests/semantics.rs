@@ -460,3 +460,40 @@ fn o_creat_of_someone_elses_file_in_a_sticky_directory() {
     t.fchmodat(DirFd::Cwd, b"/s", 0o777, AtFlags::empty()).unwrap();
     assert_eq!(t.open(b"/s/l", creat_nofollow, 0o644), Err(Errno::ELOOP));
 }
+
+/// `renameat2(RENAME_WHITEOUT)` (what overlay filesystems use): the old name becomes a
+/// whiteout, a character device 0/0 with mode 0 owned by the caller, which needs no
+/// privilege since Linux 5.8 (nor does `mknod` of one); `EXCHANGE` with it is EINVAL.
+#[test]
+fn rename_whiteout_leaves_a_whiteout() {
+    use uvfs::{Credentials, FileType, Gid, RenameFlags, Uid};
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o777).unwrap();
+    t.fchmodat(DirFd::Cwd, b"/d", 0o777, AtFlags::empty()).unwrap();
+    let u = t.with_credentials(Credentials::new(Uid(1000), Gid(1000), &[]));
+    u.mknodat(DirFd::Cwd, b"/d/a", 0o644, 0).unwrap();
+    u.renameat2(DirFd::Cwd, b"/d/a", DirFd::Cwd, b"/d/b", RenameFlags::WHITEOUT).unwrap();
+    let w = t.stat(b"/d/a").unwrap();
+    assert_eq!(w.mode, FileType::CharDevice.mode_bits());
+    assert_eq!((w.rdev, w.uid, w.gid), (0, 1000, 1000));
+    assert_eq!(t.stat(b"/d/b").unwrap().mode & 0o170000, FileType::Regular.mode_bits());
+    assert_eq!(
+        u.renameat2(DirFd::Cwd, b"/d/b", DirFd::Cwd, b"/d/a", RenameFlags::WHITEOUT | RenameFlags::EXCHANGE),
+        Err(Errno::EINVAL)
+    );
+    // Over an existing name (the whiteout itself), with NOREPLACE refused.
+    assert_eq!(
+        u.renameat2(DirFd::Cwd, b"/d/b", DirFd::Cwd, b"/d/a", RenameFlags::WHITEOUT | RenameFlags::NOREPLACE),
+        Err(Errno::EEXIST)
+    );
+    u.renameat2(DirFd::Cwd, b"/d/b", DirFd::Cwd, b"/d/a", RenameFlags::WHITEOUT).unwrap();
+    assert_eq!(t.stat(b"/d/a").unwrap().mode & 0o170000, FileType::Regular.mode_bits());
+    assert_eq!(t.stat(b"/d/b").unwrap().mode, FileType::CharDevice.mode_bits());
+    // mknod of a whiteout needs no privilege; another device node does.
+    u.mknodat(DirFd::Cwd, b"/d/w", FileType::CharDevice.mode_bits(), 0).unwrap();
+    assert_eq!(
+        u.mknodat(DirFd::Cwd, b"/d/n", FileType::CharDevice.mode_bits(), uvfs::makedev(1, 3)),
+        Err(Errno::EPERM)
+    );
+}

@@ -130,7 +130,13 @@ impl Task {
         let umask = self.current_umask();
         self.create_node(dirfd, path, false, &|_, _| Ok(()), |parent, name, guard| {
             let creds = self.creds.load(guard).get();
-            if matches!(ftype, FileType::CharDevice | FileType::BlockDevice) && !creds.capable(Capabilities::MKNOD) {
+            // A whiteout (character device 0/0) needs no privilege since Linux 5.8
+            // (`vfs_mknod`'s `is_whiteout`); other device nodes need CAP_MKNOD.
+            let whiteout = ftype == FileType::CharDevice && dev == 0;
+            if matches!(ftype, FileType::CharDevice | FileType::BlockDevice)
+                && !whiteout
+                && !creds.capable(Capabilities::MKNOD)
+            {
                 return Err(Errno::EPERM);
             }
             let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
@@ -354,9 +360,6 @@ impl Task {
         if flags.intersects(RenameFlags::NOREPLACE | RenameFlags::WHITEOUT) && flags.contains(RenameFlags::EXCHANGE) {
             return Err(Errno::EINVAL);
         }
-        if flags.contains(RenameFlags::WHITEOUT) {
-            return Err(if self.credentials().capable(Capabilities::MKNOD) { Errno::EINVAL } else { Errno::EPERM });
-        }
         let op = self.parent_of(olddirfd, old)?;
         let np = self.parent_of(newdirfd, new)?;
         if !Arc::ptr_eq(&op.parent.mnt, &np.parent.mnt) {
@@ -386,8 +389,26 @@ impl Task {
             // Source and target are one inode: nothing to do, successfully.
             return Ok(());
         }
-        r.may_rename(self.creds.load(&guard).get(), vfs.fast, &guard)?;
-        r.vfs_rename(vfs, sb, &mut locks, &guard)?;
+        let creds = self.creds.load(&guard).get();
+        r.may_rename(creds, vfs.fast, &guard)?;
+        // RENAME_WHITEOUT where the dcache is the tree (memfs): the whiteout is made before
+        // anything moves, as tmpfs's `shmem_whiteout` does, so a full filesystem fails the
+        // rename whole; it takes the old name with the move. Elsewhere (hostfs) the
+        // filesystem's rename makes it (the host's `renameat2`).
+        let whiteout = match flags.contains(RenameFlags::WHITEOUT) && sb.fs().dcache_complete() {
+            true => {
+                let dir = od.inode().ok_or(Errno::ENOENT)?;
+                let args = new_node_args(creds, dir, FileType::CharDevice.mode_bits(), 0)?;
+                Some(sb.fs().create(sb, dir, oname, &CreateArgs { rdev: 0, ..args })?)
+            }
+            false => None,
+        };
+        if let Err(e) = r.vfs_rename(vfs, sb, &mut locks, whiteout.as_ref(), &guard) {
+            if let (Some(w), Some(dir)) = (&whiteout, od.inode()) {
+                let _ = sb.fs().unlink(dir, oname, w);
+            }
+            return Err(e);
+        }
         drop(locks);
         r.fsnotify_move(vfs.fast, &op.parent, &np.parent, &guard);
         Ok(())
@@ -549,6 +570,7 @@ impl Rename<'_> {
         vfs: &VfsInner,
         sb: &SuperBlock,
         locks: &mut RenameLocks<'_>,
+        whiteout: Option<&Arc<Inode>>,
         guard: &LocalGuard<'_>,
     ) -> Result<()> {
         let exchange = self.exchange();
@@ -586,6 +608,9 @@ impl Rename<'_> {
             }
             self.src.set_parent_and_name(nd, self.nname, &vfs.rcu);
             vfs.d_insert(nd, locks.side(true), self.nname, self.src.clone(), guard);
+            if let Some(w) = whiteout {
+                vfs.d_add(od, locks.side(false), self.oname, w.clone(), guard);
+            }
         }
         if let (Some(l), Some(t)) = (tl.as_mut(), self.tgt) {
             vfs.d_prune(l, t.dir().expect("replaced directory"));
