@@ -131,7 +131,8 @@
 //! - One mount namespace per instance: no mount propagation, `MS_MOVE` or `pivot_root`.
 //! - No leases, `F_NOTIFY` or mandatory locks (`fcntl` has the descriptor, status-flag and
 //!   lock commands), no `fallocate` beyond what the FUSE frontend maps to size changes,
-//!   `copy_file_range`, `statx` or vectored I/O in-process yet.
+//!   `copy_file_range` or `statx` in-process yet. `RWF_NOWAIT`, `RWF_ATOMIC` and
+//!   `RWF_DONTCACHE` are EOPNOTSUPP on every filesystem, as on tmpfs.
 //! - hostfs checks every cached name against the host before use unless told the host
 //!   does not change (`HostChanges::Never`): correct, and a system call per cached lookup.
 //! - A directory of a hostfs that changed on the host is not dropped from the cache while
@@ -164,8 +165,8 @@ pub use abi::config::{FastPaths, VfsConfig};
 pub use abi::cred::{Capabilities, Credentials, Gid, Uid};
 pub use abi::errno::{Errno, Result};
 pub use abi::flags::{
-    AccessMode, AtFlags, FcntlCmd, Fd, FdFlags, OpenFlags, OpenHow, RenameFlags, ResolveFlags, TimeSpec, Timespec,
-    Whence,
+    AccessMode, AtFlags, FcntlCmd, Fd, FdFlags, OpenFlags, OpenHow, RenameFlags, ResolveFlags, RwfFlags, TimeSpec,
+    Timespec, UIO_MAXIOV, Whence,
 };
 pub use abi::limits;
 pub use abi::lock::{Flock, FlockOp, LockCmd};

@@ -171,6 +171,17 @@ fn off() -> BoxedStrategy<i64> {
     prop::sample::select(vec![-1, 0, 2, 4096, 10_000, i64::MAX - 1, i64::MAX]).boxed()
 }
 
+/// Buffer lengths of a vectored call: none, empty ones, a few small ones.
+fn iov_lens() -> BoxedStrategy<Vec<usize>> {
+    prop::collection::vec(prop::sample::select(vec![0usize, 1, 3, 10, 100]), 0..4).boxed()
+}
+
+/// `RWF_*` flags worth trying: none mostly, each known one (0x100 is `RWF_NOSIGNAL`), a
+/// combination the kernel refuses, an unknown bit.
+fn rwf() -> BoxedStrategy<u32> {
+    prop::sample::select(vec![0u32, 0, 0, 0x1, 0x2, 0x4, 0x8, 0x10, 0x20, 0x30, 0x100, 0x1000]).boxed()
+}
+
 /// An `fcntl` descriptor or status-flag command with an argument worth trying.
 fn fcntl_cmd() -> BoxedStrategy<(i32, i64)> {
     let setfl = vec![
@@ -237,6 +248,11 @@ fn op() -> BoxedStrategy<Op> {
         // locks (issue 13): one task, never a waiting request (the two-task sequences are
         // in differential_locks.rs).
         1 => (fd(), prop::sample::select(vec![1u32 | 4, 2 | 4, 8, 0, 3])).prop_map(|(f, o)| Op::Flock(f, o)),
+        // vectored I/O (issue 13): readv/writev are the -1 offset without flags.
+        2 => (fd(), iov_lens(), prop::sample::select(vec![-1i64, -1, 0, 3, -2]), rwf())
+            .prop_map(|(f, l, o, fl)| Op::Preadv2(f, l, o, fl)),
+        3 => (fd(), iov_lens(), prop::sample::select(vec![-1i64, -1, 0, 3, -2]), rwf())
+            .prop_map(|(f, l, o, fl)| Op::Pwritev2(f, l, o, fl)),
         // fcntl's descriptor and status-flag commands (issue 13).
         2 => (fd(), fcntl_cmd()).prop_map(|(f, (c, a))| Op::FcntlFd(f, c, a)),
         2 => (fd(), prop::sample::select(vec![5, 6, 36, 37]), lock_range()).prop_map(|(f, c, l)| Op::Fcntl(f, c, l)),

@@ -497,3 +497,45 @@ fn rename_whiteout_leaves_a_whiteout() {
         Err(Errno::EPERM)
     );
 }
+
+/// Vectored I/O (also generated against the host by tests/differential.rs): a `writev`
+/// is one write (gathered), `RWF_APPEND`/`RWF_NOAPPEND` change this call only, offset -1
+/// is the file position, and the limits are Linux's.
+#[test]
+fn vectored_reads_and_writes() {
+    use uvfs::RwfFlags;
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    let fd = t.open(b"/v", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    assert_eq!(t.writev(fd, &[b"ab", b"", b"cde"]).unwrap(), 5);
+    assert_eq!(t.lseek(fd, 0, Whence::Cur).unwrap(), 5);
+    // At an offset: the position stays.
+    assert_eq!(t.pwritev2(fd, &[b"X"], 0, RwfFlags::empty()).unwrap(), 1);
+    assert_eq!(t.lseek(fd, 0, Whence::Cur).unwrap(), 5);
+    // RWF_APPEND: at the end whatever the offset says.
+    t.pwritev2(fd, &[b"!"], 1, RwfFlags::APPEND).unwrap();
+    let (mut a, mut b) = ([0u8; 2], [0u8; 10]);
+    assert_eq!(t.preadv2(fd, &mut [&mut a, &mut b], 0, RwfFlags::HIPRI).unwrap(), 6);
+    assert_eq!((&a, &b[..4]), (b"Xb", &b"cde!"[..]));
+    // O_APPEND file, RWF_NOAPPEND: at the offset, this once.
+    let ap = t.open(b"/v", OpenFlags::WRONLY | OpenFlags::APPEND, 0).unwrap();
+    t.pwritev2(ap, &[b"Y"], 0, RwfFlags::NOAPPEND).unwrap();
+    t.writev(ap, &[b"Z"]).unwrap();
+    let mut all = [0u8; 16];
+    t.lseek(fd, 0, Whence::Set).unwrap();
+    let n = t.readv(fd, &mut [&mut all]).unwrap();
+    assert_eq!(&all[..n], b"Ybcde!Z");
+    assert_eq!(t.lseek(fd, 0, Whence::Cur).unwrap(), 7);
+    // Errnos.
+    let many: Vec<&[u8]> = vec![b"x"; uvfs::UIO_MAXIOV + 1];
+    assert_eq!(t.writev(fd, &many), Err(Errno::EINVAL));
+    assert_eq!(t.pwritev2(fd, &[b"x"], -2, RwfFlags::empty()), Err(Errno::EINVAL));
+    assert_eq!(t.pwritev2(fd, &[b"x"], 0, RwfFlags::APPEND | RwfFlags::NOAPPEND), Err(Errno::EINVAL));
+    assert_eq!(t.pwritev2(fd, &[b"x"], 0, RwfFlags::NOWAIT), Err(Errno::EOPNOTSUPP));
+    assert_eq!(t.pwritev2(fd, &[b"x"], 0, RwfFlags::from_bits_retain(0x1000)), Err(Errno::EOPNOTSUPP));
+    // Nothing to transfer: 0, whatever the flags say.
+    assert_eq!(t.pwritev2(fd, &[], 0, RwfFlags::from_bits_retain(0x1000)), Ok(0));
+    let r = t.open(b"/v", OpenFlags::RDONLY, 0).unwrap();
+    assert_eq!(t.writev(r, &[b"x"]), Err(Errno::EBADF));
+    assert_eq!(t.readv(Fd(77), &mut [&mut all]), Err(Errno::EBADF));
+}

@@ -131,6 +131,35 @@ pub enum FcntlCmd {
     SetFl(OpenFlags),
 }
 
+bitflags! {
+    /// `preadv2`/`pwritev2` flags (`RWF_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct RwfFlags: u32 {
+        /// `RWF_HIPRI`: poll for completion (nothing to do in-process).
+        const HIPRI = 0x1;
+        /// `RWF_DSYNC`: as `O_DSYNC` for this write.
+        const DSYNC = 0x2;
+        /// `RWF_SYNC`: as `O_SYNC` for this write.
+        const SYNC = 0x4;
+        /// `RWF_NOWAIT`: do not wait for data or locks (EOPNOTSUPP, as on tmpfs).
+        const NOWAIT = 0x8;
+        /// `RWF_APPEND`: as `O_APPEND` for this write.
+        const APPEND = 0x10;
+        /// `RWF_NOAPPEND`: ignore `O_APPEND` for this write (Linux 6.9).
+        const NOAPPEND = 0x20;
+        /// `RWF_ATOMIC`: untorn writes (needs `O_DIRECT` and filesystem support: EOPNOTSUPP
+        /// on memfs, as on tmpfs).
+        const ATOMIC = 0x40;
+        /// `RWF_DONTCACHE`: drop the pages after the I/O (EOPNOTSUPP, as on tmpfs).
+        const DONTCACHE = 0x80;
+        /// `RWF_NOSIGNAL`: no SIGPIPE on EPIPE (there are no signals in-process).
+        const NOSIGNAL = 0x100;
+    }
+}
+
+/// `UIO_MAXIOV`: the most buffers one vectored call takes.
+pub const UIO_MAXIOV: usize = 1024;
+
 /// `lseek(2)` whence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Whence {

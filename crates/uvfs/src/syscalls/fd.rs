@@ -80,6 +80,10 @@ impl Task {
                 if file.is_path() {
                     return Err(Errno::EBADF);
                 }
+                // O_DIRECT only where the file can do it (`FMODE_CAN_ODIRECT`): regular files.
+                if new.contains(OpenFlags::DIRECT) && file.inode().file_type() != crate::abi::stat::FileType::Regular {
+                    return Err(Errno::EINVAL);
+                }
                 let old = file.flags();
                 // O_NOATIME is for the file's owner (or CAP_FOWNER), as at open.
                 if new.contains(OpenFlags::NOATIME)

@@ -150,6 +150,11 @@ pub enum Op {
     /// `fcntl(fd, cmd, arg)` with `F_DUPFD`, `F_DUPFD_CLOEXEC`, `F_GETFD`, `F_SETFD`,
     /// `F_GETFL` or `F_SETFL` (raw values).
     FcntlFd(i32, i32, i64),
+    // ---- vectored I/O (issue 13) ----
+    /// `preadv2(fd, buffers of these lengths, off, flags)` (`off` -1: the file position).
+    Preadv2(i32, Vec<usize>, i64, u32),
+    /// `pwritev2(fd, buffers of these lengths filled by `data`, off, flags)`.
+    Pwritev2(i32, Vec<usize>, i64, u32),
 }
 
 /// The `struct flock` of an `Op::Fcntl`: type, whence, start, length, pid.
@@ -265,6 +270,18 @@ pub enum Who {
 }
 
 /// The bytes `Write`/`Pwrite` of `n` bytes write (depends on `n` only).
+/// The buffers of a vectored write: `data` of the total length, cut at the lengths.
+pub fn vec_data(lens: &[usize]) -> Vec<Vec<u8>> {
+    let all = data(lens.iter().sum());
+    let mut at = 0;
+    lens.iter()
+        .map(|&n| {
+            at += n;
+            all[at - n..at].to_vec()
+        })
+        .collect()
+}
+
 pub fn data(n: usize) -> Vec<u8> {
     (0..n).map(|i| b'a' + ((i * 7 + n) % 26) as u8).collect()
 }
@@ -389,6 +406,25 @@ pub fn host_op(op: &Op) -> Out {
             Op::Write(fd, n) => {
                 let b = data(*n);
                 num(libc::syscall(libc::SYS_write, *fd, b.as_ptr(), *n))
+            }
+            Op::Preadv2(fd, lens, off, flags) => {
+                let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&n| vec![0u8; n]).collect();
+                let iov: Vec<libc::iovec> = bufs
+                    .iter_mut()
+                    .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
+                    .collect();
+                // The kernel's preadv2 takes the offset as two halves.
+                let r = libc::syscall(libc::SYS_preadv2, *fd, iov.as_ptr(), iov.len(), *off, *off >> 32, *flags);
+                if r < 0 {
+                    return Out::Err(errno());
+                }
+                Out::Bytes(bufs.concat()[..r as usize].to_vec())
+            }
+            Op::Pwritev2(fd, lens, off, flags) => {
+                let bufs: Vec<Vec<u8>> = vec_data(lens);
+                let iov: Vec<libc::iovec> =
+                    bufs.iter().map(|b| libc::iovec { iov_base: b.as_ptr() as *mut _, iov_len: b.len() }).collect();
+                num(libc::syscall(libc::SYS_pwritev2, *fd, iov.as_ptr(), iov.len(), *off, *off >> 32, *flags))
             }
             Op::Pwrite(fd, n, off) => {
                 let b = data(*n);
@@ -717,6 +753,17 @@ pub fn uvfs_op(t: &Task, op: &Op) -> Out {
             ures(t.pread(Fd(*fd), &mut buf, *off), |r| Out::Bytes(buf[..r].to_vec()))
         }
         Op::Write(fd, n) => ures(t.write(Fd(*fd), &data(*n)), |r| Out::Num(r as i64)),
+        Op::Preadv2(fd, lens, off, flags) => {
+            let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&n| vec![0u8; n]).collect();
+            let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+            let r = t.preadv2(Fd(*fd), &mut refs, *off, uvfs::RwfFlags::from_bits_retain(*flags));
+            ures(r, |r| Out::Bytes(bufs.concat()[..r].to_vec()))
+        }
+        Op::Pwritev2(fd, lens, off, flags) => {
+            let bufs = vec_data(lens);
+            let refs: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+            ures(t.pwritev2(Fd(*fd), &refs, *off, uvfs::RwfFlags::from_bits_retain(*flags)), |r| Out::Num(r as i64))
+        }
         Op::Pwrite(fd, n, off) => ures(t.pwrite(Fd(*fd), &data(*n), *off), |r| Out::Num(r as i64)),
         Op::Lseek(fd, off, w) => {
             if !(*off == 0 && *w == W::Set)
