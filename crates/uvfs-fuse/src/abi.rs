@@ -431,6 +431,15 @@ abi_structs! {
         pub mode: u32,
         pub padding: u32,
     }
+    pub struct LseekIn {
+        pub fh: u64,
+        pub offset: u64,
+        pub whence: u32,
+        pub padding: u32,
+    }
+    pub struct LseekOut {
+        pub offset: u64,
+    }
     pub struct CopyFileRangeIn {
         pub fh_in: u64,
         pub off_in: u64,
@@ -544,6 +553,8 @@ mod tests {
         assert_eq!(size_of::<Dirent>(), 24);
         assert_eq!(size_of::<DirentPlus>(), 152);
         assert_eq!(size_of::<CopyFileRangeIn>(), 56);
+        assert_eq!(size_of::<LseekIn>(), 24);
+        assert_eq!(size_of::<LseekOut>(), 8);
         assert_eq!(size_of::<LkIn>(), 48);
         assert_eq!(size_of::<LkOut>(), 24);
         assert_eq!(size_of::<UringEntInOut>(), 32);

@@ -128,6 +128,7 @@ pub enum Op<'a> {
     Destroy,
     Fallocate(abi::FallocateIn),
     CopyFileRange(abi::CopyFileRangeIn),
+    Lseek(abi::LseekIn),
     Getlk(abi::LkIn),
     /// SETLK (`sleep` false) and SETLKW (`sleep` true).
     Setlk {
@@ -282,6 +283,7 @@ pub fn decode<'a>(header: InHeader, fixed: Option<&'a [u8]>, rest: &'a [u8]) -> 
         opcode::DESTROY => Op::Destroy,
         opcode::FALLOCATE => Op::Fallocate(a.fixed()?),
         opcode::COPY_FILE_RANGE => Op::CopyFileRange(a.fixed()?),
+        opcode::LSEEK => Op::Lseek(a.fixed()?),
         opcode::GETLK => Op::Getlk(a.fixed()?),
         opcode::SETLK => Op::Setlk { arg: a.fixed()?, sleep: false },
         opcode::SETLKW => Op::Setlk { arg: a.fixed()?, sleep: true },

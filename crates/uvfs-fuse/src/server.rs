@@ -12,7 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use uvfs::{AccessMode, AtFlags, DirFd, Errno, File, Gid, OpenFlags, RenameFlags, Stat, Task, Uid, Whence};
+use uvfs::{
+    AccessMode, AtFlags, CopyRangeFlags, DirFd, Errno, FallocFlags, File, Gid, OpenFlags, RenameFlags, Stat, Task, Uid,
+    Whence,
+};
 
 use crate::abi::{self, Attr, FopenFlags, InHeader, InitFlags};
 use crate::ident::{Caller, DEFAULT_UMASK, Tasks};
@@ -564,6 +567,22 @@ impl Server {
                 let n = self.copy_file_range(h, c)?;
                 out.push(&abi::WriteOut { size: n as u32, padding: 0 })
             }
+            Op::Lseek(l) => {
+                let whence = match l.whence {
+                    0 => Whence::Set,
+                    1 => Whence::Cur,
+                    2 => Whence::End,
+                    3 => Whence::Data,
+                    4 => Whence::Hole,
+                    _ => return Err(Errno::EINVAL),
+                };
+                let fd = self.handle_file(l.fh)?;
+                let off = i64::try_from(l.offset).map_err(|_| Errno::ENXIO)?;
+                // The kernel sends only SEEK_DATA and SEEK_HOLE, and keeps the position
+                // itself: the handle's own position is not the caller's.
+                let at = self.task(h).lseek(&fd, off, whence)?;
+                out.push(&abi::LseekOut { offset: at })
+            }
             // The session answers these before they get here.
             Op::Init(_) | Op::Destroy | Op::Interrupt { .. } | Op::Forget { .. } | Op::BatchForget { .. } => {
                 Err(Errno::ENOSYS)
@@ -698,45 +717,47 @@ impl Server {
 
     fn fallocate(&self, h: &InHeader, f: &abi::FallocateIn) -> Result<()> {
         let fd = self.handle_file(f.fh)?;
-        let t = self.task(h);
-        let end = f.offset.checked_add(f.length).filter(|&e| e <= i64::MAX as u64).ok_or(Errno::EFBIG)?;
-        match f.mode {
-            // Allocation without holes: memfs allocates on write, so only the size moves.
-            0 => {
-                if end > t.fstat(&fd)?.size {
-                    t.ftruncate(&fd, end as i64)?;
-                }
-                Ok(())
-            }
-            // FALLOC_FL_KEEP_SIZE: nothing to reserve.
-            1 => Ok(()),
-            _ => Err(Errno::EOPNOTSUPP),
-        }
+        let off = i64::try_from(f.offset).map_err(|_| Errno::EINVAL)?;
+        let len = i64::try_from(f.length).map_err(|_| Errno::EINVAL)?;
+        self.task(h).fallocate(&fd, FallocFlags::from_bits_retain(f.mode), off, len)
     }
 
     fn copy_file_range(&self, h: &InHeader, c: &abi::CopyFileRangeIn) -> Result<usize> {
-        if c.flags != 0 {
-            return Err(Errno::EINVAL);
-        }
+        let flags = u32::try_from(c.flags).map_err(|_| Errno::EINVAL)?;
         let t = self.task(h);
-        let len = c.len.min(1 << 30) as usize;
-        let mut buf = vec![0u8; len.min(1 << 20)];
-        let mut done = 0usize;
         let (fin, fout) = (self.handle_file(c.fh_in)?, self.handle_file(c.fh_out)?);
-        while done < len {
-            let want = (len - done).min(buf.len());
-            let off_in = i64::try_from(c.off_in + done as u64).map_err(|_| Errno::EINVAL)?;
-            let n = t.pread(&fin, &mut buf[..want], off_in)?;
-            if n == 0 {
-                break;
+        let mut off_in = i64::try_from(c.off_in).map_err(|_| Errno::EINVAL)?;
+        let mut off_out = i64::try_from(c.off_out).map_err(|_| Errno::EINVAL)?;
+        // The kernel caps what the reply's 32-bit size can say.
+        let len = c.len.min(u64::from(u32::MAX) & !0xfff) as usize;
+        match t.copy_file_range(
+            &fin,
+            Some(&mut off_in),
+            &fout,
+            Some(&mut off_out),
+            len,
+            CopyRangeFlags::from_bits_retain(flags),
+        ) {
+            // Two uvfs filesystems under one FUSE mount are one filesystem to the kernel,
+            // which copies within one: so does the server, through a buffer.
+            Err(Errno::EXDEV) => {
+                let mut buf = vec![0u8; len.min(1 << 20)];
+                let mut done = 0usize;
+                while done < len {
+                    let want = (len - done).min(buf.len());
+                    let n = t.pread(&fin, &mut buf[..want], off_in + done as i64)?;
+                    if n == 0 {
+                        break;
+                    }
+                    let w = t.pwrite(&fout, &buf[..n], off_out + done as i64)?;
+                    done += w;
+                    if w < n {
+                        break;
+                    }
+                }
+                Ok(done)
             }
-            let off_out = i64::try_from(c.off_out + done as u64).map_err(|_| Errno::EFBIG)?;
-            let w = t.pwrite(&fout, &buf[..n], off_out)?;
-            done += w;
-            if w < n {
-                break;
-            }
+            r => r,
         }
-        Ok(done)
     }
 }

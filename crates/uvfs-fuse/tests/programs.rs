@@ -308,3 +308,28 @@ fn running_program_is_text_busy() {
         }
     }
 }
+
+/// Sparse files and copies through the mount as on tmpfs (issue 13): `fallocate(1)`
+/// (reserve, keep size, punch a hole), `cp --sparse=always` (which finds holes with
+/// `SEEK_DATA`/`SEEK_HOLE`), a plain `cp` (`copy_file_range`), sizes and blocks; the same
+/// script on a host tmpfs directory gives the same output.
+#[test]
+fn sparse_files_and_copies_as_on_tmpfs() {
+    require(&[("fallocate", "util-linux"), ("cp", "coreutils"), ("stat", "coreutils"), ("cmp", "diffutils")]);
+    let script = "yes abcdefgh | head -c 20000 > f
+        fallocate -l 16384 a && stat -c 'a %s %b' a
+        fallocate -n -o 16384 -l 8192 a && stat -c 'a keep %s %b' a
+        fallocate --punch-hole --offset 4096 --length 8192 f && stat -c 'f punched %s %b' f
+        od -An -c -j 4094 -N 4 f
+        cp --sparse=always f g && stat -c 'g %s %b' g && cmp f g
+        truncate -s 1M h && cp --sparse=always h i && stat -c 'i %s %b' i && cmp h i
+        cp f plain && stat -c 'plain %s %b' plain && cmp f plain
+        cp --reflink=never --sparse=never f full && stat -c 'full %s %b' full && cmp f full";
+    let shm = TempDir::new_in("/dev/shm", "sparse");
+    let expected = sh(shm.path(), script);
+    assert!(expected.contains("f punched 20000 24"), "tmpfs itself: {expected}");
+    let m = Mounted::new(MountOptions::default());
+    let dir = m.path().join("sparse");
+    std::fs::create_dir(&dir).unwrap();
+    assert_eq!(sh(&dir, script), expected);
+}

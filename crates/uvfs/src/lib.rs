@@ -32,8 +32,9 @@
 //! | `xattr.rs` | xattr names, namespaces, permission | `fs/xattr.c` | |
 //! | `fsnotify.rs`, `inotify.rs` | marks, the event hooks, [`Inotify`] | `fs/notify/` | marks on a mount or filesystem report paths (fanotify-like) |
 //! | `locks.rs` | an inode's file locks (`flock`, POSIX, OFD), made by its first lock; waits; deadlock detection | `fs/locks.c` | waits end on a deadline or an [`Interrupt`] (EINTR), no leases |
+//! | `pipe.rs` | the pipe of an open fifo (16 page slots, blocking and `O_NONBLOCK` rules) | `fs/pipe.c` | kept in the instance's table of open fifos, not in the inode; no signals: a blocking open waits for its partner |
 //!
-//! //! ## Lock order
+//! ## Lock order
 //! `rename_lock` (renames, mount changes; it holds the list of mounts) -> file position
 //! lock (`read`, `write`, `getdents` take it first, as Linux's `f_pos_lock`) -> directory
 //! locks (parent before child, a rename's two parents ancestor first) -> a file's data
@@ -42,9 +43,10 @@
 //! watches. An inode's lock context (file locks) is taken by the lock calls and by
 //! close holding nothing else, and under it the global wait-for edges of waiting POSIX
 //! requests. The fd table lock, a task's `fs_lock`, hostfs's name of a file and a lock
-//! interrupt's slot are leaves taken alone or last (a closed file is released after the
-//! fd table lock is dropped). Each lock's
-//! rank is part of its type, and debug builds (the test suite) panic on an acquisition out
+//! interrupt's slot, the table of open fifos and a pipe's buffer are leaves taken alone or
+//! last (a closed file is released after the fd table lock is dropped; a fifo's open, read
+//! and write wait with no guard and no other lock held). Each lock's rank is part of its
+//! type, and debug builds (the test suite) panic on an acquisition out
 //! of this order (`sync`). Every struct field says whether it is immutable, atomic, or
 //! protected by which lock.
 //!
@@ -126,13 +128,15 @@
 //! ## Limitations
 //! - No page cache and no `mmap`: memfs's pages are the file, hostfs reads and writes the
 //!   host file. Through the FUSE mount the kernel's page cache does this work.
-//! - Fifos, sockets and device nodes can be created, listed, renamed and removed, but not
-//!   opened in-process (ENXIO).
+//! - Sockets and device nodes can be created, listed, renamed and removed, but not opened
+//!   in-process (ENXIO). Fifos open as Linux's (`core/pipe.rs`); `F_SETPIPE_SZ` and
+//!   `splice` are not offered.
 //! - One mount namespace per instance: no mount propagation, `MS_MOVE` or `pivot_root`.
 //! - No leases, `F_NOTIFY` or mandatory locks (`fcntl` has the descriptor, status-flag and
-//!   lock commands), no `fallocate` beyond what the FUSE frontend maps to size changes,
-//!   `copy_file_range` or `statx` in-process yet. `RWF_NOWAIT`, `RWF_ATOMIC` and
-//!   `RWF_DONTCACHE` are EOPNOTSUPP on every filesystem, as on tmpfs.
+//!   lock commands). `fallocate` has tmpfs's modes (allocate, `KEEP_SIZE`, `PUNCH_HOLE`);
+//!   `copy_file_range` between superblocks is EXDEV (memfs shares pages copy-on-write
+//!   within one). `RWF_NOWAIT`, `RWF_ATOMIC` and `RWF_DONTCACHE` are EOPNOTSUPP on every
+//!   filesystem, as on tmpfs.
 //! - hostfs checks every cached name against the host before use unless told the host
 //!   does not change (`HostChanges::Never`): correct, and a system call per cached lookup.
 //! - A directory of a hostfs that changed on the host is not dropped from the cache while
@@ -165,12 +169,12 @@ pub use abi::config::{FastPaths, VfsConfig};
 pub use abi::cred::{Capabilities, Credentials, Gid, Uid};
 pub use abi::errno::{Errno, Result};
 pub use abi::flags::{
-    AccessMode, AtFlags, FcntlCmd, Fd, FdFlags, OpenFlags, OpenHow, RenameFlags, ResolveFlags, RwfFlags, TimeSpec,
-    Timespec, UIO_MAXIOV, Whence,
+    AccessMode, AtFlags, CopyRangeFlags, FallocFlags, FcntlCmd, Fd, FdFlags, MAX_RW_COUNT, OpenFlags, OpenHow,
+    RenameFlags, ResolveFlags, RwfFlags, TimeSpec, Timespec, UIO_MAXIOV, Whence,
 };
 pub use abi::limits;
 pub use abi::lock::{Flock, FlockOp, LockCmd};
-pub use abi::stat::{DevIno, FileType, Ino, Stat, StatFs, makedev};
+pub use abi::stat::{DevIno, FileType, Ino, Stat, StatFs, Statx, StatxAttrs, StatxMask, makedev};
 pub use core::acl::{Acl, AclEntry, AclTag, AclType};
 pub use core::dentry::Dentry;
 pub use core::file::{DirFd, File, FileRef};

@@ -59,6 +59,7 @@ impl Vfs {
                 dcache_lru: Default::default(),
                 shrink_retry_at: AtomicUsize::new(0),
                 next_pid: std::sync::atomic::AtomicI32::new(1),
+                fifos: Default::default(),
             }),
         })
     }

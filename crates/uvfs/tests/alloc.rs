@@ -6,14 +6,15 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use uvfs::{
-    AccessMode, Acl, AclEntry, AclTag, AclType, AtFlags, Credentials, DirFd, Errno, FastPaths, Gid, OpenFlags, Uid,
-    Vfs, VfsConfig,
+    AccessMode, Acl, AclEntry, AclTag, AclType, AtFlags, CopyRangeFlags, Credentials, DirFd, Errno, FastPaths, Gid,
+    OpenFlags, Uid, Vfs, VfsConfig,
 };
 
 struct Counting;
 
 thread_local! {
     static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    static BYTES: Cell<u64> = const { Cell::new(0) };
 }
 
 // SAFETY: forwards to the system allocator; the counter is thread-local and const-init, so
@@ -21,6 +22,7 @@ thread_local! {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        let _ = BYTES.try_with(|c| c.set(c.get() + l.size() as u64));
         // SAFETY: same contract as ours.
         unsafe { System.alloc(l) }
     }
@@ -30,6 +32,7 @@ unsafe impl GlobalAlloc for Counting {
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        let _ = BYTES.try_with(|c| c.set(c.get() + n as u64));
         // SAFETY: same contract as ours.
         unsafe { System.realloc(p, l, n) }
     }
@@ -40,6 +43,11 @@ static GLOBAL: Counting = Counting;
 
 fn allocs() -> u64 {
     ALLOCS.with(|c| c.get())
+}
+
+/// Bytes allocated on this thread so far (frees not subtracted).
+fn bytes() -> u64 {
+    BYTES.with(|c| c.get())
 }
 
 /// Counts allocations and lock acquisitions of `f` on this thread.
@@ -389,4 +397,48 @@ fn a_file_nobody_locks_pays_nothing_for_locks() {
         owner.close(fd).unwrap();
     });
     assert_eq!(l, 100 * 4, "open + close of a locked file");
+}
+
+/// memfs holes cost no memory, and a copy shares the source's pages until one of the
+/// files writes (issue 13): a 1 MiB `copy_file_range` allocates a few hundred bytes of
+/// page table, not 1 MiB; reads of a 1 TiB hole allocate nothing.
+#[test]
+fn copies_share_pages_and_holes_cost_nothing() {
+    let vfs = Vfs::new(VfsConfig::default());
+    let t = vfs.root_task();
+    let rw = OpenFlags::CREAT | OpenFlags::RDWR;
+    let src = t.openat(DirFd::Cwd, b"/src", rw, 0o644).unwrap();
+    let dst = t.openat(DirFd::Cwd, b"/dst", rw, 0o644).unwrap();
+    const MIB: usize = 1 << 20;
+    assert_eq!(t.pwrite(src, &vec![7u8; MIB], 0).unwrap(), MIB);
+
+    let b0 = bytes();
+    let (mut a, mut b) = (0i64, 0i64);
+    let n = t.copy_file_range(src, Some(&mut a), dst, Some(&mut b), MIB, CopyRangeFlags::empty()).unwrap();
+    let used = bytes() - b0;
+    assert_eq!((n, a, b), (MIB, MIB as i64, MIB as i64));
+    assert!(used < 64 * 1024, "a 1 MiB copy allocated {used} bytes");
+    assert_eq!(t.fstat(dst).unwrap().blocks, (MIB / 512) as u64, "the copy's blocks are counted as tmpfs");
+
+    // Writing either side unshares only that page.
+    let b0 = bytes();
+    assert_eq!(t.pwrite(dst, b"x", 4096).unwrap(), 1);
+    let used = bytes() - b0;
+    assert!((4096..3 * 4096).contains(&used), "unsharing one page allocated {used} bytes");
+    let mut buf = [0u8; 2];
+    t.pread(src, &mut buf, 4096).unwrap();
+    assert_eq!(buf, [7, 7], "the source kept its data");
+    t.pread(dst, &mut buf, 4096).unwrap();
+    assert_eq!(buf, [b'x', 7]);
+
+    // A hole: truncated to 1 TiB, read in the middle.
+    let b0 = bytes();
+    t.ftruncate(src, 1 << 40).unwrap();
+    let mut big = vec![1u8; 4096];
+    let before = bytes();
+    assert_eq!(t.pread(src, &mut big, 1 << 39).unwrap(), 4096);
+    assert!(big.iter().all(|&b| b == 0));
+    assert_eq!(bytes() - before, 0, "reading a hole allocates nothing");
+    assert!(bytes() - b0 < 8192, "a 1 TiB hole costs {} bytes", bytes() - b0);
+    assert_eq!(t.fstat(src).unwrap().blocks, (MIB / 512) as u64);
 }

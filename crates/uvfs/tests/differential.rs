@@ -10,9 +10,9 @@ use common::{D, GROUP, OTHER, Op, P, SUPP, T, Times, USER, W, Who, assert_same, 
 use proptest::prelude::*;
 
 use libc::{
-    AT_EACCESS, AT_EMPTY_PATH, AT_REMOVEDIR, AT_SYMLINK_FOLLOW, AT_SYMLINK_NOFOLLOW, O_APPEND, O_CREAT, O_DIRECTORY,
-    O_EXCL, O_NOFOLLOW, O_PATH, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFREG,
-    S_IFSOCK,
+    AT_EACCESS, AT_EMPTY_PATH, AT_REMOVEDIR, AT_SYMLINK_FOLLOW, AT_SYMLINK_NOFOLLOW, F_GETFL, O_APPEND, O_CREAT,
+    O_DIRECTORY, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_PATH, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY, S_IFCHR, S_IFDIR,
+    S_IFIFO, S_IFLNK, S_IFREG, S_IFSOCK,
 };
 
 const RENAME_NOREPLACE: u32 = 1;
@@ -217,7 +217,7 @@ fn op() -> BoxedStrategy<Op> {
         3 => (fd(), len()).prop_map(|(f, n)| Op::Write(f, n)),
         1 => (fd(), len(), off()).prop_map(|(f, n, o)| Op::Pread(f, n, o)),
         1 => (fd(), len(), off()).prop_map(|(f, n, o)| Op::Pwrite(f, n, o)),
-        2 => (fd(), prop::sample::select(vec![-10i64, -1, 0, 1, 7, 5000, i64::MAX]), prop::sample::select(vec![W::Set, W::Cur, W::End]))
+        3 => (fd(), prop::sample::select(vec![-10i64, -1, 0, 1, 7, 4096, 5000, i64::MAX]), prop::sample::select(vec![W::Set, W::Cur, W::End, W::Data, W::Hole]))
             .prop_map(|(f, o, w)| Op::Lseek(f, o, w)),
         2 => fd().prop_map(Op::Fstat),
         4 => (dirfd(), path(), nofollow_empty()).prop_map(|(d, p, f)| Op::Fstatat(d, p, f)),
@@ -256,7 +256,61 @@ fn op() -> BoxedStrategy<Op> {
         // fcntl's descriptor and status-flag commands (issue 13).
         2 => (fd(), fcntl_cmd()).prop_map(|(f, (c, a))| Op::FcntlFd(f, c, a)),
         2 => (fd(), prop::sample::select(vec![5, 6, 36, 37]), lock_range()).prop_map(|(f, c, l)| Op::Fcntl(f, c, l)),
+        // space, copies and statx (issue 13).
+        3 => (fd(), falloc_mode(), space_off(), space_len()).prop_map(|(f, m, o, l)| Op::Fallocate(f, m, o, l)),
+        3 => (fd(), copy_off(), fd(), copy_off(), copy_len(), prop::sample::select(vec![0u32, 0, 0, 1]))
+            .prop_map(|(a, oa, b, ob, l, fl)| Op::CopyFileRange(a, oa, b, ob, l, fl)),
+        2 => (fd(), fd(), copy_off(), copy_len()).prop_map(|(o, i, off, l)| Op::Sendfile(o, i, off, l)),
+        3 => (dirfd(), path(), at_flags(vec![0, 0, AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH, 0x2000, 0x4000, 0x6000, 0x1]), statx_mask())
+            .prop_map(|(d, p, f, m)| Op::Statx(d, p, f, m)),
     ]
+    .boxed()
+}
+
+/// A `fallocate` mode: tmpfs's (allocate, keep size, punch a hole), the ones it refuses,
+/// invalid combinations and an unknown bit.
+fn falloc_mode() -> BoxedStrategy<i32> {
+    prop::sample::select(vec![0, 0, 1, 1, 3, 3, 2, 0x10, 0x11, 0x8, 0x20, 0x40, 0x80, 0x4, 0x13, 0x100]).boxed()
+}
+
+/// Offsets around page boundaries, and invalid ones.
+fn space_off() -> BoxedStrategy<i64> {
+    prop::sample::select(vec![0i64, 0, 100, 4096, 5000, 8192, -1, i64::MAX - 10]).boxed()
+}
+
+/// Lengths around page boundaries, and invalid ones.
+fn space_len() -> BoxedStrategy<i64> {
+    prop::sample::select(vec![1i64, 100, 4096, 4096, 8000, 12288, 0, -1]).boxed()
+}
+
+/// A copy's offset: the file position (`None`), page-aligned ones (memfs shares pages
+/// there), unaligned and invalid ones.
+fn copy_off() -> BoxedStrategy<Option<i64>> {
+    prop::sample::select(vec![None, None, Some(0), Some(0), Some(4096), Some(100), Some(-1), Some(i64::MAX - 1)])
+        .boxed()
+}
+
+fn copy_len() -> BoxedStrategy<usize> {
+    prop::sample::select(vec![0usize, 1, 100, 4096, 8192, 10_000, usize::MAX]).boxed()
+}
+
+/// A `statx` mask: nothing, the basic stats, single fields, birth time, the mount ids,
+/// everything, the reserved bit.
+fn statx_mask() -> BoxedStrategy<u32> {
+    prop::sample::select(vec![
+        0u32,
+        0x7ff,
+        0x7ff,
+        0x1,
+        0x40,
+        0x800,
+        0xfff,
+        0x1000,
+        0x4000,
+        0x2000,
+        0x7fff_ffff,
+        0x8000_0000,
+    ])
     .boxed()
 }
 
@@ -812,4 +866,158 @@ fn io_at_the_largest_offsets() {
             ],
         );
     }
+}
+
+/// Sparse files and copies, step by step (issue 13): reserved pages read as zeros and are
+/// holes to `SEEK_DATA`, punched pages give their blocks back, copies share whole pages
+/// and copy the rest, a copied hole holds data; sizes, blocks and bytes as tmpfs.
+#[test]
+fn space_and_copies() {
+    let f = |n: i32| Op::Fstat(n);
+    same(
+        Who::Root,
+        &[
+            Op::Open(D::Cwd, p("f"), O_CREAT | O_RDWR, 0o644),
+            Op::Fallocate(0, 0, 0, 8192),
+            f(0),
+            Op::Lseek(0, 0, W::Data),
+            Op::Lseek(0, 0, W::Hole),
+            Op::Pread(0, 10, 0),
+            Op::Pwrite(0, 1, 4096),
+            Op::Lseek(0, 0, W::Data),
+            Op::Lseek(0, 4096, W::Hole),
+            Op::Fallocate(0, 1, 8192, 8192),
+            f(0),
+            Op::Lseek(0, 0, W::End),
+            Op::Fallocate(0, 2, 0, 4096),
+            Op::Fallocate(0, 3, 4000, 200),
+            Op::Pread(0, 300, 3990),
+            Op::Fallocate(0, 3, 4096, 4096),
+            f(0),
+            Op::Lseek(0, 0, W::Data),
+            Op::Ftruncate(0, 1),
+            f(0),
+            // A file of 3 pages and a bit, with a hole in its second page.
+            Op::Pwrite(0, 4097, 0),
+            Op::Pwrite(0, 5000, 8192),
+            Op::Fallocate(0, 3, 4096, 4096),
+            f(0),
+            Op::Open(D::Cwd, p("g"), O_CREAT | O_RDWR, 0o644),
+            Op::CopyFileRange(0, Some(0), 1, Some(0), 1 << 20, 0),
+            f(1),
+            Op::Pread(1, 20_000, 0),
+            Op::Lseek(1, 0, W::Hole),
+            // Unaligned, and into the middle of what is there.
+            Op::CopyFileRange(0, Some(100), 1, Some(4096), 5000, 0),
+            Op::Pread(1, 20_000, 0),
+            f(1),
+            // Through the positions, and within one file (no overlap).
+            Op::Lseek(0, 4096, W::Set),
+            Op::CopyFileRange(0, None, 1, None, 4096, 0),
+            Op::Lseek(0, 0, W::Cur),
+            Op::Lseek(1, 0, W::Cur),
+            Op::CopyFileRange(1, Some(0), 1, Some(16384), 4096, 0),
+            Op::CopyFileRange(1, Some(0), 1, Some(100), 4096, 0),
+            Op::Pread(1, 30_000, 0),
+            f(1),
+            // Writing the copy leaves the source as it was.
+            Op::Pwrite(1, 10, 0),
+            Op::Pread(0, 20, 0),
+            Op::Pread(1, 20, 0),
+            Op::Sendfile(1, 0, Some(4000), 200),
+            Op::Sendfile(1, 0, None, 10_000),
+            Op::Lseek(0, 0, W::Cur),
+            Op::Lseek(1, 0, W::Cur),
+            Op::Pread(1, 30_000, 0),
+            f(1),
+            Op::Open(D::Cwd, p("h"), O_CREAT | O_WRONLY | O_APPEND, 0o644),
+            Op::CopyFileRange(0, Some(0), 2, Some(0), 10, 0),
+            Op::Sendfile(2, 0, Some(0), 10),
+            Op::Open(D::Cwd, p("."), O_RDONLY, 0),
+            Op::CopyFileRange(3, Some(0), 1, Some(0), 10, 0),
+            Op::Fallocate(3, 0, 0, 10),
+            Op::Statx(D::Cwd, p("f"), 0, 0xfff),
+            Op::Statx(D::Cwd, p("/"), 0, 0x7ff),
+        ],
+    );
+}
+
+/// Fifos opened in-process (issue 13), without blocking: opens on each side of a pipe,
+/// `ENXIO` for a writer without readers, data in order, `EAGAIN` when empty or full (the
+/// 16-slot buffer with small writes merged), EOF without writers, `EPIPE` without readers,
+/// `ESPIPE` for positioned calls, no `fsync`; what is in a pipe goes with its last close.
+#[test]
+fn fifos() {
+    let nb = O_NONBLOCK;
+    same(
+        Who::Root,
+        &[
+            Op::Mknodat(D::Cwd, p("fifo"), S_IFIFO | 0o644, 0),
+            Op::Open(D::Cwd, p("fifo"), O_WRONLY | nb, 0),
+            Op::Open(D::Cwd, p("fifo"), O_RDONLY | nb, 0),
+            Op::Open(D::Cwd, p("fifo"), O_WRONLY | nb, 0),
+            Op::Read(0, 10),
+            Op::Write(1, 10),
+            Op::Write(1, 0),
+            Op::Read(0, 4),
+            Op::Preadv2(0, vec![2, 3, 100], -1, 0),
+            Op::Read(0, 10),
+            Op::Fstat(1),
+            Op::Lseek(0, 0, W::Cur),
+            Op::Pread(0, 1, 0),
+            Op::Pwrite(1, 1, 0),
+            Op::Preadv2(0, vec![1], 0, 0),
+            Op::Fsync(1),
+            Op::Ftruncate(1, 0),
+            // Fill it: 1-byte writes share a slot, 5000-byte ones take two and merge their
+            // 904-byte remainder where it fits.
+            Op::Write(1, 1),
+            Op::Write(1, 5000),
+            Op::Write(1, 5000),
+            Op::Write(1, 5000),
+            Op::Write(1, 5000),
+            Op::Write(1, 5000),
+            Op::Write(1, 5000),
+            Op::Write(1, 5000),
+            Op::Write(1, 5000),
+            Op::Write(1, 100),
+            Op::Write(1, 4096),
+            Op::Pwritev2(1, vec![10, 10], -1, 0),
+            Op::Read(0, 70_000),
+            Op::Read(0, 70_000),
+            Op::Write(1, 100_000),
+            Op::Read(0, 100),
+            Op::Write(1, 4000),
+            Op::Write(1, 100),
+            Op::Read(0, 200_000),
+            // No writer: end of file, once read out.
+            Op::Write(1, 3),
+            Op::Close(1),
+            Op::Read(0, 1),
+            Op::Read(0, 10),
+            Op::Read(0, 10),
+            // No reader: EPIPE, and a non-blocking writer cannot open.
+            Op::Open(D::Cwd, p("fifo"), O_RDWR, 0),
+            Op::Close(0),
+            Op::Write(1, 3),
+            Op::Close(1),
+            Op::Open(D::Cwd, p("fifo"), O_WRONLY | nb, 0),
+            // A reader and writer in one: data discarded at its last close.
+            Op::Open(D::Cwd, p("fifo"), O_RDWR, 0),
+            Op::Write(0, 7),
+            Op::Dup(0),
+            Op::Close(0),
+            Op::Read(1, 3),
+            Op::Close(1),
+            Op::Open(D::Cwd, p("fifo"), O_RDWR, 0),
+            Op::Read(0, 10),
+            Op::FcntlFd(0, F_GETFL, 0),
+            Op::Open(D::Cwd, p("fifo"), O_PATH, 0),
+            Op::Read(1, 1),
+            Op::Statx(D::Cwd, p("fifo"), 0, 0x7ff),
+            Op::Getdents(0),
+            Op::CopyFileRange(0, None, 0, None, 10, 0),
+            Op::Fallocate(0, 0, 0, 10),
+        ],
+    );
 }

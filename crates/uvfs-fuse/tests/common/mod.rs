@@ -34,12 +34,14 @@ pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
+        TempDir::new_in(std::env::temp_dir(), tag)
+    }
+
+    /// A temporary directory under `base` (a tmpfs such as `/dev/shm`, to compare with).
+    pub fn new_in(base: impl AsRef<Path>, tag: &str) -> TempDir {
         static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "uvfs-fuse-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
+        let p =
+            base.as_ref().join(format!("uvfs-fuse-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)

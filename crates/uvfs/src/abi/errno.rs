@@ -62,6 +62,7 @@ errnos! {
     ESPIPE = 29, "Illegal seek";
     EROFS = 30, "Read-only file system";
     EMLINK = 31, "Too many links";
+    EPIPE = 32, "Broken pipe";
     ERANGE = 34, "Numerical result out of range";
     EDEADLK = 35, "Resource deadlock avoided";
     ENAMETOOLONG = 36, "File name too long";

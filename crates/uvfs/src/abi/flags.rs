@@ -65,6 +65,10 @@ bitflags! {
         const SYMLINK_FOLLOW = 0x400;
         const NO_AUTOMOUNT = 0x800;
         const EMPTY_PATH = 0x1000;
+        /// `AT_STATX_FORCE_SYNC` (`statx`): what the filesystem has is already current.
+        const STATX_FORCE_SYNC = 0x2000;
+        /// `AT_STATX_DONT_SYNC` (`statx`): as above.
+        const STATX_DONT_SYNC = 0x4000;
     }
 }
 
@@ -157,6 +161,37 @@ bitflags! {
     }
 }
 
+bitflags! {
+    /// `fallocate(2)` modes (`FALLOC_FL_*`). The low bits choose the operation (none:
+    /// allocate), `KEEP_SIZE` modifies allocation and is required by `PUNCH_HOLE`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct FallocFlags: u32 {
+        /// `FALLOC_FL_KEEP_SIZE`: allocate past the end without moving the size.
+        const KEEP_SIZE = 0x01;
+        /// `FALLOC_FL_PUNCH_HOLE`: free the range (reads give zeros); with `KEEP_SIZE`.
+        const PUNCH_HOLE = 0x02;
+        /// `FALLOC_FL_COLLAPSE_RANGE` (EOPNOTSUPP on memfs, as on tmpfs).
+        const COLLAPSE_RANGE = 0x08;
+        /// `FALLOC_FL_ZERO_RANGE` (EOPNOTSUPP on memfs, as on tmpfs).
+        const ZERO_RANGE = 0x10;
+        /// `FALLOC_FL_INSERT_RANGE` (EOPNOTSUPP on memfs, as on tmpfs).
+        const INSERT_RANGE = 0x20;
+        /// `FALLOC_FL_UNSHARE_RANGE` (EOPNOTSUPP on memfs, as on tmpfs).
+        const UNSHARE_RANGE = 0x40;
+        /// `FALLOC_FL_WRITE_ZEROES` (Linux 6.17; EOPNOTSUPP on memfs, as on tmpfs).
+        const WRITE_ZEROES = 0x80;
+    }
+}
+
+bitflags! {
+    /// `copy_file_range(2)` flags: Linux defines none for callers (any bit is EINVAL).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct CopyRangeFlags: u32 {}
+}
+
+/// `MAX_RW_COUNT`: the most one read, write or copy moves (`INT_MAX & PAGE_MASK`).
+pub const MAX_RW_COUNT: usize = 0x7fff_f000;
+
 /// `UIO_MAXIOV`: the most buffers one vectored call takes.
 pub const UIO_MAXIOV: usize = 1024;
 
@@ -169,6 +204,10 @@ pub enum Whence {
     Cur,
     /// `SEEK_END`
     End,
+    /// `SEEK_DATA`: the first byte of data at or after the offset (ENXIO past it).
+    Data,
+    /// `SEEK_HOLE`: the first hole at or after the offset (the end of the file counts).
+    Hole,
 }
 
 /// A time argument of `utimensat(2)`.

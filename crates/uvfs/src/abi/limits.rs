@@ -27,3 +27,6 @@ pub const XATTR_SIZE_MAX: usize = 65536;
 
 /// Largest list `listxattr` returns (`XATTR_LIST_MAX`).
 pub const XATTR_LIST_MAX: usize = 65536;
+
+/// `PIPE_BUF`: a write to a fifo of at most this many bytes is atomic.
+pub const PIPE_BUF: usize = 4096;

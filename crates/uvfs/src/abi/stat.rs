@@ -168,3 +168,86 @@ pub const fn makedev(major: u32, minor: u32) -> u64 {
 }
 
 // ---- fstatat, readlinkat (Linux's fs/stat.c) ----
+
+bitflags::bitflags! {
+    /// `statx(2)`'s mask (`STATX_*`): which fields a caller asks for and which the answer
+    /// fills.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct StatxMask: u32 {
+        /// `STATX_TYPE`
+        const TYPE = 0x1;
+        /// `STATX_MODE`
+        const MODE = 0x2;
+        /// `STATX_NLINK`
+        const NLINK = 0x4;
+        /// `STATX_UID`
+        const UID = 0x8;
+        /// `STATX_GID`
+        const GID = 0x10;
+        /// `STATX_ATIME`
+        const ATIME = 0x20;
+        /// `STATX_MTIME`
+        const MTIME = 0x40;
+        /// `STATX_CTIME`
+        const CTIME = 0x80;
+        /// `STATX_INO`
+        const INO = 0x100;
+        /// `STATX_SIZE`
+        const SIZE = 0x200;
+        /// `STATX_BLOCKS`
+        const BLOCKS = 0x400;
+        /// `STATX_BASIC_STATS`: everything `stat(2)` gives.
+        const BASIC_STATS = 0x7ff;
+        /// `STATX_BTIME`: birth time.
+        const BTIME = 0x800;
+        /// `STATX_MNT_ID`: the mount's id.
+        const MNT_ID = 0x1000;
+        /// `STATX_DIOALIGN` (never filled: no direct I/O).
+        const DIOALIGN = 0x2000;
+        /// `STATX_MNT_ID_UNIQUE`: the mount's 64-bit id, never reused.
+        const MNT_ID_UNIQUE = 0x4000;
+        /// Bits Linux may define later: ignored, as Linux ignores them.
+        const _ = 0x7fff_ffff;
+    }
+}
+
+impl StatxMask {
+    /// `STATX__RESERVED`: a caller setting it gets EINVAL.
+    pub const RESERVED: u32 = 0x8000_0000;
+}
+
+bitflags::bitflags! {
+    /// `statx(2)`'s attributes (`STATX_ATTR_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct StatxAttrs: u64 {
+        /// `STATX_ATTR_IMMUTABLE` (the `i` file flag).
+        const IMMUTABLE = 0x10;
+        /// `STATX_ATTR_APPEND` (the `a` file flag).
+        const APPEND = 0x20;
+        /// `STATX_ATTR_NODUMP` (the `d` file flag).
+        const NODUMP = 0x40;
+        /// `STATX_ATTR_AUTOMOUNT`
+        const AUTOMOUNT = 0x1000;
+        /// `STATX_ATTR_MOUNT_ROOT`: the path is the root of its mount.
+        const MOUNT_ROOT = 0x2000;
+        /// `STATX_ATTR_DAX`
+        const DAX = 0x20_0000;
+    }
+}
+
+/// Linux `struct statx`, the fields uvfs fills (no direct-I/O alignments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Statx {
+    /// What is filled: the basic stats, then what was asked for and is known.
+    pub mask: StatxMask,
+    /// The `stat(2)` fields (the times that are not in `mask` are still the inode's).
+    pub stat: Stat,
+    /// Birth time (with [`StatxMask::BTIME`]).
+    pub btime: Timespec,
+    /// Attributes of the file.
+    pub attributes: StatxAttrs,
+    /// Which attributes this filesystem can report.
+    pub attributes_mask: StatxAttrs,
+    /// The mount's id (`STATX_MNT_ID`, or the unique one with `STATX_MNT_ID_UNIQUE`).
+    pub mnt_id: u64,
+}

@@ -94,6 +94,9 @@ pub struct File {
     /// the close: at the last close of its descriptors, or when the last `Arc` of a file
     /// held outside any table goes.
     announced: AtomicBool,
+    /// Set once at open, before the file is shared: the pipe of a fifo, which this file
+    /// joined as reader and/or writer (its access mode) and leaves at its release.
+    pub(crate) pipe: Option<Arc<crate::core::pipe::Pipe>>,
 }
 
 impl File {
@@ -145,6 +148,7 @@ impl File {
             pos: Mutex::new(0),
             counted: AtomicBool::new(true),
             announced: AtomicBool::new(false),
+            pipe: None,
         })
     }
 
@@ -163,6 +167,9 @@ impl File {
     /// deleted now if this was its last open.
     fn put_counts(&self, fast: crate::abi::config::FastPaths, guard: &crate::sync::rcu::LocalGuard<'_>) {
         if self.counted.swap(false, Ordering::AcqRel) {
+            if let Some(p) = &self.pipe {
+                p.release(self.flags().readable(), self.flags().writable());
+            }
             if !self.is_path() {
                 self.inode.sb().fs().release(&self.inode);
             }

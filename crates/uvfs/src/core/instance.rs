@@ -47,6 +47,8 @@ pub(crate) struct VfsInner {
     /// Atomic: the pid the next process ([`Task`](crate::Task) made by `Vfs::task` or
     /// `fork`) gets; the first is 1.
     pub(crate) next_pid: std::sync::atomic::AtomicI32,
+    /// The pipes of the fifos open in this instance.
+    pub(crate) fifos: crate::core::pipe::Fifos,
 }
 
 impl Drop for VfsInner {

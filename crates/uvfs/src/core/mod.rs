@@ -19,5 +19,6 @@ pub(crate) mod mount;
 pub(crate) mod namespace;
 pub(crate) mod path;
 pub(crate) mod permission;
+pub(crate) mod pipe;
 pub(crate) mod superblock;
 pub(crate) mod xattr;

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::{RenameFlags, Timespec};
-use crate::abi::stat::StatFs;
+use crate::abi::flags::{FallocFlags, RenameFlags, Timespec};
+use crate::abi::stat::{StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclType};
 use crate::core::inode::Inode;
 use crate::core::xattr::XattrFlags;
@@ -167,6 +167,36 @@ pub trait FileSystem: Send + Sync + 'static {
     /// descriptions (Linux holds the inode lock for this). Returns where the data went
     /// and how many bytes were written, and updates size/blocks in the inode.
     fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)>;
+    /// `fallocate`: allocates (`mode` empty or `KEEP_SIZE`) or frees (`PUNCH_HOLE |
+    /// KEEP_SIZE`) the byte range `off..off + len` of a regular file, and updates size and
+    /// blocks in the inode; the VFS has checked the mode, the descriptor and the range,
+    /// and updates the times. EOPNOTSUPP for what the filesystem cannot do.
+    fn fallocate(&self, _inode: &Inode, _mode: FallocFlags, _off: u64, _len: u64) -> Result<()> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// `SEEK_DATA` (`hole` false) or `SEEK_HOLE` (`hole` true) from `off`, which is below
+    /// the size: the first offset of data or of a hole at or after it (ENXIO: no data).
+    /// The default is Linux's generic answer: all data, and a hole at the end.
+    fn seek_hole_data(&self, inode: &Inode, off: u64, hole: bool) -> Result<u64> {
+        Ok(if hole { inode.size() } else { off })
+    }
+    /// Copies `len` bytes from `src` at `src_off` to `dst` (of the same filesystem) at
+    /// `dst_off` without the data passing through the caller (`->copy_file_range`,
+    /// `->remap_file_range`): returns the bytes copied and updates size and blocks of
+    /// `dst`. The VFS has clamped `len` to the source's size and checked the ranges;
+    /// EOPNOTSUPP makes it copy through a buffer.
+    fn copy_range(&self, _src: &Inode, _src_off: u64, _dst: &Inode, _dst_off: u64, _len: u64) -> Result<u64> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// `statx`'s attributes of the inode (its file flags), and which of them the
+    /// filesystem can report.
+    fn statx_attributes(&self, _inode: &Inode) -> (StatxAttrs, StatxAttrs) {
+        (StatxAttrs::empty(), StatxAttrs::empty())
+    }
+    /// Birth time of the inode, if the filesystem records one (`statx`'s `STATX_BTIME`).
+    fn btime(&self, _inode: &Inode) -> Option<Timespec> {
+        None
+    }
     /// Lists a directory from `cursor` (only for filesystems that are not dcache-complete).
     fn readdir(&self, _dir: &Inode, _cursor: u64, _out: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
         Err(Errno::ENOTDIR)
@@ -271,6 +301,10 @@ pub struct RenameReq<'a> {
     pub target: Option<&'a Inode>,
     /// `RENAME_*` flags.
     pub flags: RenameFlags,
+    /// With `RENAME_WHITEOUT` on a filesystem that makes the whiteout itself (not
+    /// dcache-complete): the owner (uid, gid) the whiteout gets, the caller's as for any
+    /// new node.
+    pub whiteout_owner: Option<(u32, u32)>,
 }
 
 static NEXT_DEV: AtomicU64 = AtomicU64::new(1);

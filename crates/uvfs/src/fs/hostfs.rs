@@ -78,7 +78,7 @@ use self::filecache::{FileCache, HostFd, Slot};
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::Timespec;
 use crate::abi::stat::{DevIno, Ino};
-use crate::abi::stat::{FileType, StatFs};
+use crate::abi::stat::{FileType, StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclInit, AclType};
 use crate::core::inode::{Inode, NewInode};
 use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
@@ -1070,6 +1070,11 @@ impl FileSystem for HostFs {
             rustix::fs::RenameFlags::from_bits_retain(r.flags.bits()),
         )
         .map_err(host)?;
+        if let Some((uid, gid)) = r.whiteout_owner {
+            // The host made the whiteout as uvfs's user: it is the caller's.
+            let (uid, gid) = (rustix::fs::Uid::from_raw(uid), rustix::fs::Gid::from_raw(gid));
+            let _ = rustix::fs::chownat(&ofd, old_name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW);
+        }
         // The new names, which a closed descriptor is reopened by.
         let moved = |inode: &Inode, from: (&Arc<HostDir>, &[u8]), to: (&Arc<HostDir>, &[u8])| match &node(inode).dir {
             Some(d) => d.set_loc(to.0, to.1),
@@ -1219,6 +1224,60 @@ impl FileSystem for HostFs {
             }
         }
         Ok(())
+    }
+
+    fn fallocate(&self, inode: &Inode, mode: crate::abi::flags::FallocFlags, off: u64, len: u64) -> Result<()> {
+        // The host filesystem decides what it supports (its EOPNOTSUPP passes through).
+        let mode = rustix::fs::FallocateFlags::from_bits_retain(mode.bits());
+        rustix::fs::fallocate(&self.io(inode)?, mode, off, len).map_err(host)?;
+        self.refresh(inode)
+    }
+
+    fn seek_hole_data(&self, inode: &Inode, off: u64, hole: bool) -> Result<u64> {
+        let how = if hole { rustix::fs::SeekFrom::Hole(off) } else { rustix::fs::SeekFrom::Data(off) };
+        // A descriptor of its own would do; the pinned I/O one has no position anyone
+        // else relies on (every read and write is positioned).
+        rustix::fs::seek(&self.io(inode)?, how).map_err(host)
+    }
+
+    fn copy_range(&self, src: &Inode, src_off: u64, dst: &Inode, dst_off: u64, len: u64) -> Result<u64> {
+        let (from, to) = (self.io(src)?, self.io(dst)?);
+        let (mut a, mut b) = (src_off, dst_off);
+        let n = loop {
+            match rustix::fs::copy_file_range(&from, Some(&mut a), &to, Some(&mut b), len as usize) {
+                Err(rustix::io::Errno::INTR) => continue,
+                // Across host filesystems, or not offered: uvfs copies through a buffer.
+                Err(rustix::io::Errno::XDEV | rustix::io::Errno::NOSYS | rustix::io::Errno::OPNOTSUPP) => {
+                    return Err(Errno::EOPNOTSUPP);
+                }
+                r => break r.map_err(host)?,
+            }
+        };
+        self.refresh(dst)?;
+        Ok(n as u64)
+    }
+
+    fn statx_attributes(&self, inode: &Inode) -> (StatxAttrs, StatxAttrs) {
+        // The host file's own (its file flags); whether it is a mount root is uvfs's.
+        let st = self.with_fd(inode, |fd| {
+            rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, rustix::fs::StatxFlags::empty()).map_err(host)
+        });
+        let Ok(st) = st else { return (StatxAttrs::empty(), StatxAttrs::empty()) };
+        let own = !(StatxAttrs::MOUNT_ROOT).bits();
+        (
+            StatxAttrs::from_bits_retain(st.stx_attributes.bits() & own),
+            StatxAttrs::from_bits_retain(st.stx_attributes_mask.bits() & own),
+        )
+    }
+
+    fn btime(&self, inode: &Inode) -> Option<Timespec> {
+        let st = self
+            .with_fd(inode, |fd| {
+                rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, rustix::fs::StatxFlags::BTIME).map_err(host)
+            })
+            .ok()?;
+        (st.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0)
+            .then_some(Timespec { sec: st.stx_btime.tv_sec, nsec: st.stx_btime.tv_nsec })
     }
 
     fn fsync(&self, inode: &Inode) -> Result<()> {

@@ -6,7 +6,11 @@
 //! it, and it only accounts link counts, sizes and times the way tmpfs reports them
 //! (directory size 20 bytes per entry plus 40; symlinks of 128 bytes or more take a page).
 //! File contents are sparse 4 KiB pages, so `truncate` to a huge size costs nothing and
-//! `st_blocks` counts pages as tmpfs does. Size and inode limits give ENOSPC and are what
+//! `st_blocks` counts pages as tmpfs does. A page is shared copy-on-write: by
+//! `copy_file_range` between files (so a copy costs no memory until written), and every
+//! page of zeros a copy makes is one shared page. `fallocate` reserves pages that hold no
+//! memory until written (they read as zeros and are holes to `SEEK_DATA`, as tmpfs's
+//! not-uptodate folios); `PUNCH_HOLE` frees them. Size and inode limits give ENOSPC and are what
 //! `statfs` reports: by default tmpfs's (half of RAM, and as many inodes as half of RAM
 //! has pages), 0 for unlimited, as tmpfs's `size=` and `nr_inodes=`.
 //!
@@ -22,8 +26,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::Timespec;
-use crate::abi::stat::{FileType, S_IFMT, StatFs};
+use crate::abi::flags::{FallocFlags, Timespec};
+use crate::abi::stat::{FileType, S_IFMT, StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclInit, AclType};
 use crate::core::inode::{Inode, NewInode};
 use crate::core::superblock::{CreateArgs, FileSystem, RenameReq, SuperBlock, WriteAt};
@@ -121,10 +125,36 @@ pub struct MemFs {
     usage: Arc<Usage>,
 }
 
+/// The bytes of one page, shared copy-on-write between files (`Arc::make_mut` before a
+/// write).
+type PageData = Arc<[u8; PAGE as usize]>;
+
+/// A page of a file: `None` is reserved by `fallocate` and never written (no memory, reads
+/// as zeros, a hole to `SEEK_DATA`).
+type Page = Option<PageData>;
+
+/// A page of zeros, allocated without being written by the CPU (`calloc`).
+fn zeroed_page() -> PageData {
+    // SAFETY: an all-zero byte array is a valid `[u8; N]`.
+    unsafe { Arc::<[u8; PAGE as usize]>::new_zeroed().assume_init() }
+}
+
+/// The one page of zeros every copied hole shares (copy-on-write like any page).
+fn zero_page() -> PageData {
+    static ZERO: std::sync::OnceLock<PageData> = std::sync::OnceLock::new();
+    ZERO.get_or_init(zeroed_page).clone()
+}
+
+/// The bytes of page `idx` to write to: allocated or unshared first.
+fn page_mut(pages: &mut BTreeMap<u64, Page>, idx: u64) -> &mut [u8; PAGE as usize] {
+    let slot = pages.entry(idx).or_insert(None);
+    Arc::make_mut(slot.get_or_insert_with(zeroed_page))
+}
+
 /// Per-inode private data.
 enum Node {
     /// Regular file contents: page index -> page. Leaf lock.
-    File(RwLock<BTreeMap<u64, Box<[u8; PAGE as usize]>>, { crate::sync::rank::FILE_DATA }>),
+    File(RwLock<BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }>),
     /// Symlink body (the filesystem's own copy; the inode caches one too).
     Link(Box<[u8]>),
     /// Directories and special files carry nothing.
@@ -144,6 +174,8 @@ struct MemNode {
     usage: Arc<Usage>,
     /// Atomic: the space was given back (evict), so the final drop must not again.
     evicted: AtomicBool,
+    /// Immutable: birth time (tmpfs's `i_crtime`, `statx`'s `STATX_BTIME`).
+    btime: Timespec,
 }
 
 impl MemNode {
@@ -231,6 +263,7 @@ impl MemFs {
             acls: Mutex::new([args.acl.clone(), args.default_acl.clone()]),
             usage: self.usage.clone(),
             evicted: AtomicBool::new(false),
+            btime: now,
         };
         Ok(Inode::new(sb, n, Box::new(mem)))
     }
@@ -272,6 +305,33 @@ impl MemFs {
 
     fn touch_ctime(inode: &Inode, now: Timespec) {
         inode.update(|w| w.set_ctime(now));
+    }
+
+    /// Charges the pages of `range` that `pages` does not have yet to the size limit:
+    /// ENOSPC, with nothing charged, when they do not fit.
+    fn reserve_pages(&self, pages: &BTreeMap<u64, Page>, range: std::ops::Range<u64>) -> Result<u64> {
+        let new = range.filter(|i| !pages.contains_key(i)).count() as u64;
+        if new > 0 {
+            let used = self.usage.pages.fetch_add(new, Ordering::Relaxed) + new;
+            if self.max_bytes.is_some_and(|m| used > m / PAGE) {
+                self.usage.pages.fetch_sub(new, Ordering::Relaxed);
+                return Err(Errno::ENOSPC);
+            }
+        }
+        Ok(new)
+    }
+
+    /// Sets size (at least `end`, unless `keep_size`) and blocks after pages changed.
+    fn set_extent(inode: &Inode, pages: &BTreeMap<u64, Page>, end: Option<u64>) {
+        let blocks = pages.len() as u64 * (PAGE / 512);
+        inode.update(|w| {
+            if let Some(end) = end
+                && end > w.get().size
+            {
+                w.set_size(end);
+            }
+            w.set_blocks(blocks);
+        });
     }
 }
 
@@ -399,9 +459,9 @@ impl FileSystem for MemFs {
             let dropped = pages.split_off(&keep);
             self.usage.pages.fetch_sub(dropped.len() as u64, Ordering::Relaxed);
             if !size.is_multiple_of(PAGE)
-                && let Some(p) = pages.get_mut(&(size / PAGE))
+                && let Some(Some(p)) = pages.get_mut(&(size / PAGE))
             {
-                p[(size % PAGE) as usize..].fill(0);
+                Arc::make_mut(p)[(size % PAGE) as usize..].fill(0);
             }
         }
         let blocks = pages.len() as u64 * (PAGE / 512);
@@ -426,8 +486,8 @@ impl FileSystem for MemFs {
             let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
             let chunk = (n - done).min(PAGE as usize - in_page);
             match pages.get(&idx) {
-                Some(p) => buf[done..done + chunk].copy_from_slice(&p[in_page..in_page + chunk]),
-                None => buf[done..done + chunk].fill(0),
+                Some(Some(p)) => buf[done..done + chunk].copy_from_slice(&p[in_page..in_page + chunk]),
+                _ => buf[done..done + chunk].fill(0),
             }
             done += chunk;
         }
@@ -446,21 +506,13 @@ impl FileSystem for MemFs {
         }
         let end = off.checked_add(buf.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or(Errno::EFBIG)?;
         // Reserve the new pages first so a full filesystem fails before anything changes.
-        let new_pages = (off / PAGE..end.div_ceil(PAGE)).filter(|i| !pages.contains_key(i)).count() as u64;
-        if new_pages > 0 {
-            let used = self.usage.pages.fetch_add(new_pages, Ordering::Relaxed) + new_pages;
-            if self.max_bytes.is_some_and(|m| used > m / PAGE) {
-                self.usage.pages.fetch_sub(new_pages, Ordering::Relaxed);
-                return Err(Errno::ENOSPC);
-            }
-        }
+        self.reserve_pages(&pages, off / PAGE..end.div_ceil(PAGE))?;
         let mut done = 0;
         while done < buf.len() {
             let pos = off + done as u64;
             let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
             let chunk = (buf.len() - done).min(PAGE as usize - in_page);
-            let page = pages.entry(idx).or_insert_with(|| Box::new([0u8; PAGE as usize]));
-            page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
+            page_mut(&mut pages, idx)[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
             done += chunk;
         }
         let blocks = pages.len() as u64 * (PAGE / 512);
@@ -472,6 +524,98 @@ impl FileSystem for MemFs {
             w.set_blocks(blocks);
         });
         Ok((off, buf.len()))
+    }
+
+    fn fallocate(&self, inode: &Inode, mode: FallocFlags, off: u64, len: u64) -> Result<()> {
+        let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::ENODEV) };
+        let end = off + len;
+        let mut pages = pages.write();
+        if mode == FallocFlags::PUNCH_HOLE | FallocFlags::KEEP_SIZE {
+            // `shmem_truncate_range`: whole pages are freed, the edges zeroed in place.
+            let (first, last) = (off.div_ceil(PAGE), end / PAGE);
+            for (edge, from, to) in [(off / PAGE, off, end.min((off / PAGE + 1) * PAGE)), (last, last * PAGE, end)] {
+                let whole = from == edge * PAGE && to == (edge + 1) * PAGE;
+                if from < to
+                    && !whole
+                    && let Some(Some(p)) = pages.get_mut(&edge)
+                {
+                    Arc::make_mut(p)[(from - edge * PAGE) as usize..(to - edge * PAGE) as usize].fill(0);
+                }
+            }
+            if first < last {
+                let tail = pages.split_off(&last);
+                let freed = pages.split_off(&first).len() as u64;
+                pages.extend(tail);
+                self.usage.pages.fetch_sub(freed, Ordering::Relaxed);
+            }
+            MemFs::set_extent(inode, &pages, None);
+            return Ok(());
+        }
+        if !(FallocFlags::KEEP_SIZE).contains(mode) {
+            // tmpfs has no ZERO_RANGE, COLLAPSE_RANGE, INSERT_RANGE, UNSHARE_RANGE or
+            // WRITE_ZEROES.
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let range = off / PAGE..end.div_ceil(PAGE);
+        self.reserve_pages(&pages, range.clone())?;
+        for idx in range {
+            pages.entry(idx).or_insert(None);
+        }
+        MemFs::set_extent(inode, &pages, (!mode.contains(FallocFlags::KEEP_SIZE)).then_some(end));
+        Ok(())
+    }
+
+    fn seek_hole_data(&self, inode: &Inode, off: u64, hole: bool) -> Result<u64> {
+        let Node::File(pages) = MemFs::node(inode) else { return Ok(if hole { inode.size() } else { off }) };
+        let pages = pages.read();
+        let size = inode.size();
+        // Reserved pages never written are holes, as tmpfs's folios that are not uptodate.
+        let at = if hole {
+            let mut idx = off / PAGE;
+            while matches!(pages.get(&idx), Some(Some(_))) {
+                idx += 1;
+            }
+            (idx * PAGE).max(off).min(size)
+        } else {
+            let data = pages.range(off / PAGE..).find(|(_, p)| p.is_some()).map(|(&i, _)| (i * PAGE).max(off));
+            data.filter(|&d| d < size).ok_or(Errno::ENXIO)?
+        };
+        Ok(at)
+    }
+
+    fn copy_range(&self, src: &Inode, src_off: u64, dst: &Inode, dst_off: u64, len: u64) -> Result<u64> {
+        // Whole pages are shared when both offsets are page-aligned; anything else is
+        // copied through a buffer by the VFS.
+        let (Node::File(from), Node::File(to)) = (MemFs::node(src), MemFs::node(dst)) else {
+            return Err(Errno::EINVAL);
+        };
+        if !src_off.is_multiple_of(PAGE) || !dst_off.is_multiple_of(PAGE) || len < PAGE {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let whole = len / PAGE;
+        let (first_src, first_dst) = (src_off / PAGE, dst_off / PAGE);
+        // The source's pages, by reference (a hole or a reserved page copies as zeros:
+        // the copy holds data there, as a copy through the page cache would).
+        let shared: Vec<PageData> = {
+            let from = from.read();
+            (first_src..first_src + whole).map(|i| from.get(&i).cloned().flatten().unwrap_or_else(zero_page)).collect()
+        };
+        let mut to = to.write();
+        self.reserve_pages(&to, first_dst..first_dst + whole)?;
+        for (i, page) in shared.into_iter().enumerate() {
+            to.insert(first_dst + i as u64, Some(page));
+        }
+        MemFs::set_extent(dst, &to, Some(dst_off + whole * PAGE));
+        Ok(whole * PAGE)
+    }
+
+    fn statx_attributes(&self, _inode: &Inode) -> (StatxAttrs, StatxAttrs) {
+        // tmpfs reports these three file flags (none is set before `FS_IOC_SETFLAGS`).
+        (StatxAttrs::empty(), StatxAttrs::IMMUTABLE | StatxAttrs::APPEND | StatxAttrs::NODUMP)
+    }
+
+    fn btime(&self, inode: &Inode) -> Option<Timespec> {
+        Some(MemFs::mem(inode).btime)
     }
 
     fn posix_acl(&self) -> bool {

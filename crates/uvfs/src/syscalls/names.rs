@@ -395,15 +395,17 @@ impl Task {
         // anything moves, as tmpfs's `shmem_whiteout` does, so a full filesystem fails the
         // rename whole; it takes the old name with the move. Elsewhere (hostfs) the
         // filesystem's rename makes it (the host's `renameat2`).
-        let whiteout = match flags.contains(RenameFlags::WHITEOUT) && sb.fs().dcache_complete() {
-            true => {
-                let dir = od.inode().ok_or(Errno::ENOENT)?;
-                let args = new_node_args(creds, dir, FileType::CharDevice.mode_bits(), 0)?;
-                Some(sb.fs().create(sb, dir, oname, &CreateArgs { rdev: 0, ..args })?)
+        let (mut whiteout, mut whiteout_owner) = (None, None);
+        if flags.contains(RenameFlags::WHITEOUT) {
+            let dir = od.inode().ok_or(Errno::ENOENT)?;
+            let args = new_node_args(creds, dir, FileType::CharDevice.mode_bits(), 0)?;
+            if sb.fs().dcache_complete() {
+                whiteout = Some(sb.fs().create(sb, dir, oname, &CreateArgs { rdev: 0, ..args })?);
+            } else {
+                whiteout_owner = Some((args.uid, args.gid));
             }
-            false => None,
-        };
-        if let Err(e) = r.vfs_rename(vfs, sb, &mut locks, whiteout.as_ref(), &guard) {
+        }
+        if let Err(e) = r.vfs_rename(vfs, sb, &mut locks, whiteout.as_ref(), whiteout_owner, &guard) {
             if let (Some(w), Some(dir)) = (&whiteout, od.inode()) {
                 let _ = sb.fs().unlink(dir, oname, w);
             }
@@ -571,6 +573,7 @@ impl Rename<'_> {
         sb: &SuperBlock,
         locks: &mut RenameLocks<'_>,
         whiteout: Option<&Arc<Inode>>,
+        whiteout_owner: Option<(u32, u32)>,
         guard: &LocalGuard<'_>,
     ) -> Result<()> {
         let exchange = self.exchange();
@@ -592,6 +595,7 @@ impl Rename<'_> {
             new_name: self.nname,
             target: self.tgt_inode().map(|i| &**i),
             flags: self.flags,
+            whiteout_owner,
         })?;
         // A panic in here poisons the instance (the dcache may be half moved): every
         // later walk is EIO.

@@ -23,7 +23,7 @@ use crate::abi::config::FastPaths;
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::OpenHow;
 use crate::abi::flags::ResolveFlags;
-use crate::abi::flags::{Fd, OpenFlags};
+use crate::abi::flags::{FallocFlags, Fd, OpenFlags};
 use crate::abi::stat::{FileType, S_IALLUGO};
 use crate::core::file::DirFd;
 use crate::core::file::{File, FileRef};
@@ -325,8 +325,8 @@ impl Task {
             return Err(Errno::EPERM);
         }
         match inode.file_type() {
-            // In-process I/O on special files is not supported yet.
-            FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice => {
+            // In-process I/O on sockets and device nodes is not supported.
+            FileType::Socket | FileType::CharDevice | FileType::BlockDevice => {
                 return Err(Errno::ENXIO);
             }
             _ => {}
@@ -335,7 +335,15 @@ impl Task {
             self.do_truncate(creds, &inode, 0, true)?;
             fsnotify::notify_file(self.vfs.fast, &p.mnt, &p.dentry, &inode, EventMask::MODIFY, &guard);
         }
-        File::new(p.mnt, p.dentry, inode, flags)
+        let fifo = inode.file_type() == FileType::Fifo;
+        let mut file = File::new(p.mnt, p.dentry, inode, flags)?;
+        if fifo {
+            // `fifo_open`, which may wait for the other side: no guard is held across it.
+            drop(guard);
+            let nonblock = flags.contains(OpenFlags::NONBLOCK);
+            file.pipe = Some(self.vfs.fifos.open(&file.inode, flags.readable(), flags.writable(), nonblock)?);
+        }
+        Ok(file)
     }
 }
 
@@ -427,5 +435,75 @@ fn open_follow(flags: OpenFlags) -> LookupFlags {
         LookupFlags::FOLLOW
     } else {
         LookupFlags::empty()
+    }
+}
+
+impl Task {
+    /// `fallocate(2)`: reserves (`mode` empty, or `KEEP_SIZE` past the end) or frees
+    /// (`PUNCH_HOLE | KEEP_SIZE`) space of a regular file. Checks in `vfs_fallocate`'s
+    /// order: the range, the mode, the descriptor, the file type, the largest size; then
+    /// the filesystem (memfs as tmpfs: no other mode), and the times and set-id bits as
+    /// a write (`file_modified`).
+    pub fn fallocate<'f>(&self, fd: impl Into<FileRef<'f>>, mode: FallocFlags, off: i64, len: i64) -> Result<()> {
+        // The descriptor first (`fdget` before `vfs_fallocate`'s checks).
+        let file = self.file_arc(fd.into())?;
+        if file.is_path() {
+            return Err(Errno::EBADF);
+        }
+        if off < 0 || len <= 0 {
+            return Err(Errno::EINVAL);
+        }
+        let ops = FallocFlags::PUNCH_HOLE
+            | FallocFlags::COLLAPSE_RANGE
+            | FallocFlags::ZERO_RANGE
+            | FallocFlags::INSERT_RANGE
+            | FallocFlags::UNSHARE_RANGE
+            | FallocFlags::WRITE_ZEROES;
+        if mode.bits() & !(ops | FallocFlags::KEEP_SIZE).bits() != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        // The modes exclude each other; only allocation, unshare and zeroing take
+        // `KEEP_SIZE` freely, a hole must keep the size, and the range shifts must not.
+        let op = mode & ops;
+        let keep = mode.contains(FallocFlags::KEEP_SIZE);
+        let valid = match op {
+            o if o.is_empty() || o == FallocFlags::UNSHARE_RANGE || o == FallocFlags::ZERO_RANGE => true,
+            o if o == FallocFlags::PUNCH_HOLE => keep,
+            o if o == FallocFlags::COLLAPSE_RANGE
+                || o == FallocFlags::INSERT_RANGE
+                || o == FallocFlags::WRITE_ZEROES =>
+            {
+                !keep
+            }
+            _ => false,
+        };
+        if !valid {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if !file.flags().writable() {
+            return Err(Errno::EBADF);
+        }
+        let inode = &file.inode;
+        match inode.file_type() {
+            FileType::Regular => {}
+            FileType::Fifo => return Err(Errno::ESPIPE),
+            FileType::Directory => return Err(Errno::EISDIR),
+            _ => return Err(Errno::ENODEV),
+        }
+        let end = off.checked_add(len).ok_or(Errno::EFBIG)?;
+        if end as u64 > crate::abi::limits::MAX_LFS_FILESIZE {
+            return Err(Errno::EFBIG);
+        }
+        inode.sb().fs().fallocate(inode, mode, off as u64, len as u64)?;
+        let guard = self.vfs.rcu.pin();
+        crate::core::attr::file_remove_privs(self.creds.load(&guard).get(), inode)?;
+        let now = crate::abi::flags::Timespec::now();
+        inode.update(|w| {
+            w.set_mtime(now);
+            w.set_ctime(now);
+        });
+        drop(guard);
+        self.notify_attr(&file.mnt, &file.dentry, inode, EventMask::MODIFY);
+        Ok(())
     }
 }

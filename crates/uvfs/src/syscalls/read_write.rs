@@ -5,7 +5,10 @@
 //! reference count on the file; the I/O runs while pinned.
 
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::{OpenFlags, RwfFlags, Timespec, UIO_MAXIOV, Whence};
+use std::sync::Arc;
+
+use crate::abi::flags::{CopyRangeFlags, MAX_RW_COUNT, OpenFlags, RwfFlags, Timespec, UIO_MAXIOV, Whence};
+use crate::abi::limits::MAX_LFS_FILESIZE;
 use crate::abi::stat::FileType;
 use crate::core::attr::file_remove_privs;
 use crate::core::file::{File, FileRef};
@@ -26,11 +29,92 @@ impl Task {
         f(file, &guard)
     }
 
+    /// [`Task::with_file`] for the calls whose I/O may wait (a fifo's): a fifo is not run
+    /// under the guard but handed back counted ([`Io::Pipe`]), for its I/O to run with no
+    /// guard held, so that a blocked reader or writer delays no reclamation.
+    fn with_file_or_pipe<R>(
+        &self,
+        fd: FileRef<'_>,
+        f: impl FnOnce(&File, &LocalGuard<'_>) -> Result<R>,
+    ) -> Result<Io<R>> {
+        let guard = self.vfs.rcu.pin();
+        let file = self.fget(fd, &guard)?;
+        if file.is_path() {
+            return Err(Errno::EBADF);
+        }
+        if file.pipe.is_none() {
+            return f(file, &guard).map(Io::Done);
+        }
+        Ok(Io::Pipe(match fd {
+            FileRef::Fd(n) => self.files.get(n, &guard)?.to_arc(),
+            FileRef::File(a) => a.clone(),
+        }))
+    }
+
+    /// A read of a fifo into `bufs` in order (`pipe_read`): one transfer, no position.
+    fn pipe_read(&self, file: &File, bufs: &mut [&mut [u8]], rwf: RwfFlags) -> Result<usize> {
+        if !file.flags().readable() {
+            return Err(Errno::EBADF);
+        }
+        let pipe = Task::pipe_of(file)?;
+        let nonblock = file.flags().contains(OpenFlags::NONBLOCK) || rwf.contains(RwfFlags::NOWAIT);
+        let n = match bufs {
+            [one] => pipe.read(one, nonblock)?,
+            _ => {
+                let total = bufs.iter().map(|b| b.len()).sum();
+                let mut tmp = vec![0u8; total];
+                let n = pipe.read(&mut tmp, nonblock)?;
+                let mut rest = &tmp[..n];
+                for b in bufs.iter_mut() {
+                    let k = b.len().min(rest.len());
+                    b[..k].copy_from_slice(&rest[..k]);
+                    rest = &rest[k..];
+                }
+                n
+            }
+        };
+        let guard = self.vfs.rcu.pin();
+        self.notify_io(file, n, EventMask::ACCESS, &guard);
+        Ok(n)
+    }
+
+    /// A write to a fifo (`pipe_write`), with no guard held while it waits for room.
+    fn pipe_write(&self, file: &File, buf: &[u8], rwf: RwfFlags) -> Result<usize> {
+        if !file.flags().writable() {
+            return Err(Errno::EBADF);
+        }
+        let nonblock = file.flags().contains(OpenFlags::NONBLOCK) || rwf.contains(RwfFlags::NOWAIT);
+        let n = Task::pipe_of(file)?.write(buf, nonblock)?;
+        if n > 0 {
+            let now = Timespec::now();
+            file.inode.update(|w| {
+                w.set_mtime(now);
+                w.set_ctime(now);
+            });
+            let guard = self.vfs.rcu.pin();
+            self.notify_io(file, n, EventMask::MODIFY, &guard);
+        }
+        Ok(n)
+    }
+
     /// `fsnotify_access`/`fsnotify_modify` after a transfer of `n > 0` bytes.
     #[inline]
     fn notify_io(&self, file: &File, n: usize, mask: EventMask, guard: &LocalGuard<'_>) {
         if n > 0 {
             fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, mask, guard);
+        }
+    }
+
+    /// The pipe of an open fifo (joined at open).
+    fn pipe_of(file: &File) -> Result<&crate::core::pipe::Pipe> {
+        file.pipe.as_deref().ok_or(Errno::EBADF)
+    }
+
+    /// `FMODE_PREAD`/`FMODE_PWRITE`: a fifo has no offsets (ESPIPE).
+    fn positioned(file: &File) -> Result<()> {
+        match file.inode.file_type() {
+            FileType::Fifo => Err(Errno::ESPIPE),
+            _ => Ok(()),
         }
     }
 
@@ -42,6 +126,7 @@ impl Task {
         match file.inode.file_type() {
             FileType::Directory => Err(Errno::EISDIR),
             FileType::Regular => file.inode.sb().fs().read(&file.inode, off, buf),
+            FileType::Fifo => Task::pipe_of(file)?.read(buf, file.flags().contains(OpenFlags::NONBLOCK)),
             _ => Err(Errno::EINVAL),
         }
     }
@@ -63,6 +148,19 @@ impl Task {
     ) -> Result<(u64, usize)> {
         if !file.flags().writable() {
             return Err(Errno::EBADF);
+        }
+        if file.inode.file_type() == FileType::Fifo {
+            let nonblock = file.flags().contains(OpenFlags::NONBLOCK) || rwf.contains(RwfFlags::NOWAIT);
+            let n = Task::pipe_of(file)?.write(buf, nonblock)?;
+            if n > 0 {
+                let now = Timespec::now();
+                file.inode.update(|w| {
+                    w.set_mtime(now);
+                    w.set_ctime(now);
+                });
+            }
+            self.notify_io(file, n, EventMask::MODIFY, guard);
+            return Ok((pos, n));
         }
         if file.inode.file_type() != FileType::Regular {
             return Err(Errno::EINVAL);
@@ -96,24 +194,33 @@ impl Task {
 
     /// `read(2)`.
     pub fn read<'f>(&self, fd: impl Into<FileRef<'f>>, buf: &mut [u8]) -> Result<usize> {
-        self.with_file(fd.into(), |file, guard| {
+        let io = self.with_file_or_pipe(fd.into(), |file, guard| {
             let mut pos = file.pos.lock();
             let n = Task::read_at(file, *pos, buf)?;
             *pos += n as u64;
             drop(pos);
             self.notify_io(file, n, EventMask::ACCESS, guard);
             Ok(n)
-        })
+        })?;
+        match io {
+            Io::Done(n) => Ok(n),
+            // A stream: no position, and no lock a blocked reader would hold.
+            Io::Pipe(file) => self.pipe_read(&file, &mut [buf], RwfFlags::empty()),
+        }
     }
 
     /// `write(2)`.
     pub fn write<'f>(&self, fd: impl Into<FileRef<'f>>, buf: &[u8]) -> Result<usize> {
-        self.with_file(fd.into(), |file, guard| {
+        let io = self.with_file_or_pipe(fd.into(), |file, guard| {
             let mut pos = file.pos.lock();
             let (off, n) = self.write_at(file, *pos, buf, guard)?;
             *pos = off + n as u64;
             Ok(n)
-        })
+        })?;
+        match io {
+            Io::Done(n) => Ok(n),
+            Io::Pipe(file) => self.pipe_write(&file, buf, RwfFlags::empty()),
+        }
     }
 
     /// `pread64(2)`.
@@ -123,6 +230,7 @@ impl Task {
             return Err(Errno::EINVAL);
         }
         self.with_file(fd.into(), |file, guard| {
+            Task::positioned(file)?;
             let n = Task::read_at(file, off as u64, buf)?;
             self.notify_io(file, n, EventMask::ACCESS, guard);
             Ok(n)
@@ -135,7 +243,10 @@ impl Task {
         if off < 0 {
             return Err(Errno::EINVAL);
         }
-        self.with_file(fd.into(), |file, guard| Ok(self.write_at(file, off as u64, buf, guard)?.1))
+        self.with_file(fd.into(), |file, guard| {
+            Task::positioned(file)?;
+            Ok(self.write_at(file, off as u64, buf, guard)?.1)
+        })
     }
 
     /// `readv(2)`: `preadv2` at the file position, no flags.
@@ -160,7 +271,7 @@ impl Task {
         if off < -1 {
             return Err(Errno::EINVAL);
         }
-        self.with_file(fd.into(), |file, guard| {
+        let io = self.with_file_or_pipe(fd.into(), |file, guard| {
             let total = iov_count(bufs.iter().map(|b| b.len()))?;
             if !file.flags().readable() {
                 return Err(Errno::EBADF);
@@ -186,7 +297,25 @@ impl Task {
             drop(pos_lock);
             self.notify_io(file, done, EventMask::ACCESS, guard);
             Ok(done)
-        })
+        })?;
+        match io {
+            Io::Done(n) => Ok(n),
+            Io::Pipe(file) => {
+                // One read of the pipe, scattered (a stream: no position).
+                if off != -1 {
+                    Task::positioned(&file)?;
+                }
+                let total = iov_count(bufs.iter().map(|b| b.len()))?;
+                if !file.flags().readable() {
+                    return Err(Errno::EBADF);
+                }
+                if total == 0 {
+                    return Ok(0);
+                }
+                rwf_check(&file, flags)?;
+                self.pipe_read(&file, bufs, flags)
+            }
+        }
     }
 
     /// `pwritev2(2)`: writes the buffers as one write (one append lands whole at the end)
@@ -207,7 +336,7 @@ impl Task {
                 &gathered
             }
         };
-        self.with_file(fd.into(), |file, guard| {
+        let io = self.with_file_or_pipe(fd.into(), |file, guard| {
             iov_count(bufs.iter().map(|b| b.len()))?;
             if !file.flags().writable() {
                 return Err(Errno::EBADF);
@@ -227,12 +356,30 @@ impl Task {
                 file.inode.sb().fs().fsync(&file.inode)?;
             }
             Ok(n)
-        })
+        })?;
+        match io {
+            Io::Done(n) => Ok(n),
+            Io::Pipe(file) => {
+                if off != -1 {
+                    Task::positioned(&file)?;
+                }
+                iov_count(bufs.iter().map(|b| b.len()))?;
+                if !file.flags().writable() {
+                    return Err(Errno::EBADF);
+                }
+                if data.is_empty() {
+                    return Ok(0);
+                }
+                rwf_check(&file, flags)?;
+                self.pipe_write(&file, data, flags)
+            }
+        }
     }
 
     /// `lseek(2)`.
     pub fn lseek<'f>(&self, fd: impl Into<FileRef<'f>>, off: i64, whence: Whence) -> Result<u64> {
         self.with_file(fd.into(), |file, _| {
+            Task::positioned(file)?;
             let mut pos = file.pos.lock();
             let base: i64 = match whence {
                 Whence::Set => 0,
@@ -242,6 +389,11 @@ impl Task {
                         return Err(Errno::EINVAL);
                     }
                     file.inode.size() as i64
+                }
+                Whence::Data | Whence::Hole => {
+                    let at = seek_hole_data(file, off, whence == Whence::Hole)?;
+                    *pos = at;
+                    return Ok(at);
                 }
             };
             // An offset past the largest file size is EINVAL, as Linux's `vfs_setpos`
@@ -255,9 +407,213 @@ impl Task {
         })
     }
 
+    /// `copy_file_range(2)`: copies up to `len` bytes from `fd_in` at `*off_in` (or its
+    /// position) to `fd_out` at `*off_out` (or its position), both regular files of one
+    /// superblock (EXDEV otherwise, as Linux for filesystems without their own
+    /// `->copy_file_range`). The offsets given, or the positions, move by what was copied.
+    /// memfs shares whole pages copy-on-write; the rest goes through a buffer as Linux's
+    /// splice fallback. Checks as `generic_copy_file_checks`.
+    pub fn copy_file_range<'a, 'b>(
+        &self,
+        fd_in: impl Into<FileRef<'a>>,
+        off_in: Option<&mut i64>,
+        fd_out: impl Into<FileRef<'b>>,
+        off_out: Option<&mut i64>,
+        len: usize,
+        flags: CopyRangeFlags,
+    ) -> Result<usize> {
+        let fin = self.file_arc(fd_in.into())?;
+        if fin.is_path() {
+            return Err(Errno::EBADF);
+        }
+        let fout = self.file_arc(fd_out.into())?;
+        if fout.is_path() {
+            return Err(Errno::EBADF);
+        }
+        if !flags.is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let pos_in = off_in.as_deref().copied().unwrap_or_else(|| *fin.pos.lock() as i64);
+        let pos_out = off_out.as_deref().copied().unwrap_or_else(|| *fout.pos.lock() as i64);
+        let (ti, to) = (fin.inode.file_type(), fout.inode.file_type());
+        if ti == FileType::Directory || to == FileType::Directory {
+            return Err(Errno::EISDIR);
+        }
+        if ti != FileType::Regular || to != FileType::Regular {
+            return Err(Errno::EINVAL);
+        }
+        if !fin.flags().readable() || !fout.flags().writable() || fout.flags().contains(OpenFlags::APPEND) {
+            return Err(Errno::EBADF);
+        }
+        if !Arc::ptr_eq(fin.inode.sb(), fout.inode.sb()) {
+            return Err(Errno::EXDEV);
+        }
+        // The checks are made on the offsets as the kernel's unsigned sums see them.
+        let count = len as u64;
+        let (ui, uo) = (pos_in as u64, pos_out as u64);
+        if ui.checked_add(count).is_none() || uo.checked_add(count).is_none() {
+            return Err(Errno::EOVERFLOW);
+        }
+        let size_in = fin.inode.size() as i64;
+        let mut count = if pos_in >= size_in { 0 } else { count.min((size_in as u64).wrapping_sub(ui)) };
+        // generic_write_check_limits
+        if pos_out >= MAX_LFS_FILESIZE as i64 {
+            return Err(Errno::EFBIG);
+        }
+        count = count.min(MAX_LFS_FILESIZE - uo);
+        if Arc::ptr_eq(&fin.inode, &fout.inode)
+            && (pos_out as u64).wrapping_add(count) as i64 > pos_in
+            && pos_out < (pos_in as u64).wrapping_add(count) as i64
+        {
+            return Err(Errno::EINVAL);
+        }
+        let count = count as usize;
+        rw_verify_area(ui, count)?;
+        rw_verify_area(uo, count)?;
+        if count == 0 {
+            return Ok(0);
+        }
+        let n = self.copy_data(&fin, ui, &fout, uo, count.min(MAX_RW_COUNT))?;
+        match off_in {
+            Some(o) => *o = pos_in + n as i64,
+            None => *fin.pos.lock() = ui + n as u64,
+        }
+        match off_out {
+            Some(o) => *o = pos_out + n as i64,
+            None => *fout.pos.lock() = uo + n as u64,
+        }
+        Ok(n)
+    }
+
+    /// `sendfile(2)` between files: copies up to `count` bytes of `in_fd` from `*offset`
+    /// (which moves; without it the file position moves) to `out_fd` at its position.
+    /// Any two filesystems. Checks as `do_sendfile` and `do_splice_direct`.
+    pub fn sendfile<'a, 'b>(
+        &self,
+        out_fd: impl Into<FileRef<'a>>,
+        in_fd: impl Into<FileRef<'b>>,
+        offset: Option<&mut i64>,
+        count: usize,
+    ) -> Result<usize> {
+        let fin = self.file_arc(in_fd.into())?;
+        if fin.is_path() || !fin.flags().readable() {
+            return Err(Errno::EBADF);
+        }
+        if offset.is_some() {
+            Task::positioned(&fin)?;
+        }
+        let pos = offset.as_deref().copied().unwrap_or_else(|| *fin.pos.lock() as i64);
+        rw_verify_area(pos as u64, count)?;
+        if pos < 0 {
+            return Err(Errno::EINVAL);
+        }
+        let mut count = count.min(MAX_RW_COUNT);
+        let fout = self.file_arc(out_fd.into())?;
+        if fout.is_path() || !fout.flags().writable() {
+            return Err(Errno::EBADF);
+        }
+        let max = MAX_LFS_FILESIZE;
+        if pos as u64 + count as u64 > max {
+            if pos as u64 >= max {
+                return Err(Errno::EOVERFLOW);
+            }
+            count = (max - pos as u64) as usize;
+        }
+        let out_pos = *fout.pos.lock();
+        rw_verify_area(out_pos, count)?;
+        if fout.flags().contains(OpenFlags::APPEND) && fout.pipe.is_none() {
+            return Err(Errno::EINVAL);
+        }
+        if fin.inode.file_type() != FileType::Regular {
+            return Err(Errno::EINVAL);
+        }
+        let n = if count == 0 { 0 } else { self.copy_data(&fin, pos as u64, &fout, out_pos, count)? };
+        match offset {
+            Some(o) => *o = pos + n as i64,
+            None => *fin.pos.lock() = pos as u64 + n as u64,
+        }
+        *fout.pos.lock() = out_pos + n as u64;
+        Ok(n)
+    }
+
+    /// Copies `len` bytes of `fin` at `pos_in` to `fout` at `pos_out` (the splice loop of
+    /// `do_splice_direct`): what the filesystem copies itself within one superblock, the
+    /// rest through a buffer. Stops at the end of the source; an error after some bytes
+    /// returns those bytes.
+    fn copy_data(&self, fin: &File, pos_in: u64, fout: &File, pos_out: u64, len: usize) -> Result<usize> {
+        let guard = self.vfs.rcu.pin();
+        // The filesystem copies within one superblock, but not onto the range it reads
+        // (`sendfile` within one file may overlap; a splice reads before it writes).
+        let overlap =
+            Arc::ptr_eq(&fin.inode, &fout.inode) && pos_out < pos_in + len as u64 && pos_in < pos_out + len as u64;
+        let same_sb = Arc::ptr_eq(fin.inode.sb(), fout.inode.sb()) && !overlap;
+        if same_sb {
+            file_remove_privs(self.creds.load(&guard).get(), &fout.inode)?;
+        }
+        // Bytes the filesystem copied itself (the buffered writes notify as writes do).
+        let mut shared = 0usize;
+        let mut done = 0usize;
+        let mut buf = Vec::new();
+        let result = loop {
+            if done == len {
+                break Ok(());
+            }
+            let (at_in, at_out) = (pos_in + done as u64, pos_out + done as u64);
+            if same_sb {
+                let avail = fin.inode.size().saturating_sub(at_in).min((len - done) as u64);
+                match fout.inode.sb().fs().copy_range(&fin.inode, at_in, &fout.inode, at_out, avail) {
+                    Ok(0) | Err(Errno::EOPNOTSUPP) => {}
+                    Ok(n) => {
+                        done += n as usize;
+                        shared += n as usize;
+                        let now = Timespec::now();
+                        fout.inode.update(|w| {
+                            w.set_mtime(now);
+                            w.set_ctime(now);
+                        });
+                        continue;
+                    }
+                    Err(e) => break Err(e),
+                }
+            }
+            if buf.is_empty() {
+                buf = vec![0u8; (len - done).min(COPY_CHUNK)];
+            }
+            let want = (len - done).min(buf.len());
+            let n = match Task::read_at(fin, at_in, &mut buf[..want]) {
+                Ok(0) => break Ok(()),
+                Ok(n) => n,
+                Err(e) => break Err(e),
+            };
+            match self.write_with(fout, at_out, &buf[..n], RwfFlags::NOAPPEND, &guard) {
+                Ok((_, w)) => {
+                    done += w;
+                    if w < n {
+                        break Ok(());
+                    }
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        match result {
+            Err(e) if done == 0 => Err(e),
+            _ => {
+                self.notify_io(fin, done, EventMask::ACCESS, &guard);
+                self.notify_io(fout, shared, EventMask::MODIFY, &guard);
+                Ok(done)
+            }
+        }
+    }
+
     /// `fsync(2)`.
     pub fn fsync<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<()> {
-        self.with_file(fd.into(), |file, _| file.inode.sb().fs().fsync(&file.inode))
+        self.with_file(fd.into(), |file, _| {
+            // A fifo has no `fsync` (`pipefifo_fops`): EINVAL.
+            if file.inode.file_type() == FileType::Fifo {
+                return Err(Errno::EINVAL);
+            }
+            file.inode.sb().fs().fsync(&file.inode)
+        })
     }
 
     /// `fdatasync(2)`.
@@ -266,10 +622,35 @@ impl Task {
     }
 }
 
+/// What [`Task::with_file_or_pipe`] did: the call, or nothing yet for a fifo.
+enum Io<R> {
+    Done(R),
+    Pipe(Arc<File>),
+}
+
+/// The buffer of a copy between files that the filesystem does not copy itself (a pipe's
+/// worth, as Linux's splice).
+const COPY_CHUNK: usize = 64 * 1024;
+
+/// `SEEK_DATA`/`SEEK_HOLE` (`shmem_file_llseek`, `mapping_seek_hole_data`): nothing at
+/// or past the end of the file, nor before its start (ENXIO); directories have neither.
+fn seek_hole_data(file: &File, off: i64, hole: bool) -> Result<u64> {
+    if file.inode.is_dir() {
+        return Err(Errno::EINVAL);
+    }
+    if off < 0 || off as u64 >= file.inode.size() {
+        return Err(Errno::ENXIO);
+    }
+    file.inode.sb().fs().seek_hole_data(&file.inode, off as u64, hole)
+}
+
 /// Linux's `rw_verify_area`: a transfer whose end would pass the largest offset is EINVAL
 /// (checked before the filesystem's own EFBIG for a start at or past its largest size).
 #[inline]
 fn rw_verify_area(pos: u64, count: usize) -> Result<()> {
+    if count > isize::MAX as usize {
+        return Err(Errno::EINVAL);
+    }
     match (pos as i64).checked_add(count as i64) {
         Some(end) if end >= 0 => Ok(()),
         _ => Err(Errno::EINVAL),
@@ -289,7 +670,8 @@ fn iov_count(mut lens: impl ExactSizeIterator<Item = usize>) -> Result<usize> {
 /// EINVAL. A file without `read_iter`/`write_iter` (a directory) takes only `RWF_HIPRI`
 /// (`do_loop_readv_writev`).
 fn rwf_check(file: &File, flags: RwfFlags) -> Result<()> {
-    if file.inode.file_type() != FileType::Regular && !(flags - RwfFlags::HIPRI).is_empty() {
+    let ftype = file.inode.file_type();
+    if !matches!(ftype, FileType::Regular | FileType::Fifo) && !(flags - RwfFlags::HIPRI).is_empty() {
         return Err(Errno::EOPNOTSUPP);
     }
     if flags.bits() & !RwfFlags::all().bits() != 0 {
@@ -300,7 +682,9 @@ fn rwf_check(file: &File, flags: RwfFlags) -> Result<()> {
     }
     // tmpfs files offer none of these (no FMODE_NOWAIT, no atomic writes, no
     // FOP_DONTCACHE); uvfs answers the same for every filesystem.
-    if flags.intersects(RwfFlags::NOWAIT | RwfFlags::ATOMIC | RwfFlags::DONTCACHE) {
+    // A pipe can not wait (`FMODE_NOWAIT`).
+    let nowait = if ftype == FileType::Fifo { RwfFlags::empty() } else { RwfFlags::NOWAIT };
+    if flags.intersects(nowait | RwfFlags::ATOMIC | RwfFlags::DONTCACHE) {
         return Err(Errno::EOPNOTSUPP);
     }
     Ok(())

@@ -36,6 +36,9 @@ use uvfs::{
     Timespec, Uid, Vfs, VfsConfig, Whence, XattrFlags,
 };
 
+/// `STATX_ATTR_MOUNT_ROOT`, which the comparison leaves out (see `Op::Statx`).
+const STATX_ATTR_MOUNT_ROOT: u64 = 0x2000;
+
 /// The unprivileged user of the tests, its group and its supplementary group.
 pub const USER: u32 = 1000;
 pub const GROUP: u32 = 1000;
@@ -86,6 +89,8 @@ pub enum W {
     Set,
     Cur,
     End,
+    Data,
+    Hole,
 }
 
 /// One call. Flags and modes are Linux's raw values (uvfs uses the same).
@@ -155,6 +160,17 @@ pub enum Op {
     Preadv2(i32, Vec<usize>, i64, u32),
     /// `pwritev2(fd, buffers of these lengths filled by `data`, off, flags)`.
     Pwritev2(i32, Vec<usize>, i64, u32),
+    // ---- space, copies, statx (issue 13) ----
+    /// `fallocate(fd, mode, off, len)`.
+    Fallocate(i32, i32, i64, i64),
+    /// `copy_file_range(fd_in, off_in, fd_out, off_out, len, flags)`; answers the count and
+    /// the offsets after it (-1 for a position).
+    CopyFileRange(i32, Option<i64>, i32, Option<i64>, usize, u32),
+    /// `sendfile(out_fd, in_fd, offset, count)`; answers the count and the offset after.
+    Sendfile(i32, i32, Option<i64>, usize),
+    /// `statx(dirfd, path, flags, mask)`. `STATX_ATTR_MOUNT_ROOT` is not compared: the
+    /// host's test root is a plain directory, uvfs's the root of its mount.
+    Statx(D, P, i32, u32),
 }
 
 /// The `struct flock` of an `Op::Fcntl`: type, whence, start, length, pid.
@@ -221,6 +237,11 @@ pub enum Out {
     /// A `GETLK` answer: type, whence, start, length, pid ([`locks::PID_TASK0`] and
     /// [`locks::PID_TASK1`] for the two tasks' pids, which differ between the sides).
     Lock(i16, i16, i64, i64, i32),
+    /// Several numbers (a count and the offsets a call moved).
+    Nums(Vec<i64>),
+    /// A `statx` answer: mask, attributes, attributes mask, the stat fields, and the
+    /// birth time's presence (non-zero). Not times, inode, device or mount ids.
+    Statx(u32, u64, u64, St, bool),
 }
 
 impl fmt::Debug for Out {
@@ -240,6 +261,8 @@ impl fmt::Debug for Out {
             }
             Out::Err(e) => write!(f, "{:?}", Errno::from_raw(*e)),
             Out::Skipped => write!(f, "skipped"),
+            Out::Nums(v) => write!(f, "{v:?}"),
+            Out::Statx(m, a, am, st, b) => write!(f, "statx(mask {m:#x} attrs {a:#x}/{am:#x} {st:?} btime {b})"),
             Out::Lock(t, w, s, l, pid) => write!(f, "lock(type {t} whence {w} start {s} len {l} pid {pid})"),
             Out::Names(n, v) => {
                 write!(f, "{n}B{{")?;
@@ -364,17 +387,16 @@ pub fn host_op(op: &Op) -> Out {
                 if flags & libc::O_PATH == 0 {
                     let mut st: libc::stat = std::mem::zeroed();
                     libc::fstat(fd as i32, &mut st);
-                    if matches!(
-                        st.st_mode & libc::S_IFMT,
-                        libc::S_IFIFO | libc::S_IFSOCK | libc::S_IFCHR | libc::S_IFBLK
-                    ) {
-                        // uvfs design: special files cannot be opened in-process.
+                    if matches!(st.st_mode & libc::S_IFMT, libc::S_IFSOCK | libc::S_IFCHR | libc::S_IFBLK) {
+                        // uvfs design: sockets and devices cannot be opened in-process.
                         libc::close(fd as i32);
                         return Out::Err(libc::ENXIO);
                     }
                     // O_NONBLOCK was only there so that a fifo's open would not block:
                     // the open file gets the status flags the sequence asked for (F_GETFL).
-                    if flags & libc::O_NONBLOCK == 0 {
+                    // A fifo keeps it (on both sides), so that no read or write of the
+                    // one-thread sequence waits for ever.
+                    if flags & libc::O_NONBLOCK == 0 && st.st_mode & libc::S_IFMT != libc::S_IFIFO {
                         let fl = libc::fcntl(fd as i32, libc::F_GETFL);
                         libc::fcntl(fd as i32, libc::F_SETFL, fl & !libc::O_NONBLOCK);
                     }
@@ -426,6 +448,45 @@ pub fn host_op(op: &Op) -> Out {
                     bufs.iter().map(|b| libc::iovec { iov_base: b.as_ptr() as *mut _, iov_len: b.len() }).collect();
                 num(libc::syscall(libc::SYS_pwritev2, *fd, iov.as_ptr(), iov.len(), *off, *off >> 32, *flags))
             }
+            Op::Fallocate(fd, mode, off, len) => unit(libc::syscall(libc::SYS_fallocate, *fd, *mode, *off, *len)),
+            Op::CopyFileRange(fi, oi, fo, oo, len, flags) => {
+                let (mut a, mut b) = (oi.unwrap_or(0), oo.unwrap_or(0));
+                let pa = if oi.is_some() { &mut a as *mut i64 } else { std::ptr::null_mut() };
+                let pb = if oo.is_some() { &mut b as *mut i64 } else { std::ptr::null_mut() };
+                let r = libc::syscall(libc::SYS_copy_file_range, *fi, pa, *fo, pb, *len, *flags);
+                if r < 0 {
+                    return Out::Err(errno());
+                }
+                Out::Nums(vec![r, if oi.is_some() { a } else { -1 }, if oo.is_some() { b } else { -1 }])
+            }
+            Op::Sendfile(fo, fi, off, count) => {
+                let mut a = off.unwrap_or(0);
+                let pa = if off.is_some() { &mut a as *mut i64 } else { std::ptr::null_mut() };
+                let r = libc::syscall(libc::SYS_sendfile, *fo, *fi, pa, *count);
+                if r < 0 {
+                    return Out::Err(errno());
+                }
+                Out::Nums(vec![r, if off.is_some() { a } else { -1 }])
+            }
+            Op::Statx(d, path, flags, mask) => {
+                let c = cstr(path);
+                let mut st: libc::statx = std::mem::zeroed();
+                if libc::syscall(libc::SYS_statx, hd(*d), c.as_ptr(), *flags, *mask, &mut st) < 0 {
+                    return Out::Err(errno());
+                }
+                let base = St {
+                    mode: u32::from(st.stx_mode),
+                    nlink: u64::from(st.stx_nlink),
+                    uid: st.stx_uid,
+                    gid: st.stx_gid,
+                    size: st.stx_size as i64,
+                    blocks: st.stx_blocks as i64,
+                    rdev: libc::makedev(st.stx_rdev_major, st.stx_rdev_minor),
+                };
+                // The host's test root is a directory, uvfs's a mount root: not compared.
+                let attrs = st.stx_attributes & !STATX_ATTR_MOUNT_ROOT;
+                Out::Statx(st.stx_mask, attrs, st.stx_attributes_mask, base, st.stx_btime.tv_sec != 0)
+            }
             Op::Pwrite(fd, n, off) => {
                 let b = data(*n);
                 num(libc::syscall(libc::SYS_pwrite64, *fd, b.as_ptr(), *n, *off))
@@ -442,6 +503,8 @@ pub fn host_op(op: &Op) -> Out {
                     W::Set => libc::SEEK_SET,
                     W::Cur => libc::SEEK_CUR,
                     W::End => libc::SEEK_END,
+                    W::Data => libc::SEEK_DATA,
+                    W::Hole => libc::SEEK_HOLE,
                 };
                 num(libc::syscall(libc::SYS_lseek, *fd, *off, w))
             }
@@ -726,7 +789,18 @@ pub fn uvfs_op(t: &Task, op: &Op) -> Out {
     let af = |f: i32| AtFlags::from_bits_retain(f as u32);
     match op {
         Op::Open(d, path, flags, mode) => {
-            ures(t.openat(ud(*d), &path.0, of(*flags), *mode), |fd| Out::Num(fd.0 as i64))
+            // As the host side: opened without blocking, which a fifo keeps.
+            let r = t.openat(ud(*d), &path.0, of(*flags | libc::O_NONBLOCK), *mode);
+            if let Ok(fd) = r
+                && *flags & libc::O_NONBLOCK == 0
+                && *flags & libc::O_PATH == 0
+                && t.fstat(fd).is_ok_and(|s| s.file_type() != Some(uvfs::FileType::Fifo))
+            {
+                let fl = t.fcntl(fd, uvfs::FcntlCmd::GetFl).unwrap();
+                let fl = OpenFlags::from_bits_retain(fl as u32) - OpenFlags::NONBLOCK;
+                t.fcntl(fd, uvfs::FcntlCmd::SetFl(fl)).unwrap();
+            }
+            ures(r, |fd| Out::Num(fd.0 as i64))
         }
         Op::Close(fd) => uunit(t.close(Fd(*fd))),
         Op::Dup(fd) => ures(t.dup(Fd(*fd)), |fd| Out::Num(fd.0 as i64)),
@@ -765,6 +839,43 @@ pub fn uvfs_op(t: &Task, op: &Op) -> Out {
             ures(t.pwritev2(Fd(*fd), &refs, *off, uvfs::RwfFlags::from_bits_retain(*flags)), |r| Out::Num(r as i64))
         }
         Op::Pwrite(fd, n, off) => ures(t.pwrite(Fd(*fd), &data(*n), *off), |r| Out::Num(r as i64)),
+        Op::Fallocate(fd, mode, off, len) => {
+            uunit(t.fallocate(Fd(*fd), uvfs::FallocFlags::from_bits_retain(*mode as u32), *off, *len))
+        }
+        Op::CopyFileRange(fi, oi, fo, oo, len, flags) => {
+            let (mut a, mut b) = (oi.unwrap_or(0), oo.unwrap_or(0));
+            let r = t.copy_file_range(
+                Fd(*fi),
+                oi.map(|_| &mut a),
+                Fd(*fo),
+                oo.map(|_| &mut b),
+                *len,
+                uvfs::CopyRangeFlags::from_bits_retain(*flags),
+            );
+            ures(r, |r| Out::Nums(vec![r as i64, if oi.is_some() { a } else { -1 }, if oo.is_some() { b } else { -1 }]))
+        }
+        Op::Sendfile(fo, fi, off, count) => {
+            let mut a = off.unwrap_or(0);
+            let r = t.sendfile(Fd(*fo), Fd(*fi), off.map(|_| &mut a), *count);
+            ures(r, |r| Out::Nums(vec![r as i64, if off.is_some() { a } else { -1 }]))
+        }
+        Op::Statx(d, path, flags, mask) => {
+            let r = t.statx(ud(*d), &path.0, af(*flags), uvfs::StatxMask::from_bits_retain(*mask));
+            ures(r, |x| {
+                let s = x.stat;
+                let base = St {
+                    mode: s.mode,
+                    nlink: s.nlink as u64,
+                    uid: s.uid,
+                    gid: s.gid,
+                    size: s.size as i64,
+                    blocks: s.blocks as i64,
+                    rdev: s.rdev,
+                };
+                let attrs = x.attributes.bits() & !STATX_ATTR_MOUNT_ROOT;
+                Out::Statx(x.mask.bits(), attrs, x.attributes_mask.bits(), base, x.btime.sec != 0)
+            })
+        }
         Op::Lseek(fd, off, w) => {
             if !(*off == 0 && *w == W::Set)
                 && t.fstat(Fd(*fd)).is_ok_and(|s| s.file_type() == Some(uvfs::FileType::Directory))
@@ -775,6 +886,8 @@ pub fn uvfs_op(t: &Task, op: &Op) -> Out {
                 W::Set => Whence::Set,
                 W::Cur => Whence::Cur,
                 W::End => Whence::End,
+                W::Data => Whence::Data,
+                W::Hole => Whence::Hole,
             };
             ures(t.lseek(Fd(*fd), *off, w), |r| Out::Num(r as i64))
         }
