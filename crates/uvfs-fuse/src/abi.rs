@@ -74,6 +74,61 @@ pub mod opcode {
     pub const SYNCFS: u32 = 50;
     pub const TMPFILE: u32 = 51;
     pub const STATX: u32 = 52;
+
+    /// The name of an opcode (`FUSE_` left off), for reports.
+    pub fn name(op: u32) -> &'static str {
+        const NAMES: [(u32, &str); 48] = [
+            (LOOKUP, "LOOKUP"),
+            (FORGET, "FORGET"),
+            (GETATTR, "GETATTR"),
+            (SETATTR, "SETATTR"),
+            (READLINK, "READLINK"),
+            (SYMLINK, "SYMLINK"),
+            (MKNOD, "MKNOD"),
+            (MKDIR, "MKDIR"),
+            (UNLINK, "UNLINK"),
+            (RMDIR, "RMDIR"),
+            (RENAME, "RENAME"),
+            (LINK, "LINK"),
+            (OPEN, "OPEN"),
+            (READ, "READ"),
+            (WRITE, "WRITE"),
+            (STATFS, "STATFS"),
+            (RELEASE, "RELEASE"),
+            (FSYNC, "FSYNC"),
+            (SETXATTR, "SETXATTR"),
+            (GETXATTR, "GETXATTR"),
+            (LISTXATTR, "LISTXATTR"),
+            (REMOVEXATTR, "REMOVEXATTR"),
+            (FLUSH, "FLUSH"),
+            (INIT, "INIT"),
+            (OPENDIR, "OPENDIR"),
+            (READDIR, "READDIR"),
+            (RELEASEDIR, "RELEASEDIR"),
+            (FSYNCDIR, "FSYNCDIR"),
+            (GETLK, "GETLK"),
+            (SETLK, "SETLK"),
+            (SETLKW, "SETLKW"),
+            (ACCESS, "ACCESS"),
+            (CREATE, "CREATE"),
+            (INTERRUPT, "INTERRUPT"),
+            (BMAP, "BMAP"),
+            (DESTROY, "DESTROY"),
+            (IOCTL, "IOCTL"),
+            (POLL, "POLL"),
+            (NOTIFY_REPLY, "NOTIFY_REPLY"),
+            (BATCH_FORGET, "BATCH_FORGET"),
+            (FALLOCATE, "FALLOCATE"),
+            (READDIRPLUS, "READDIRPLUS"),
+            (RENAME2, "RENAME2"),
+            (LSEEK, "LSEEK"),
+            (COPY_FILE_RANGE, "COPY_FILE_RANGE"),
+            (SYNCFS, "SYNCFS"),
+            (TMPFILE, "TMPFILE"),
+            (STATX, "STATX"),
+        ];
+        NAMES.iter().find(|(o, _)| *o == op).map_or("UNKNOWN", |(_, n)| n)
+    }
 }
 
 /// Notification codes (`enum fuse_notify_code`), sent in `out_header.error` with

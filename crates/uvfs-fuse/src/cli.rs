@@ -66,6 +66,10 @@ pub struct MountArgs {
     /// checked against the host before use
     #[arg(long)]
     pub host_unchanged: bool,
+    /// When the mount ends, print how many requests of each kind the kernel sent (to see
+    /// what a workload costs in round trips)
+    #[arg(long)]
+    pub stats: bool,
 }
 
 /// A kernel lever by name (see [`Levers`]).
@@ -192,6 +196,7 @@ fn options(a: &MountArgs) -> Result<MountOptions, Fail> {
         negative_timeout: secs("negative-timeout", a.negative_timeout, base.negative_timeout)?,
         permissions: a.permissions,
         transport: a.transport,
+        stats: a.stats,
         ..base
     };
     for l in &a.enable {

@@ -220,6 +220,8 @@ pub struct MountOptions {
     /// privilege to call `mount(2)`).
     #[doc(hidden)]
     pub fusermount: bool,
+    /// Print the requests received, by opcode, to stderr when the mount ends.
+    pub stats: bool,
 }
 
 impl Default for MountOptions {
@@ -236,6 +238,7 @@ impl Default for MountOptions {
             levers: Levers::DEFAULT,
             panic_on_lookup: None,
             fusermount: false,
+            stats: false,
         }
     }
 }
@@ -285,7 +288,7 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         kernel_acl: AtomicBool::new(false),
         writeback: AtomicBool::new(false),
         passthrough: Default::default(),
-        data_requests: Default::default(),
+        requests: std::array::from_fn(|_| Default::default()),
         locks: Default::default(),
     }))
 }
@@ -401,10 +404,13 @@ impl MountHandle {
 
     /// READ and WRITE requests answered so far.
     pub fn data_requests(&self) -> (u64, u64) {
-        self.run.as_ref().map_or((0, 0), |r| {
-            let [rd, wr] = &r.server.data_requests;
-            (rd.load(Ordering::Relaxed), wr.load(Ordering::Relaxed))
-        })
+        let n = |op: u32| self.run.as_ref().map_or(0, |r| r.server.requests[op as usize].load(Ordering::Relaxed));
+        (n(abi::opcode::READ), n(abi::opcode::WRITE))
+    }
+
+    /// Requests received so far, by opcode name, the most frequent first.
+    pub fn requests(&self) -> Vec<(&'static str, u64)> {
+        self.run.as_ref().map_or_else(Vec::new, |r| r.server.request_counts())
     }
 
     /// Whether opens of host files get a backing file (FUSE passthrough).
@@ -563,6 +569,13 @@ pub fn serve(
     on_mounted(Box::new(move || {
         let _ = mount::unmount(&mp, conn);
     }));
+    let server = run.server.clone();
     run.join();
+    if opts.stats {
+        let counts = server.request_counts();
+        let total: u64 = counts.iter().map(|(_, n)| n).sum();
+        let list: Vec<String> = counts.iter().map(|(op, n)| format!("{op} {n}")).collect();
+        eprintln!("uvfs mount: {total} requests: {}", list.join(", "));
+    }
     Ok(())
 }

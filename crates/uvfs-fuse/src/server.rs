@@ -47,9 +47,21 @@ pub(crate) struct Server {
     pub(crate) writeback: AtomicBool,
     /// Backing files of handles (`crate::passthrough`; own lock).
     pub(crate) passthrough: crate::passthrough::Passthrough,
-    /// Atomic: READ and WRITE requests answered (what passthrough and the page cache
-    /// save, counted for the tests).
-    pub(crate) data_requests: [std::sync::atomic::AtomicU64; 2],
+    /// Atomic: requests received, by opcode (below 64), for the tests (what passthrough
+    /// and the page cache save) and `uvfs mount --stats`.
+    pub(crate) requests: [std::sync::atomic::AtomicU64; 64],
+}
+
+impl Server {
+    /// [`Server::requests`] by opcode name, the most frequent first (none left out).
+    pub(crate) fn request_counts(&self) -> Vec<(&'static str, u64)> {
+        let mut v: Vec<(&'static str, u64)> = (0..self.requests.len() as u32)
+            .map(|op| (abi::opcode::name(op), self.requests[op as usize].load(Ordering::Relaxed)))
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        v
+    }
 }
 
 fn caller(h: &InHeader) -> Caller {
@@ -314,6 +326,9 @@ impl Server {
         out: &mut ReplyBuf<'_>,
         later: &dyn Fn() -> crate::session::Later,
     ) -> Reply {
+        if let Some(c) = self.requests.get(req.header.opcode as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
         // Changes made for the kernel are not pushed back to it as invalidations.
         let _mute = self.watch.get().map(|w| w.mute_this_thread());
         if req.op.no_reply() {
@@ -443,13 +458,11 @@ impl Server {
                 out.push(&self.open_reply(id, f))
             }
             Op::Read(r) => {
-                self.data_requests[0].fetch_add(1, Ordering::Relaxed);
                 let off = i64::try_from(r.offset).map_err(|_| Errno::EINVAL)?;
                 let f = self.handle_file(r.fh)?;
                 out.fill(r.size as usize, |buf| self.base().pread(&f, buf, off)).map(drop)
             }
             Op::Write { arg, data } => {
-                self.data_requests[1].fetch_add(1, Ordering::Relaxed);
                 let off = i64::try_from(arg.offset).map_err(|_| Errno::EFBIG)?;
                 // The writer's task: a write by a caller without CAP_FSETID clears
                 // setuid/setgid.

@@ -104,6 +104,10 @@ fn passthrough_case(changes: uvfs::fs::hostfs::HostChanges, opts: MountOptions) 
     assert_eq!(std::fs::read(m.join("new")).unwrap(), data);
     assert_eq!(std::fs::read(m.join("old")).unwrap(), b"host data");
     assert_eq!(handle.data_requests(), (0, 0), "READ/WRITE requests despite passthrough");
+    // What did go through: the create and the opens, counted by opcode.
+    let reqs = handle.requests();
+    let count = |op: &str| reqs.iter().find(|(o, _)| *o == op).map_or(0, |r| r.1);
+    assert!(count("CREATE") >= 1 && count("OPEN") >= 1 && count("READ") == 0, "{reqs:?}");
     assert_eq!(std::fs::read(host.path().join("new")).unwrap(), data);
     assert_eq!(std::fs::metadata(m.join("new")).unwrap().len(), data.len() as u64);
     let st = vfs.root_task().stat(b"/new").unwrap();

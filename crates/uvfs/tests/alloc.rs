@@ -15,6 +15,9 @@ struct Counting;
 thread_local! {
     static ALLOCS: Cell<u64> = const { Cell::new(0) };
     static BYTES: Cell<u64> = const { Cell::new(0) };
+    /// Allocations just over a 4 KiB page (up to 256 bytes over): what a page of data with
+    /// a header inline would be, costing the allocator its next size class.
+    static OVER_PAGE: Cell<u64> = const { Cell::new(0) };
 }
 
 // SAFETY: forwards to the system allocator; the counter is thread-local and const-init, so
@@ -23,6 +26,9 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
         let _ = BYTES.try_with(|c| c.set(c.get() + l.size() as u64));
+        if (4097..=4096 + 256).contains(&l.size()) {
+            let _ = OVER_PAGE.try_with(|c| c.set(c.get() + 1));
+        }
         // SAFETY: same contract as ours.
         unsafe { System.alloc(l) }
     }
@@ -411,6 +417,8 @@ fn copies_share_pages_and_holes_cost_nothing() {
     let dst = t.openat(DirFd::Cwd, b"/dst", rw, 0o644).unwrap();
     const MIB: usize = 1 << 20;
     assert_eq!(t.pwrite(src, &vec![7u8; MIB], 0).unwrap(), MIB);
+
+    assert_eq!(OVER_PAGE.with(|c| c.get()), 0, "a page of data was allocated with a header inline");
 
     let b0 = bytes();
     let (mut a, mut b) = (0i64, 0i64);

@@ -126,8 +126,10 @@ pub struct MemFs {
 }
 
 /// The bytes of one page, shared copy-on-write between files (`Arc::make_mut` before a
-/// write).
-type PageData = Arc<[u8; PAGE as usize]>;
+/// write). Boxed inside the `Arc`, so that the bytes are one 4 KiB allocation (the
+/// allocator's page-sized class) and the count a small one beside it: an `Arc` of the
+/// array itself would be 4 KiB plus its header, a quarter more in the allocator.
+type PageData = Arc<Box<[u8; PAGE as usize]>>;
 
 /// A page of a file: `None` is reserved by `fallocate` and never written (no memory, reads
 /// as zeros, a hole to `SEEK_DATA`).
@@ -136,7 +138,14 @@ type Page = Option<PageData>;
 /// A page of zeros, allocated without being written by the CPU (`calloc`).
 fn zeroed_page() -> PageData {
     // SAFETY: an all-zero byte array is a valid `[u8; N]`.
-    unsafe { Arc::<[u8; PAGE as usize]>::new_zeroed().assume_init() }
+    let bytes = unsafe { Box::<[u8; PAGE as usize]>::new_zeroed().assume_init() };
+    Arc::new(bytes)
+}
+
+/// A page holding a copy of `bytes` (a whole page), not zeroed first.
+fn copied_page(bytes: &[u8]) -> PageData {
+    let b: Box<[u8]> = bytes.into();
+    Arc::new(b.try_into().expect("a whole page"))
 }
 
 /// The one page of zeros every copied hole shares (copy-on-write like any page).
@@ -148,7 +157,7 @@ fn zero_page() -> PageData {
 /// The bytes of page `idx` to write to: allocated or unshared first.
 fn page_mut(pages: &mut BTreeMap<u64, Page>, idx: u64) -> &mut [u8; PAGE as usize] {
     let slot = pages.entry(idx).or_insert(None);
-    Arc::make_mut(slot.get_or_insert_with(zeroed_page))
+    Arc::make_mut(slot.get_or_insert_with(zeroed_page)).as_mut()
 }
 
 /// Per-inode private data.
@@ -512,7 +521,13 @@ impl FileSystem for MemFs {
             let pos = off + done as u64;
             let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
             let chunk = (buf.len() - done).min(PAGE as usize - in_page);
-            page_mut(&mut pages, idx)[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
+            if chunk == PAGE as usize {
+                // A whole page is replaced: no zeroing, and a page shared with a copy is
+                // left to the copy.
+                pages.insert(idx, Some(copied_page(&buf[done..done + chunk])));
+            } else {
+                page_mut(&mut pages, idx)[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
+            }
             done += chunk;
         }
         let blocks = pages.len() as u64 * (PAGE / 512);
