@@ -18,7 +18,8 @@ use crate::{Levers, MountOptions, Permissions, Transport};
 pub struct MountArgs {
     /// Directory to mount on
     pub mountpoint: PathBuf,
-    /// What to serve: `memfs` (a new in-memory filesystem) or `host:DIR` (a host directory)
+    /// What to serve: `memfs` (a new in-memory filesystem), `host:DIR` (a host directory)
+    /// or `tar:FILE` (a tar archive, read-only, not unpacked)
     #[arg(long = "fs", default_value = "memfs")]
     pub fs: String,
     /// Seconds the kernel may cache a name lookup (ignored with `--permissions uvfs`;
@@ -240,7 +241,14 @@ fn make_vfs(fs: &str, host_unchanged: bool) -> Result<uvfs::Vfs, Fail> {
             let fs = HostFs::with_options(dir, opts).map_err(|e| usage(format!("--fs {s}: {e}")))?;
             uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).map_err(|e| usage(format!("--fs {s}: {e}")))
         }
-        s => Err(usage(format!("unknown --fs {s:?}: use memfs or host:DIR"))),
+        s if s.starts_with("tar:") => {
+            if host_unchanged {
+                return Err(usage("--host-unchanged needs --fs host:DIR"));
+            }
+            let fs = uvfs::fs::tarfs::TarFs::open(&s["tar:".len()..]).map_err(|e| usage(format!("--fs {s}: {e}")))?;
+            uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).map_err(|e| usage(format!("--fs {s}: {e}")))
+        }
+        s => Err(usage(format!("unknown --fs {s:?}: use memfs, host:DIR or tar:FILE"))),
     }
 }
 

@@ -333,3 +333,28 @@ fn sparse_files_and_copies_as_on_tmpfs() {
     std::fs::create_dir(&dir).unwrap();
     assert_eq!(sh(&dir, script), expected);
 }
+
+/// A tar archive mounted read-only without unpacking it (issue 14): `diff -r` finds the
+/// mount equal to what `tar -x` makes of the archive, `tar -c` of the mount lists the same
+/// members, and writes are refused with EROFS.
+#[test]
+fn a_tar_archive_mounted_as_its_extraction() {
+    require(&[("tar", "tar"), ("diff", "diffutils")]);
+    let host = TempDir::new("tarfs");
+    sh(
+        host.path(),
+        "mkdir -p src/d/e && echo hello > src/d/hello && ln -s d/hello src/link && ln src/d/hello src/hard \
+         && head -c 100000 /dev/urandom > src/d/e/rand && chmod 0750 src/d/e && tar -C src -cf t.tar . \
+         && mkdir out && tar -C out -xpf t.tar",
+    );
+    let fs = uvfs::fs::tarfs::TarFs::open(host.path().join("t.tar")).unwrap();
+    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
+    let mnt = TempDir::new("tarfsmnt");
+    let (handle, _uring) = common::spawn(&vfs, mnt.path(), MountOptions::default());
+    run(Command::new("diff").arg("-r").arg("--no-dereference").arg(host.path().join("out")).arg(mnt.path()));
+    let list = |dir: &std::path::Path| sh(dir, "tar --sort=name -cf - . | tar -tvf - | sort");
+    assert_eq!(list(mnt.path()), list(&host.path().join("out")));
+    let err = std::fs::write(mnt.path().join("new"), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+    handle.unmount().unwrap();
+}

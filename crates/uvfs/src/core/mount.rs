@@ -156,7 +156,7 @@ impl Mount {
         parent: MountParent,
         flags: MountFlags,
     ) -> Arc<Mount> {
-        let ro = if flags.contains(MountFlags::RDONLY) { WS_RDONLY } else { 0 };
+        let ro = if flags.contains(MountFlags::RDONLY) || sb.fs().read_only() { WS_RDONLY } else { 0 };
         Arc::new(Mount {
             id,
             sb,
@@ -244,6 +244,8 @@ impl Mount {
             self.write_state
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| (s & !WS_RDONLY == 0).then_some(WS_RDONLY))
                 .map_err(|_| Errno::EBUSY)?;
+        } else if self.sb.fs().read_only() {
+            return Err(Errno::EROFS);
         } else {
             self.write_state.fetch_and(!WS_RDONLY, Ordering::AcqRel);
         }

@@ -78,6 +78,12 @@ pub trait FileSystem: Send + Sync + 'static {
     /// Whether every directory's entries are all in the dentry cache, so a cache miss is
     /// ENOENT and listing walks the cache.
     fn dcache_complete(&self) -> bool;
+    /// Whether the filesystem can only be read (Linux's `SB_RDONLY` forced by the
+    /// filesystem, as iso9660's): every mount of it is read-only, and cannot be made
+    /// writable (EROFS).
+    fn read_only(&self) -> bool {
+        false
+    }
     /// Makes the root inode.
     fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>>;
     /// statfs.
