@@ -13,7 +13,7 @@
 //! | `abi/` | what crosses the API: [`Errno`], flags ([`OpenFlags`], [`AtFlags`], ...), [`Credentials`], [`VfsConfig`], [`Stat`], [`limits`] | `sync` |
 //! | `core/` | the objects and what keeps them consistent (below) | `sync`, `abi` |
 //! | `walk/` | `namei.rs`: the path walk over a `WalkCtx` (instance, credentials, root/cwd, descriptors), not a `Task` | `core`, `abi`, `sync` |
-//! | `fs/` | the filesystems, [`fs::memfs`], [`fs::hostfs`] and [`fs::tarfs`] (a tar archive, read-only): the filesystem API of `core` only | `core` (`superblock`, `inode`, `dentry`, `acl`, `icache`, `xattr`, `file`), `abi`, `sync` |
+//! | `fs/` | the filesystems, [`fs::memfs`], [`fs::hostfs`] and [`fs::tarfs`] (a tar archive, read-only), [`fs::overlay`] (a writable layer in memory over read-only layers, overlayfs's semantics): the filesystem API of `core` only | `core` (`superblock`, `inode`, `dentry`, `acl`, `icache`, `xattr`, `file`), `abi`, `sync` |
 //! | `syscalls/` | the calls on [`Task`], one file per family (`open`, `attr`, `stat`, `names`, `read_write`, `readdir`, `utimes`, `xattr`, `acl`, `mount`, `inotify`, `locks`, `fd`, `fs_struct`) | everything below; the only layer besides the top that names a concrete filesystem |
 //! | top level | `lib.rs` (this map), `vfs.rs` ([`Vfs`]), `task.rs` ([`Task`]) | everything |
 //!

@@ -450,3 +450,23 @@ fn copies_share_pages_and_holes_cost_nothing() {
     assert!(bytes() - b0 < 8192, "a 1 TiB hole costs {} bytes", bytes() - b0);
     assert_eq!(t.fstat(src).unwrap().blocks, (MIB / 512) as u64);
 }
+
+/// The overlay keeps the walk's fast paths (issue 14): once looked up, a stat through it
+/// (a lower file, a copied-up one, a miss) allocates nothing and takes no lock.
+#[test]
+fn cached_stat_through_an_overlay_allocates_nothing() {
+    let lower = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(lower.path().join("a/b")).unwrap();
+    std::fs::write(lower.path().join("a/b/f"), b"lower").unwrap();
+    std::fs::write(lower.path().join("a/g"), b"lower").unwrap();
+    let host = uvfs::fs::hostfs::HostFs::new(lower.path()).unwrap();
+    let fs = uvfs::fs::overlay::OverlayFs::new(vec![Box::new(host)]).unwrap();
+    let vfs = Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap();
+    let t = vfs.root_task();
+    t.fchmodat(DirFd::Cwd, b"/a/g", 0o600, AtFlags::empty()).unwrap();
+    for path in [b"/a/b/f".as_slice(), b"/a/g", b"/a/nope"] {
+        let expect = t.stat(path).map(|s| s.size);
+        let (allocs, locks) = measure(|| assert_eq!(t.stat(path).map(|s| s.size), expect));
+        assert_eq!((allocs, locks), (0, 0), "{}", String::from_utf8_lossy(path));
+    }
+}

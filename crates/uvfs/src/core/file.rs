@@ -114,7 +114,7 @@ impl File {
     ) -> crate::abi::errno::Result<File> {
         let fs_opened = !flags.contains(OpenFlags::PATH);
         if fs_opened {
-            inode.sb().fs().open(&inode)?;
+            inode.sb().fs().open(&inode, flags)?;
         }
         // Undoes the filesystem's open if a later step fails.
         let release = |inode: &Inode| {

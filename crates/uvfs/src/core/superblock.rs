@@ -121,7 +121,8 @@ pub trait FileSystem: Send + Sync + 'static {
     /// A file description of `inode` is being opened (not `O_PATH`): the filesystem
     /// readies what I/O on it needs (Linux's `->open`; hostfs opens the host file now, so
     /// an open file keeps its data whatever happens to its name on the host).
-    fn open(&self, _inode: &Inode) -> Result<()> {
+    /// `flags` are the open's (overlay copies up for an open with write access).
+    fn open(&self, _inode: &Inode, _flags: crate::abi::flags::OpenFlags) -> Result<()> {
         Ok(())
     }
     /// The file description a successful [`FileSystem::open`] was for is gone (its last
@@ -159,7 +160,8 @@ pub trait FileSystem: Send + Sync + 'static {
     fn rename(&self, req: &RenameReq<'_>) -> Result<()>;
     /// Reads a symlink's target.
     fn readlink(&self, inode: &Inode) -> Result<Vec<u8>>;
-    /// Persists attribute changes already applied to the inode.
+    /// Persists attribute changes already applied to the inode. Called with the inode
+    /// lock held (as Linux's `notify_change` under `inode_lock`).
     fn setattr(&self, _inode: &Inode, _attr: &SetAttr) -> Result<()> {
         Ok(())
     }

@@ -814,7 +814,7 @@ impl FileSystem for HostFs {
         Ok(valid)
     }
 
-    fn open(&self, inode: &Inode) -> Result<()> {
+    fn open(&self, inode: &Inode, _flags: crate::abi::flags::OpenFlags) -> Result<()> {
         // The host file is opened with the first uvfs open of it (not at lookup: a cold
         // scan that only stats holds no descriptor), and its descriptor is pinned until
         // `release`: the cache does not close it, so the open file keeps its data

@@ -1,10 +1,12 @@
 //! Filesystems: memfs (tmpfs semantics in memory), hostfs (a host directory, by
-//! descriptors) and tarfs (a tar archive, read-only). Each sees only the filesystem API (re-exported here: the
+//! descriptors), tarfs (a tar archive, read-only) and overlay (a writable layer in memory
+//! over read-only layers of the others). Each sees only the filesystem API (re-exported here: the
 //! [`FileSystem`] trait and the objects it is handed), `abi` and `sync`: never the walk
 //! or a call.
 
 pub mod hostfs;
 pub mod memfs;
+pub mod overlay;
 pub mod tarfs;
 
 // The filesystem API: what a filesystem implements and is handed, for filesystems

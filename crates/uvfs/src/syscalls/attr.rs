@@ -256,7 +256,9 @@ impl Task {
             kill_priv(inode)?;
         }
         let now = Timespec::now();
-        inode.update(|w| {
+        // Applied and persisted under the inode lock, as every `setattr` (`notify_change`).
+        let _g = inode.lock.lock();
+        inode.update_locked(|w| {
             w.set_mode(mode);
             if let Some(u) = uid {
                 w.set_uid(u.0);

@@ -47,7 +47,9 @@ impl Task {
             None => (Some(now), Some(now)),
             Some([a, m]) => (pick(a), pick(m)),
         };
-        inode.update(|w| {
+        // Applied and persisted under the inode lock, as every `setattr` (`notify_change`).
+        let g = inode.lock.lock();
+        inode.update_locked(|w| {
             if let Some(t) = at {
                 w.set_atime(t);
             }
@@ -57,6 +59,7 @@ impl Task {
             w.set_ctime(now);
         });
         inode.sb().fs().setattr(inode, &SetAttr { atime: at, mtime: mt, ..Default::default() })?;
+        drop(g);
         self.notify_attr(&p.mnt, &p.dentry, inode, crate::core::fsnotify::EventMask::ATTRIB);
         Ok(())
     }

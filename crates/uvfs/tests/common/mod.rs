@@ -704,8 +704,15 @@ pub fn host_run(who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
     let root = String::from_utf8(raw).unwrap();
     // The root plays uvfs's root: 01777 root:root (mkdtemp made it 0700).
     std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
-    let (setup, ops, r) = (setup.to_vec(), ops.to_vec(), root.clone());
-    let res = std::thread::spawn(move || -> Result<(Vec<Out>, Vec<Out>), String> {
+    let res = host_run_at(&root, who, setup, ops);
+    std::fs::remove_dir_all(&root).unwrap_or_else(|e| panic!("removing {root}: {e}"));
+    res
+}
+
+/// [`host_run`] with `root` (which the caller made and removes) as the root.
+pub fn host_run_at(root: &str, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
+    let (setup, ops, r) = (setup.to_vec(), ops.to_vec(), root.to_string());
+    std::thread::spawn(move || -> Result<(Vec<Out>, Vec<Out>), String> {
         // SAFETY: unshare/close_range/chroot/chdir affect only this thread after unshare.
         unsafe {
             if libc::unshare(libc::CLONE_FS | libc::CLONE_FILES) != 0 {
@@ -739,9 +746,7 @@ pub fn host_run(who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
     })
     .join()
     .expect("host thread panicked")
-    .unwrap_or_else(|e| panic!("host setup failed: {e}"));
-    std::fs::remove_dir_all(&root).unwrap_or_else(|e| panic!("removing {root}: {e}"));
-    res
+    .unwrap_or_else(|e| panic!("host setup failed: {e}"))
 }
 
 // ---------------------------------------------------------------- uvfs

@@ -1,0 +1,927 @@
+//! `overlay`: a writable layer in memory over read-only lower layers, with Linux
+//! overlayfs's semantics (`fs/overlayfs/`). What is read comes from the topmost layer that
+//! has it; the first change to an object copies it up; a removed lower name leaves a
+//! whiteout, a directory made where one was is opaque (hides the lower directories).
+//!
+//! The lower layers are any filesystems that answer lookups and listings themselves (not
+//! dcache-complete: hostfs, tarfs), used through the filesystem API only: an overlay
+//! inode holds the lower inode it stands for (a directory, the lower directories it
+//! merges). The upper layer is the overlay's own: names decided in the upper layer
+//! (created, copied up, whited out) are kept per directory, and file data copied up is
+//! copy-on-write by page over the lower file, so a copy-up costs nothing until pages are
+//! written (`lower_len` is how much of the lower file still shows through after a
+//! truncation).
+//!
+//! As overlayfs without `redirect_dir`, `index` or `metacopy`: renaming a directory that
+//! has lower parts is EXDEV (tools copy instead); a copy-up breaks a lower hard link (the
+//! other names keep the lower file); a merged directory reports one link. Lower whiteouts
+//! (character devices 0/0) and opaque lower directories (`trusted.overlay.opaque` "y")
+//! are honoured, so stacked layers work. Inode numbers: objects of the upper layer
+//! count from 2 (the root is 1); a lower object shows its own inode number with its
+//! layer in the top byte, so numbers are stable and do not collide.
+
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+
+use crate::abi::errno::{Errno, Result};
+use crate::abi::flags::{RenameFlags, Timespec};
+use crate::abi::stat::{FileType, Ino, StatFs};
+use crate::core::acl::{Acl, AclInit, AclType};
+use crate::core::inode::{Inode, NewInode};
+use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
+use crate::core::xattr::XattrFlags;
+use crate::sync::Mutex;
+
+/// tmpfs's directory size per entry and base, which the upper layer reports.
+const DIRENT_SIZE: u64 = 20;
+/// Page size of copied-up data.
+const PAGE: u64 = 4096;
+/// `OVERLAYFS_SUPER_MAGIC`.
+pub const OVERLAYFS_SUPER_MAGIC: u64 = 0x794c_7630;
+/// The xattr that makes a lower directory opaque.
+const OPAQUE_XATTR: &[u8] = b"trusted.overlay.opaque";
+
+/// Where a lower object was found: (its directory, its name).
+type Origin = Option<(Weak<Inode>, Box<[u8]>)>;
+/// Lower directories merged, top first, each with its layer.
+type LowerDirs = Vec<(usize, Arc<Inode>)>;
+/// A directory's listing: name, inode number, `DT_*` type.
+type Listing = Vec<(Box<[u8]>, u64, u8)>;
+/// Names seen while listing: shown (inode number, type) or hidden by a whiteout (`None`).
+type Shown = BTreeMap<Box<[u8]>, Option<(u64, u8)>>;
+
+/// A name decided in the upper layer.
+enum Entry {
+    /// An object of the upper layer (made there, or copied up).
+    Child(Arc<Inode>),
+    /// A whiteout: the lower layers' object of this name is hidden.
+    Whiteout,
+}
+
+/// What the upper layer holds of an object. One leaf lock per object.
+#[derive(Default)]
+struct State {
+    /// The object exists in the upper layer (made there or copied up); its attributes are
+    /// the overlay inode's own from then on.
+    upper: bool,
+    /// A directory that hides its lower directories.
+    opaque: bool,
+    /// A directory's names decided in the upper layer.
+    entries: BTreeMap<Box<[u8]>, Entry>,
+    /// A directory's children found in the lower layers and not copied up, while alive.
+    cache: HashMap<Box<[u8]>, Weak<Inode>>,
+    /// A copied-up file's pages written since the copy-up.
+    pages: BTreeMap<u64, Box<[u8; PAGE as usize]>>,
+    /// A copied-up file: how many bytes of the lower file still show (below the pages).
+    lower_len: u64,
+    /// A copied-up file's size, which writes resolve appends against under this lock
+    /// (the inode's copy is updated after it is dropped).
+    size: u64,
+    /// A symlink's target (upper objects; a lower symlink reads the lower one).
+    target: Option<Box<[u8]>>,
+    /// Extended attributes of an upper object (copied from the lower one at copy-up).
+    xattrs: BTreeMap<Box<[u8]>, Box<[u8]>>,
+    /// ACLs of an upper object (access, default).
+    acls: [Option<Arc<Acl>>; 2],
+}
+
+/// The overlay's private data of an inode.
+struct OvlNode {
+    /// Immutable: the lower object this one stands for (the topmost), if any.
+    lower: Option<Arc<Inode>>,
+    /// Immutable: a directory's lower directories, top first, each with its layer.
+    lower_dirs: LowerDirs,
+    /// Where the object was found (parent, name) while it is not copied up: the copy-up
+    /// names it there. Leaf lock.
+    origin: Mutex<Origin>,
+    /// The upper layer's part. Ranked as a filesystem's per-inode metadata: taken under
+    /// the inode lock (a `setattr` copies up); the inode's attributes are updated after it
+    /// is dropped, and nothing of a lower layer is called while it is held.
+    state: Mutex<State, { crate::sync::rank::FS_META }>,
+    /// Set once, right after the inode is made: the inode itself, for its children to
+    /// name as their parent.
+    me: OnceLock<Weak<Inode>>,
+}
+
+impl OvlNode {
+    fn new(lower: Option<Arc<Inode>>, lower_dirs: LowerDirs, origin: Origin, state: State) -> OvlNode {
+        OvlNode { lower, lower_dirs, origin: Mutex::new(origin), state: Mutex::new(state), me: OnceLock::new() }
+    }
+}
+
+/// Makes an overlay inode and tells it who it is.
+fn make(sb: &Arc<SuperBlock>, n: NewInode, node: OvlNode) -> Arc<Inode> {
+    let inode = Inode::new(sb, n, Box::new(node));
+    let _ = self::node(&inode).me.set(Arc::downgrade(&inode));
+    inode
+}
+
+fn node(inode: &Inode) -> &OvlNode {
+    inode.private::<OvlNode>().expect("overlay inode without its node")
+}
+
+/// A filesystem of the overlay's lower layers, mounted inside it.
+struct Layer {
+    sb: Arc<SuperBlock>,
+    root: Arc<Inode>,
+}
+
+/// The overlay filesystem type: a writable layer in memory over `lowers`.
+pub struct OverlayFs {
+    /// The lower filesystems, top first, until the overlay is mounted.
+    pending: Mutex<Vec<Box<dyn FileSystem>>>,
+    /// Set once at mount: the lower layers.
+    layers: OnceLock<Vec<Layer>>,
+    /// Atomic: the next inode number of an upper object.
+    next_ino: AtomicU64,
+}
+
+impl OverlayFs {
+    /// An overlay over `lowers` (top first): filesystems that answer lookups and listings
+    /// (hostfs, tarfs). EINVAL without a lower layer or with a dcache-complete one (memfs
+    /// keeps its tree in the dentry cache, which a layer below cannot use).
+    pub fn new(lowers: Vec<Box<dyn FileSystem>>) -> Result<OverlayFs> {
+        if lowers.is_empty() || lowers.iter().any(|l| l.dcache_complete()) {
+            return Err(Errno::EINVAL);
+        }
+        Ok(OverlayFs { pending: Mutex::new(lowers), layers: OnceLock::new(), next_ino: AtomicU64::new(2) })
+    }
+
+    fn layers(&self) -> &[Layer] {
+        self.layers.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// An overlay inode for `lower` (found in `layer`), with the lower directories it
+    /// merges and where it was found.
+    fn wrap(
+        &self,
+        sb: &Arc<SuperBlock>,
+        layer: usize,
+        lower: Arc<Inode>,
+        lower_dirs: LowerDirs,
+        origin: Origin,
+    ) -> Arc<Inode> {
+        let st = lower.stat();
+        let link = if lower.file_type() == FileType::Symlink { lower.cached_link().map(Into::into) } else { None };
+        let n = NewInode {
+            ino: Ino(((layer as u64 + 1) << 56) | (st.ino & ((1 << 56) - 1))),
+            mode: st.mode,
+            uid: st.uid,
+            gid: st.gid,
+            nlink: st.nlink,
+            size: st.size,
+            blocks: st.blocks,
+            rdev: st.rdev,
+            times: [st.atime, st.mtime, st.ctime],
+            acl: AclInit::NotCached,
+            default_acl: AclInit::NotCached,
+            link,
+        };
+        make(sb, n, OvlNode::new(Some(lower), lower_dirs, origin, State::default()))
+    }
+
+    /// Whether a lower object is a whiteout (a character device 0/0).
+    fn is_whiteout(inode: &Inode) -> bool {
+        inode.file_type() == FileType::CharDevice && inode.stat().rdev == 0
+    }
+
+    /// Whether a lower directory is opaque.
+    fn lower_opaque(dir: &Inode) -> bool {
+        let mut v = [0u8; 4];
+        matches!(dir.sb().fs().getxattr(dir, OPAQUE_XATTR, &mut v), Ok(1) if v[0] == b'y')
+    }
+
+    /// Looks `name` up in the lower directories of `dir`: the topmost object, and for a
+    /// directory the lower directories it merges (down to an opaque one or a non-directory).
+    fn lookup_lower(&self, dirs: &[(usize, Arc<Inode>)], name: &[u8]) -> Result<Option<(usize, LowerDirs)>> {
+        let mut found: Option<(usize, LowerDirs)> = None;
+        for (layer, d) in dirs {
+            let sb = &self.layers()[*layer].sb;
+            let Some(i) = d.sb().fs().lookup(sb, d, name)? else { continue };
+            if OverlayFs::is_whiteout(&i) {
+                break;
+            }
+            match &mut found {
+                None => {
+                    let dir = i.is_dir();
+                    let opaque = dir && OverlayFs::lower_opaque(&i);
+                    found = Some((*layer, vec![(*layer, i)]));
+                    if !dir || opaque {
+                        break;
+                    }
+                }
+                Some((_, v)) => {
+                    // Below a directory only directories merge; anything else ends it.
+                    if !i.is_dir() {
+                        break;
+                    }
+                    let opaque = OverlayFs::lower_opaque(&i);
+                    v.push((*layer, i));
+                    if opaque {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Whether a lower layer has `name` in `dir` (a removal must leave a whiteout).
+    fn lower_has(&self, dir: &Inode, name: &[u8]) -> Result<bool> {
+        let n = node(dir);
+        if n.state.lock().opaque {
+            return Ok(false);
+        }
+        Ok(self.lookup_lower(&n.lower_dirs, name)?.is_some())
+    }
+
+    /// A new object of the upper layer.
+    fn new_upper(&self, sb: &Arc<SuperBlock>, args: &CreateArgs<'_>, nlink: u32) -> Result<Arc<Inode>> {
+        let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
+        let now = Timespec::now();
+        let (size, link) = match ftype {
+            FileType::Directory => (2 * DIRENT_SIZE, None),
+            FileType::Symlink => (args.target.unwrap_or_default().len() as u64, args.target.map(Into::into)),
+            _ => (0, None),
+        };
+        let state = State {
+            upper: true,
+            target: link.clone(),
+            acls: [args.acl.clone(), args.default_acl.clone()],
+            ..State::default()
+        };
+        let n = NewInode {
+            ino: Ino(self.next_ino.fetch_add(1, Ordering::Relaxed)),
+            mode: args.mode,
+            uid: args.uid,
+            gid: args.gid,
+            nlink,
+            size,
+            blocks: 0,
+            rdev: args.rdev,
+            times: [now; 3],
+            acl: AclInit::Known(args.acl.clone()),
+            default_acl: AclInit::Known(args.default_acl.clone()),
+            link,
+        };
+        Ok(make(sb, n, OvlNode::new(None, Vec::new(), None, state)))
+    }
+
+    /// Copies `inode` up (its parents first): from now on the upper layer holds it, named
+    /// where it was found. Data stays below until pages are written. `locked`: the caller
+    /// holds `inode`'s lock (`setattr`, the xattr and ACL calls), never its parents'.
+    fn copy_up(&self, inode: &Inode) -> Result<()> {
+        self.copy_up_as(inode, false)
+    }
+
+    fn copy_up_as(&self, inode: &Inode, locked: bool) -> Result<()> {
+        let n = node(inode);
+        if n.state.lock().upper {
+            return Ok(());
+        }
+        let origin = n.origin.lock().clone();
+        let Some((parent, name)) = origin else { return Err(Errno::EIO) };
+        let parent = parent.upgrade().ok_or(Errno::ESTALE)?;
+        self.copy_up(&parent)?;
+        let lower = n.lower.as_ref().ok_or(Errno::EIO)?;
+        let lfs = lower.sb().fs();
+        // What the upper copy keeps of the lower object besides its attributes.
+        let mut xattrs = BTreeMap::new();
+        if inode.file_type() != FileType::Symlink {
+            let mut names = Vec::new();
+            lfs.listxattr(lower, &mut |k| {
+                names.push(k.to_vec());
+                Ok(())
+            })?;
+            for k in names.into_iter().filter(|k| k.as_slice() != OPAQUE_XATTR) {
+                let len = lfs.getxattr(lower, &k, &mut [])?;
+                let mut v = vec![0u8; len];
+                let got = lfs.getxattr(lower, &k, &mut v)?;
+                v.truncate(got);
+                xattrs.insert(k.into_boxed_slice(), v.into_boxed_slice());
+            }
+        }
+        let acls = if lfs.posix_acl() && inode.file_type() != FileType::Symlink {
+            [lfs.get_acl(lower, AclType::Access)?, lfs.get_acl(lower, AclType::Default)?]
+        } else {
+            [None, None]
+        };
+        let target = match inode.file_type() {
+            FileType::Symlink => Some(lfs.readlink(lower)?.into_boxed_slice()),
+            _ => None,
+        };
+        let this = {
+            let mut p = node(&parent).state.lock();
+            let this = p.cache.get(&name).and_then(Weak::upgrade).ok_or(Errno::ESTALE)?;
+            p.cache.remove(&name);
+            p.entries.insert(name, Entry::Child(this.clone()));
+            this
+        };
+        // The upper directory gained an entry; its times stay (overlayfs restores them).
+        let entries = node(&parent).state.lock().entries.len() as u64;
+        parent.update(|w| w.set_size(2 * DIRENT_SIZE + DIRENT_SIZE * entries));
+        let mut st = n.state.lock();
+        st.upper = true;
+        st.lower_len = inode.size();
+        st.size = inode.size();
+        st.xattrs = xattrs;
+        st.acls = acls;
+        st.target = target;
+        drop(st);
+        *n.origin.lock() = None;
+        if this.is_dir() {
+            // The upper directory is new and empty (its size is the upper layer's); a
+            // merged one (upper and lower parts) reports one link (overlayfs's
+            // `ovl_getattr`: counting subdirectories is not worth it).
+            let merged = !n.lower_dirs.is_empty();
+            let set = |w: &mut crate::core::inode::AttrWriter<'_>| {
+                w.set_size(2 * DIRENT_SIZE);
+                if merged {
+                    w.set_nlink(1);
+                }
+            };
+            if locked {
+                this.update_locked(set);
+            } else {
+                this.update(set);
+            }
+        } else {
+            // The upper copy is a new file with one name: a lower hard link is broken
+            // (overlayfs without `index`).
+            let set = |w: &mut crate::core::inode::AttrWriter<'_>| w.set_nlink(1);
+            if locked {
+                this.update_locked(set);
+            } else {
+                this.update(set);
+            }
+        }
+        Ok(())
+    }
+
+    /// A directory gained (`delta` 1) or lost (-1) an upper entry; `subdir`: a directory
+    /// entry, which counts in the link count of a directory of the upper layer only.
+    fn dir_changed(dir: &Inode, now: Timespec, delta: i64, subdir: bool) {
+        let (entries, opaque) = {
+            let st = node(dir).state.lock();
+            (st.entries.len() as u64, st.opaque)
+        };
+        let merged = !node(dir).lower_dirs.is_empty() && !opaque;
+        dir.update(|w| {
+            let a = w.get();
+            w.set_size(2 * DIRENT_SIZE + DIRENT_SIZE * entries);
+            if subdir && !merged {
+                w.set_nlink(if delta > 0 { a.nlink + 1 } else { a.nlink.saturating_sub(1) });
+            }
+            w.set_mtime(now);
+            w.set_ctime(now);
+        });
+    }
+
+    /// Every name `dir` shows, in byte order, with its inode number and type.
+    fn list(&self, dir: &Inode) -> Result<Listing> {
+        let n = node(dir);
+        let (opaque, mut names): (bool, Shown) = {
+            let st = n.state.lock();
+            let names = st
+                .entries
+                .iter()
+                .map(|(k, e)| {
+                    let v = match e {
+                        Entry::Child(i) => Some((i.ino().0, i.file_type().dirent_type())),
+                        Entry::Whiteout => None,
+                    };
+                    (k.clone(), v)
+                })
+                .collect();
+            (st.opaque, names)
+        };
+        if !opaque {
+            for (layer, d) in &n.lower_dirs {
+                let mut below = Vec::new();
+                d.sb().fs().readdir(d, 0, &mut |e| {
+                    below.push(e);
+                    true
+                })?;
+                for e in below {
+                    if e.name == b"." || e.name == b".." || names.contains_key(e.name.as_slice()) {
+                        continue;
+                    }
+                    // A lower whiteout hides the name in the layers below it.
+                    let v = (e.dtype != FileType::CharDevice.dirent_type()
+                        || self.lookup_lower(&[(*layer, d.clone())], &e.name)?.is_some())
+                    .then_some((((*layer as u64 + 1) << 56) | (e.ino & ((1 << 56) - 1)), e.dtype));
+                    names.insert(e.name.into_boxed_slice(), v);
+                }
+            }
+        }
+        Ok(names.into_iter().filter_map(|(k, v)| v.map(|(ino, t)| (k, ino, t))).collect())
+    }
+
+    /// Page `idx` of the lower file up to `lower_len` (zeros after it), read with no lock
+    /// held (the lower layer takes its own).
+    fn lower_page(&self, inode: &Inode, idx: u64, lower_len: u64) -> Result<Box<[u8; PAGE as usize]>> {
+        // SAFETY: an all-zero byte array is a valid `[u8; N]`.
+        let mut page = unsafe { Box::<[u8; PAGE as usize]>::new_zeroed().assume_init() };
+        let start = idx * PAGE;
+        if start < lower_len {
+            let lower = node(inode).lower.as_ref().ok_or(Errno::EIO)?;
+            let want = (lower_len - start).min(PAGE) as usize;
+            let mut done = 0;
+            while done < want {
+                let n = lower.sb().fs().read(lower, start + done as u64, &mut page[done..want])?;
+                if n == 0 {
+                    break;
+                }
+                done += n;
+            }
+        }
+        Ok(page)
+    }
+
+    /// Makes sure pages `range` of a copied-up file are its own (read from the lower
+    /// file where it still shows), reading with no lock held. The lower file never
+    /// changes, so a page read twice by racing writers is the same; a truncation meanwhile
+    /// is applied again to what is inserted.
+    fn own_pages(&self, inode: &Inode, range: std::ops::Range<u64>) -> Result<()> {
+        for idx in range {
+            let lower_len = {
+                let st = node(inode).state.lock();
+                if st.pages.contains_key(&idx) {
+                    continue;
+                }
+                st.lower_len
+            };
+            let mut page = self.lower_page(inode, idx, lower_len)?;
+            let mut st = node(inode).state.lock();
+            let start = idx * PAGE;
+            if st.lower_len < start + PAGE && st.lower_len < lower_len {
+                page[st.lower_len.saturating_sub(start).min(PAGE) as usize..].fill(0);
+            }
+            st.pages.entry(idx).or_insert(page);
+        }
+        Ok(())
+    }
+
+    /// The 512-byte blocks of a copied-up file: its pages, and the lower ones still shown.
+    fn blocks(st: &State) -> u64 {
+        let lower_pages = st.lower_len.div_ceil(PAGE);
+        (lower_pages + st.pages.range(lower_pages..).count() as u64) * (PAGE / 512)
+    }
+}
+
+impl FileSystem for OverlayFs {
+    fn fs_type(&self) -> &'static str {
+        "overlay"
+    }
+
+    fn dcache_complete(&self) -> bool {
+        false
+    }
+
+    fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>> {
+        let pending = std::mem::take(&mut *self.pending.lock());
+        if !pending.is_empty() {
+            let rcu = sb.rcu();
+            let config = crate::abi::config::VfsConfig::default();
+            let mut layers = Vec::new();
+            for fs in pending {
+                let lsb = SuperBlock::with_config(fs, &rcu, &config);
+                let root = lsb.fs().root_inode(&lsb)?;
+                layers.push(Layer { sb: lsb, root });
+            }
+            let _ = self.layers.set(layers);
+        }
+        let dirs: Vec<(usize, Arc<Inode>)> =
+            self.layers().iter().enumerate().map(|(i, l)| (i, l.root.clone())).collect();
+        let top = dirs.first().ok_or(Errno::EINVAL)?.1.clone();
+        let root = self.wrap(sb, 0, top, dirs, None);
+        node(&root).state.lock().upper = true;
+        root.update(|w| w.set_nlink(1));
+        Ok(root)
+    }
+
+    fn statfs(&self, _sb: &SuperBlock) -> StatFs {
+        StatFs { fs_type: OVERLAYFS_SUPER_MAGIC, bsize: PAGE, namelen: 255, ..StatFs::default() }
+    }
+
+    fn lookup(&self, sb: &Arc<SuperBlock>, dir: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
+        let n = node(dir);
+        {
+            let st = n.state.lock();
+            match st.entries.get(name) {
+                Some(Entry::Child(i)) => return Ok(Some(i.clone())),
+                Some(Entry::Whiteout) => return Ok(None),
+                None => {}
+            }
+            if let Some(i) = st.cache.get(name).and_then(Weak::upgrade) {
+                return Ok(Some(i));
+            }
+            if st.opaque {
+                return Ok(None);
+            }
+        }
+        let Some((layer, mut dirs)) = self.lookup_lower(&n.lower_dirs, name)? else { return Ok(None) };
+        let lower = dirs[0].1.clone();
+        if !lower.is_dir() {
+            dirs.clear();
+        }
+        let me = n.me.get().cloned().ok_or(Errno::EIO)?;
+        let inode = self.wrap(sb, layer, lower, dirs, Some((me, name.into())));
+        let mut st = n.state.lock();
+        // A racing lookup may have made one already: keep the first.
+        if let Some(i) = st.cache.get(name).and_then(Weak::upgrade) {
+            return Ok(Some(i));
+        }
+        st.cache.insert(name.into(), Arc::downgrade(&inode));
+        Ok(Some(inode))
+    }
+
+    fn readdir(&self, dir: &Inode, cursor: u64, out: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+        let names = self.list(dir)?;
+        let dots = [(b".".as_slice(), dir.ino().0, FileType::Directory.dirent_type())];
+        // ".." is the parent's number as the VFS reports it; the overlay reports its own
+        // for the root and the lower parent's otherwise (as overlayfs without xino does).
+        let parent_ino = dir.ino().0;
+        let all = dots
+            .into_iter()
+            .chain(std::iter::once((b"..".as_slice(), parent_ino, FileType::Directory.dirent_type())))
+            .chain(names.iter().map(|(k, i, t)| (&**k, *i, *t)));
+        for (pos, (name, ino, dtype)) in all.enumerate().skip(cursor as usize) {
+            if !out(DirEntry { ino, next: pos as u64 + 1, dtype, name: name.to_vec() }) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
+        self.copy_up(dir)?;
+        let is_dir = FileType::from_mode(args.mode) == Some(FileType::Directory);
+        let inode = self.new_upper(sb, args, if is_dir { 2 } else { 1 })?;
+        let lower_has = self.lower_has(dir, name)?;
+        let was_whiteout = matches!(node(dir).state.lock().entries.get(name), Some(Entry::Whiteout));
+        if is_dir && (was_whiteout || lower_has) {
+            // A directory made where a lower object was hides what was below it.
+            node(&inode).state.lock().opaque = true;
+        }
+        {
+            let mut st = node(dir).state.lock();
+            st.cache.remove(name);
+            st.entries.insert(name.into(), Entry::Child(inode.clone()));
+        }
+        OverlayFs::dir_changed(dir, inode.stat().ctime, 1, is_dir);
+        Ok(inode)
+    }
+
+    fn link(&self, dir: &Inode, name: &[u8], inode: &Arc<Inode>) -> Result<()> {
+        self.copy_up(inode)?;
+        self.copy_up(dir)?;
+        node(dir).state.lock().entries.insert(name.into(), Entry::Child(inode.clone()));
+        let now = Timespec::now();
+        inode.update(|w| {
+            let a = w.get();
+            w.set_nlink(a.nlink + 1);
+            w.set_ctime(now);
+        });
+        OverlayFs::dir_changed(dir, now, 1, false);
+        Ok(())
+    }
+
+    fn unlink(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
+        self.copy_up(dir)?;
+        let lower_has = self.lower_has(dir, name)?;
+        {
+            let mut st = node(dir).state.lock();
+            st.cache.remove(name);
+            if lower_has {
+                st.entries.insert(name.into(), Entry::Whiteout);
+            } else {
+                st.entries.remove(name);
+            }
+        }
+        let now = Timespec::now();
+        inode.update(|w| {
+            let a = w.get();
+            w.set_nlink(a.nlink.saturating_sub(1));
+            w.set_ctime(now);
+        });
+        OverlayFs::dir_changed(dir, now, -1, false);
+        Ok(())
+    }
+
+    fn rmdir(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
+        if !self.list(inode)?.is_empty() {
+            return Err(Errno::ENOTEMPTY);
+        }
+        self.copy_up(dir)?;
+        let lower_has = self.lower_has(dir, name)?;
+        {
+            let mut st = node(dir).state.lock();
+            st.cache.remove(name);
+            if lower_has {
+                st.entries.insert(name.into(), Entry::Whiteout);
+            } else {
+                st.entries.remove(name);
+            }
+        }
+        inode.update(|w| w.set_nlink(0));
+        OverlayFs::dir_changed(dir, Timespec::now(), -1, true);
+        Ok(())
+    }
+
+    fn rename(&self, r: &RenameReq<'_>) -> Result<()> {
+        // A directory with lower parts cannot move (no redirect_dir): EXDEV, as overlayfs.
+        let lower_dir = |i: &Inode| i.is_dir() && !node(i).lower_dirs.is_empty();
+        let exchange = r.flags.contains(RenameFlags::EXCHANGE);
+        if lower_dir(r.inode) || (exchange && r.target.is_some_and(lower_dir)) {
+            return Err(Errno::EXDEV);
+        }
+        if let Some(t) = r.target
+            && t.is_dir()
+            && !exchange
+            && !self.list(t)?.is_empty()
+        {
+            return Err(Errno::ENOTEMPTY);
+        }
+        self.copy_up(r.inode)?;
+        if let Some(t) = r.target {
+            self.copy_up(t)?;
+        }
+        self.copy_up(r.old_dir)?;
+        self.copy_up(r.new_dir)?;
+        let take = |dir: &Inode, name: &[u8]| -> Result<Arc<Inode>> {
+            match node(dir).state.lock().entries.get(name) {
+                Some(Entry::Child(i)) => Ok(i.clone()),
+                _ => Err(Errno::ESTALE),
+            }
+        };
+        let moving = take(r.old_dir, r.old_name)?;
+        let now = Timespec::now();
+        if exchange {
+            let other = take(r.new_dir, r.new_name)?;
+            node(r.old_dir).state.lock().entries.insert(r.old_name.into(), Entry::Child(other.clone()));
+            node(r.new_dir).state.lock().entries.insert(r.new_name.into(), Entry::Child(moving.clone()));
+            if !std::ptr::eq(r.old_dir, r.new_dir) && moving.is_dir() != other.is_dir() {
+                let (lose, gain) = if moving.is_dir() { (r.old_dir, r.new_dir) } else { (r.new_dir, r.old_dir) };
+                OverlayFs::dir_changed(lose, now, -1, true);
+                OverlayFs::dir_changed(gain, now, 1, true);
+            }
+            other.update(|w| w.set_ctime(now));
+        } else {
+            let old_lower = self.lower_has(r.old_dir, r.old_name)?;
+            let whiteout = old_lower || r.flags.contains(RenameFlags::WHITEOUT);
+            {
+                let mut st = node(r.old_dir).state.lock();
+                if whiteout {
+                    st.entries.insert(r.old_name.into(), Entry::Whiteout);
+                } else {
+                    st.entries.remove(r.old_name);
+                }
+            }
+            if let Some(t) = r.target {
+                let n = if t.is_dir() { 0 } else { t.stat().nlink.saturating_sub(1) };
+                t.update(|w| {
+                    w.set_nlink(n);
+                    w.set_ctime(now);
+                });
+                if t.is_dir() {
+                    OverlayFs::dir_changed(r.new_dir, now, -1, true);
+                }
+            }
+            node(r.new_dir).state.lock().entries.insert(r.new_name.into(), Entry::Child(moving.clone()));
+            let d = if whiteout { 0 } else { -1 };
+            OverlayFs::dir_changed(r.old_dir, now, d, moving.is_dir());
+            OverlayFs::dir_changed(r.new_dir, now, 1, moving.is_dir());
+        }
+        moving.update(|w| w.set_ctime(now));
+        Ok(())
+    }
+
+    fn open(&self, inode: &Inode, flags: crate::abi::flags::OpenFlags) -> Result<()> {
+        // As `ovl_open`: an open that may write copies up first.
+        if flags.writable() || flags.contains(crate::abi::flags::OpenFlags::TRUNC) {
+            self.copy_up(inode)?;
+        }
+        Ok(())
+    }
+
+    fn readlink(&self, inode: &Inode) -> Result<Vec<u8>> {
+        let n = node(inode);
+        if let Some(t) = &n.state.lock().target {
+            return Ok(t.to_vec());
+        }
+        let lower = n.lower.as_ref().ok_or(Errno::EINVAL)?;
+        lower.sb().fs().readlink(lower)
+    }
+
+    fn setattr(&self, inode: &Inode, _attr: &SetAttr) -> Result<()> {
+        // The attributes live in the overlay inode: a change makes it an upper object.
+        self.copy_up_as(inode, true)
+    }
+
+    fn truncate(&self, inode: &Inode, size: u64) -> Result<()> {
+        self.copy_up(inode)?;
+        // What of the lower file shows is cut at `lower_len`: nothing to read below.
+        let mut st = node(inode).state.lock();
+        st.size = size;
+        if size < inode.size() {
+            let keep = size.div_ceil(PAGE);
+            st.pages.split_off(&keep);
+            if !size.is_multiple_of(PAGE)
+                && let Some(p) = st.pages.get_mut(&(size / PAGE))
+            {
+                p[(size % PAGE) as usize..].fill(0);
+            }
+        }
+        if size < st.lower_len {
+            st.lower_len = size;
+        }
+        let blocks = OverlayFs::blocks(&st);
+        drop(st);
+        inode.update(|w| {
+            w.set_size(size);
+            w.set_blocks(blocks);
+        });
+        Ok(())
+    }
+
+    fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let n = node(inode);
+        let st = n.state.lock();
+        if !st.upper {
+            drop(st);
+            let lower = n.lower.as_ref().ok_or(Errno::EINVAL)?;
+            return lower.sb().fs().read(lower, off, buf);
+        }
+        let size = inode.size();
+        if off >= size {
+            return Ok(0);
+        }
+        let len = buf.len().min((size - off) as usize);
+        // Own pages are copied under the lock; what still shows from the lower file is
+        // read after it is dropped (the lower layer takes its own locks).
+        let mut below = Vec::new();
+        let mut done = 0;
+        while done < len {
+            let pos = off + done as u64;
+            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
+            let chunk = (len - done).min(PAGE as usize - in_page);
+            match st.pages.get(&idx) {
+                Some(p) => buf[done..done + chunk].copy_from_slice(&p[in_page..in_page + chunk]),
+                None => {
+                    let shown = if pos < st.lower_len { chunk.min((st.lower_len - pos) as usize) } else { 0 };
+                    buf[done + shown..done + chunk].fill(0);
+                    if shown > 0 {
+                        below.push((done, pos, shown));
+                    }
+                }
+            }
+            done += chunk;
+        }
+        drop(st);
+        let lower = n.lower.as_ref();
+        for (at, pos, want) in below {
+            let lower = lower.ok_or(Errno::EIO)?;
+            let got = lower.sb().fs().read(lower, pos, &mut buf[at..at + want])?;
+            buf[at + got..at + want].fill(0);
+        }
+        Ok(len)
+    }
+
+    fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)> {
+        self.copy_up(inode)?;
+        // The pages written, owned first (an append's offset is known only under the
+        // lock: it owns the pages from the size it sees, and checks again below).
+        let seen = node(inode).state.lock().size;
+        let (off, len) = at.resolve(seen, buf.len())?;
+        if len > 0 {
+            self.own_pages(inode, off / PAGE..(off + len as u64).div_ceil(PAGE))?;
+        }
+        let n = node(inode);
+        let mut st = n.state.lock();
+        let (off, len) = at.resolve(st.size, buf.len())?;
+        let buf = &buf[..len];
+        if buf.is_empty() {
+            return Ok((off, 0));
+        }
+        let end = off.checked_add(buf.len() as u64).ok_or(Errno::EFBIG)?;
+        if (off / PAGE..end.div_ceil(PAGE)).any(|i| !st.pages.contains_key(&i) && i * PAGE < st.lower_len) {
+            // An append raced with another write: own the pages now, and write then.
+            drop(st);
+            self.own_pages(inode, off / PAGE..end.div_ceil(PAGE))?;
+            st = n.state.lock();
+        }
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
+            let chunk = (buf.len() - done).min(PAGE as usize - in_page);
+            // SAFETY: an all-zero byte array is a valid `[u8; N]`.
+            let page = st.pages.entry(idx).or_insert_with(|| unsafe { Box::new_zeroed().assume_init() });
+            page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
+            done += chunk;
+        }
+        st.size = st.size.max(end);
+        let blocks = OverlayFs::blocks(&st);
+        drop(st);
+        inode.update(|w| {
+            if end > w.get().size {
+                w.set_size(end);
+            }
+            w.set_blocks(blocks);
+        });
+        Ok((off, buf.len()))
+    }
+
+    fn posix_acl(&self) -> bool {
+        true
+    }
+
+    fn get_acl(&self, inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
+        let n = node(inode);
+        let i = match ty {
+            AclType::Access => 0,
+            AclType::Default => 1,
+        };
+        {
+            let st = n.state.lock();
+            if st.upper || n.lower.is_none() {
+                return Ok(st.acls[i].clone());
+            }
+        }
+        let lower = n.lower.as_ref().expect("checked above");
+        if lower.sb().fs().posix_acl() { lower.sb().fs().get_acl(lower, ty) } else { Ok(None) }
+    }
+
+    fn set_acl(&self, inode: &Inode, ty: AclType, acl: Option<&Arc<Acl>>) -> Result<()> {
+        self.copy_up_as(inode, true)?;
+        let i = match ty {
+            AclType::Access => 0,
+            AclType::Default => 1,
+        };
+        node(inode).state.lock().acls[i] = acl.cloned();
+        Ok(())
+    }
+
+    fn getxattr(&self, inode: &Inode, name: &[u8], buf: &mut [u8]) -> Result<usize> {
+        let n = node(inode);
+        let st = n.state.lock();
+        if !st.upper {
+            drop(st);
+            if name == OPAQUE_XATTR {
+                return Err(Errno::ENODATA);
+            }
+            let lower = n.lower.as_ref().ok_or(Errno::ENODATA)?;
+            return lower.sb().fs().getxattr(lower, name, buf);
+        }
+        let v = st.xattrs.get(name).ok_or(Errno::ENODATA)?;
+        if buf.is_empty() {
+            return Ok(v.len());
+        }
+        buf.get_mut(..v.len()).ok_or(Errno::ERANGE)?.copy_from_slice(v);
+        Ok(v.len())
+    }
+
+    fn setxattr(&self, inode: &Inode, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
+        self.copy_up_as(inode, true)?;
+        let mut st = node(inode).state.lock();
+        match st.xattrs.get_mut(name) {
+            Some(_) if flags.contains(XattrFlags::CREATE) => Err(Errno::EEXIST),
+            Some(old) => {
+                *old = value.into();
+                Ok(())
+            }
+            None if flags.contains(XattrFlags::REPLACE) => Err(Errno::ENODATA),
+            None => {
+                st.xattrs.insert(name.into(), value.into());
+                Ok(())
+            }
+        }
+    }
+
+    fn removexattr(&self, inode: &Inode, name: &[u8]) -> Result<()> {
+        // Removing what the lower object does not have copies nothing up (`ovl_xattr_set`).
+        if !node(inode).state.lock().upper {
+            self.getxattr(inode, name, &mut [])?;
+        }
+        self.copy_up_as(inode, true)?;
+        node(inode).state.lock().xattrs.remove(name).map(drop).ok_or(Errno::ENODATA)
+    }
+
+    fn listxattr(&self, inode: &Inode, out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        let n = node(inode);
+        let st = n.state.lock();
+        if !st.upper {
+            drop(st);
+            let Some(lower) = n.lower.as_ref() else { return Ok(()) };
+            return lower.sb().fs().listxattr(lower, &mut |k| if k == OPAQUE_XATTR { Ok(()) } else { out(k) });
+        }
+        st.xattrs.keys().try_for_each(|k| out(k))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

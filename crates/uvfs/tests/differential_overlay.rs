@@ -1,0 +1,239 @@
+//! The overlay filesystem against the kernel's overlayfs (issue 14): a lower directory is
+//! built on the host; the kernel mounts an overlay of it (upper and work directories on
+//! tmpfs) and uvfs makes one with a hostfs of the same directory below its own upper
+//! layer; the same calls on both must give the same results, errnos and final trees:
+//! copy-up, whiteouts, opaque directories, merged listings, renames. Needs root (mount).
+
+mod common;
+
+use std::ffi::CString;
+
+use common::{D, Op, Out, P, W, Who, host_run_at, p, uvfs_run_on};
+use libc::{AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_APPEND, O_CREAT, O_DIRECTORY, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
+use proptest::prelude::*;
+use uvfs::fs::hostfs::HostFs;
+use uvfs::fs::overlay::OverlayFs;
+use uvfs::{Vfs, VfsConfig};
+
+/// A fresh directory on /dev/shm, removed on drop.
+struct Scratch(String);
+
+impl Scratch {
+    fn new() -> Scratch {
+        let mut raw = CString::new("/dev/shm/uvfs-ovl-XXXXXX").unwrap().into_bytes_with_nul();
+        // SAFETY: a writable NUL-terminated template.
+        assert!(!unsafe { libc::mkdtemp(raw.as_mut_ptr().cast()) }.is_null());
+        raw.pop();
+        Scratch(String::from_utf8(raw).unwrap())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The lower tree both overlays sit on.
+fn lower_tree() -> Vec<Op> {
+    vec![
+        Op::Mkdirat(D::Cwd, p("a"), 0o755),
+        Op::Mkdirat(D::Cwd, p("a/b"), 0o755),
+        Op::Mkdirat(D::Cwd, p("e"), 0o755),
+        Op::Mkdirat(D::Cwd, p("d"), 0o777),
+        Op::Open(D::Cwd, p("a/f"), O_CREAT | O_WRONLY, 0o644),
+        Op::Write(0, 5000),
+        Op::Close(0),
+        Op::Open(D::Cwd, p("a/b/g"), O_CREAT | O_WRONLY, 0o600),
+        Op::Write(0, 10),
+        Op::Close(0),
+        Op::Open(D::Cwd, p("x"), O_CREAT | O_WRONLY, 0o666),
+        Op::Close(0),
+        Op::Open(D::Cwd, p("d/h"), O_CREAT | O_WRONLY, 0o644),
+        Op::Write(0, 3),
+        Op::Close(0),
+        Op::Symlinkat(p("a/f"), D::Cwd, p("s")),
+        Op::Linkat(D::Cwd, p("x"), D::Cwd, p("a/xl"), 0),
+        Op::Setxattr(common::X::Path(p("a/f")), p("user.k"), common::V(b"v".to_vec()), 0),
+    ]
+}
+
+/// Runs `ops` as `who` on a kernel overlay and on uvfs's, both over the same lower tree;
+/// `Err` shows the first call that differs, or the final trees if they differ.
+fn check(who: Who, ops: &[Op]) -> Result<(), String> {
+    let s = Scratch::new();
+    for d in ["lower", "upper", "work", "merged"] {
+        std::fs::create_dir(format!("{}/{d}", s.0)).unwrap();
+    }
+    let lower = format!("{}/lower", s.0);
+    // The kernel's merged root shows the upper directory's attributes, uvfs's the lower
+    // root's (its upper layer has no directory of its own): both 01777 root:root.
+    for d in ["lower", "upper"] {
+        std::fs::set_permissions(format!("{}/{d}", s.0), std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    }
+    let (built, _) = host_run_at(&lower, Who::Root, &lower_tree(), &[]);
+    assert!(built.iter().all(|o| !matches!(o, Out::Err(_))), "lower tree: {built:?}");
+    // The kernel's overlay lives in a mount namespace of the thread that runs the host
+    // side (and the threads it starts), so it goes with them even if the test is killed.
+    let dir = s.0.clone();
+    let walk = tree_ops();
+    let host = {
+        let ops = ops.to_vec();
+        let walk = walk.clone();
+        std::thread::spawn(move || {
+            let opts = CString::new(format!("lowerdir={0}/lower,upperdir={0}/upper,workdir={0}/work", dir)).unwrap();
+            let merged = CString::new(format!("{dir}/merged")).unwrap();
+            // SAFETY: plain syscalls with NUL-terminated strings that outlive them; the
+            // namespace is this thread's own after unshare.
+            unsafe {
+                assert_eq!(libc::unshare(libc::CLONE_NEWNS), 0, "unshare: {}", std::io::Error::last_os_error());
+                let rc = libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                );
+                assert_eq!(rc, 0, "private: {}", std::io::Error::last_os_error());
+                let rc =
+                    libc::mount(c"overlay".as_ptr(), merged.as_ptr(), c"overlay".as_ptr(), 0, opts.as_ptr().cast());
+                assert_eq!(rc, 0, "mount overlay: {}", std::io::Error::last_os_error());
+            }
+            let root = format!("{dir}/merged");
+            let (_, ho) = host_run_at(&root, who, &[], &ops);
+            let (_, ht) = host_run_at(&root, Who::Root, &[], &walk);
+            // SAFETY: as above.
+            unsafe { libc::umount2(merged.as_ptr(), libc::MNT_DETACH) };
+            (ho, ht)
+        })
+    };
+    let (ho, ht) = host.join().expect("host side");
+
+    let fs = OverlayFs::new(vec![Box::new(HostFs::new(&lower).unwrap())]).unwrap();
+    let vfs = Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap();
+    let (_, uo) = uvfs_run_on(&vfs, who, &[], ops);
+    if let Some(bad) = ho.iter().zip(&uo).position(|(h, u)| h != u) {
+        let mut msg = format!("{who:?}: call {bad} differs\n");
+        for (i, op) in ops.iter().enumerate() {
+            let mark = if i == bad { ">>" } else { "  " };
+            msg += &format!("{mark}{i:3} {op:?}\n      kernel {:?}\n      uvfs   {:?}\n", ho[i], uo[i]);
+        }
+        return Err(msg);
+    }
+    // The final trees, as root: every name, its stat and its bytes.
+    let (_, ut) = uvfs_run_on(&vfs, Who::Root, &[], &walk);
+    if ht != ut {
+        let mut msg = format!("final trees differ after {ops:?}\n");
+        for ((op, h), u) in walk.iter().zip(&ht).zip(&ut).filter(|((_, h), u)| h != u) {
+            msg += &format!("  {op:?}\n      kernel {h:?}\n      uvfs   {u:?}\n");
+        }
+        return Err(msg);
+    }
+    Ok(())
+}
+
+/// Listing and stat of every name the sequences can make, and the bytes of files.
+fn tree_ops() -> Vec<Op> {
+    let mut v = Vec::new();
+    for name in NAMES {
+        v.push(Op::Fstatat(D::Cwd, p(name), AT_SYMLINK_NOFOLLOW));
+        v.push(Op::Readlinkat(D::Cwd, p(name), 64));
+    }
+    for dir in [".", "a", "a/b", "e", "d", "n"] {
+        v.push(Op::Open(D::Cwd, p(dir), O_RDONLY | O_DIRECTORY, 0));
+        v.push(Op::Getdents(0));
+        v.push(Op::Close(0));
+    }
+    for f in ["a/f", "x", "a/b/g", "d/h", "n/f", "y"] {
+        v.push(Op::Open(D::Cwd, p(f), O_RDONLY, 0));
+        v.push(Op::Read(0, 20_000));
+        v.push(Op::Close(0));
+    }
+    v
+}
+
+const NAMES: [&str; 14] = ["a", "a/f", "a/b", "a/b/g", "a/xl", "x", "s", "e", "d", "d/h", "n", "n/f", "y", "e/z"];
+
+fn name() -> BoxedStrategy<P> {
+    prop::sample::select(NAMES.to_vec()).prop_map(p).boxed()
+}
+
+fn op() -> BoxedStrategy<Op> {
+    let fd = || prop_oneof![4 => 0..3i32, 1 => Just(5)].boxed();
+    prop_oneof![
+        6 => (name(), prop::sample::select(vec![O_RDONLY, O_WRONLY, O_RDWR | O_CREAT, O_WRONLY | O_TRUNC, O_WRONLY | O_APPEND | O_CREAT, O_RDONLY | O_DIRECTORY]))
+            .prop_map(|(n, f)| Op::Open(D::Cwd, n, f, 0o640)),
+        3 => fd().prop_map(Op::Close),
+        3 => (fd(), prop::sample::select(vec![1usize, 100, 5000])).prop_map(|(f, n)| Op::Write(f, n)),
+        2 => (fd(), prop::sample::select(vec![0i64, 10, 4096])).prop_map(|(f, o)| Op::Pwrite(f, 7, o)),
+        2 => (fd(), prop::sample::select(vec![10usize, 9000])).prop_map(|(f, n)| Op::Read(f, n)),
+        1 => (fd(), prop::sample::select(vec![0i64, 3, 4097])).prop_map(|(f, o)| Op::Lseek(f, o, W::Set)),
+        2 => (name(), prop::sample::select(vec![0i64, 2, 4100, 10_000])).prop_map(|(n, l)| Op::Truncate(n, l)),
+        3 => (name(), prop::sample::select(vec![0, AT_REMOVEDIR])).prop_map(|(n, f)| Op::Unlinkat(D::Cwd, n, f)),
+        3 => name().prop_map(|n| Op::Mkdirat(D::Cwd, n, 0o750)),
+        3 => (name(), name(), prop::sample::select(vec![0u32, 0, 1, 2])).prop_map(|(a, b, f)| Op::Renameat2(D::Cwd, a, D::Cwd, b, f)),
+        2 => (name(), name()).prop_map(|(a, b)| Op::Linkat(D::Cwd, a, D::Cwd, b, 0)),
+        2 => (name(), name()).prop_map(|(t, n)| Op::Symlinkat(t, D::Cwd, n)),
+        2 => (name(), prop::sample::select(vec![0o600u32, 0o4755, 0o1777])).prop_map(|(n, m)| Op::Fchmodat(D::Cwd, n, m, 0)),
+        1 => (name(), prop::sample::select(vec![Some(1000u32), None])).prop_map(|(n, u)| Op::Fchownat(D::Cwd, n, u, Some(1000), AT_SYMLINK_NOFOLLOW)),
+        2 => name().prop_map(|n| Op::Fstatat(D::Cwd, n, AT_SYMLINK_NOFOLLOW)),
+        1 => (name(), prop::sample::select(vec![b"v".to_vec(), b"w2".to_vec()])).prop_map(|(n, v)| Op::Setxattr(common::X::Path(n), p("user.k"), common::V(v), 0)),
+        1 => name().prop_map(|n| Op::Getxattr(common::X::Path(n), p("user.k"), 16)),
+        1 => name().prop_map(|n| Op::Removexattr(common::X::Path(n), p("user.k"))),
+        2 => fd().prop_map(Op::Getdents),
+    ]
+    .boxed()
+}
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64);
+    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+}
+
+proptest! {
+    #![proptest_config(config())]
+    #[test]
+    fn sequences_as_root(ops in prop::collection::vec(op(), 1..25)) {
+        check(Who::Root, &ops).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn sequences_as_user(ops in prop::collection::vec(op(), 1..25)) {
+        check(Who::User, &ops).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// Copy-up, whiteouts and opaque directories, step by step.
+#[test]
+fn copy_up_whiteouts_and_opaque_directories() {
+    let ops = vec![
+        // Copy-up on write, on truncate, on chmod; the lower file stays as it was.
+        Op::Open(D::Cwd, p("a/f"), O_WRONLY, 0),
+        Op::Pwrite(0, 7, 4096),
+        Op::Close(0),
+        Op::Truncate(p("a/b/g"), 4),
+        Op::Fchmodat(D::Cwd, p("x"), 0o600, 0),
+        Op::Fstatat(D::Cwd, p("a/xl"), AT_SYMLINK_NOFOLLOW),
+        // Whiteouts: a removed lower file, then a directory made where it was.
+        Op::Unlinkat(D::Cwd, p("x"), 0),
+        Op::Fstatat(D::Cwd, p("x"), 0),
+        Op::Mkdirat(D::Cwd, p("x"), 0o755),
+        Op::Unlinkat(D::Cwd, p("d/h"), 0),
+        Op::Unlinkat(D::Cwd, p("d"), AT_REMOVEDIR),
+        Op::Mkdirat(D::Cwd, p("d"), 0o700),
+        Op::Open(D::Cwd, p("d"), O_RDONLY | O_DIRECTORY, 0),
+        Op::Getdents(0),
+        Op::Close(0),
+        // A non-empty merged directory, and a directory with lower parts cannot move.
+        Op::Unlinkat(D::Cwd, p("a"), AT_REMOVEDIR),
+        Op::Renameat2(D::Cwd, p("a/b"), D::Cwd, p("n"), 0),
+        Op::Mkdirat(D::Cwd, p("n"), 0o755),
+        Op::Renameat2(D::Cwd, p("n"), D::Cwd, p("y"), 0),
+        Op::Renameat2(D::Cwd, p("a/f"), D::Cwd, p("y/f"), 0),
+        Op::Open(D::Cwd, p("a"), O_RDONLY | O_DIRECTORY, 0),
+        Op::Getdents(0),
+    ];
+    if let Err(m) = check(Who::Root, &ops) {
+        panic!("{m}");
+    }
+}
