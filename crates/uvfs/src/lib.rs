@@ -169,7 +169,7 @@ pub use abi::config::{FastPaths, VfsConfig};
 pub use abi::cred::{Capabilities, Credentials, Gid, Uid};
 pub use abi::errno::{Errno, Result};
 pub use abi::flags::{
-    AccessMode, AtFlags, CopyRangeFlags, FallocFlags, FcntlCmd, Fd, FdFlags, MAX_RW_COUNT, OpenFlags, OpenHow,
+    AccessMode, AtFlags, CopyRangeFlags, FallocFlags, FcntlCmd, Fd, FdFlags, FsFlags, MAX_RW_COUNT, OpenFlags, OpenHow,
     RenameFlags, ResolveFlags, RwfFlags, TimeSpec, Timespec, UIO_MAXIOV, Whence,
 };
 pub use abi::limits;

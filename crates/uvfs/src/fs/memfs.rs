@@ -23,10 +23,10 @@
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::{FallocFlags, Timespec};
+use crate::abi::flags::{FallocFlags, FsFlags, Timespec};
 use crate::abi::stat::{FileType, S_IFMT, StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclInit, AclType};
 use crate::core::inode::{Inode, NewInode};
@@ -176,7 +176,17 @@ struct MemNode {
     evicted: AtomicBool,
     /// Immutable: birth time (tmpfs's `i_crtime`, `statx`'s `STATX_BTIME`).
     btime: Timespec,
+    /// Atomic (changed under the inode lock): the inode flags, `FS_*_FL` (tmpfs's
+    /// `fsflags`); the ones the VFS enforces are mirrored in the inode.
+    fsflags: AtomicU32,
 }
+
+/// The inode flags tmpfs keeps (`SHMEM_FL_USER_MODIFIABLE`, without `FS_CASEFOLD_FL`:
+/// memfs has no case-insensitive directories, as tmpfs mounted without `casefold`).
+const MODIFIABLE_FLAGS: FsFlags =
+    FsFlags::IMMUTABLE.union(FsFlags::APPEND).union(FsFlags::NODUMP).union(FsFlags::NOATIME);
+/// The ones a new inode takes from its directory (`SHMEM_FL_INHERITED`).
+const INHERITED_FLAGS: FsFlags = FsFlags::NODUMP.union(FsFlags::NOATIME);
 
 impl MemNode {
     /// Gives the inode's pages and the inode itself back to the filesystem, once.
@@ -264,8 +274,18 @@ impl MemFs {
             usage: self.usage.clone(),
             evicted: AtomicBool::new(false),
             btime: now,
+            fsflags: AtomicU32::new(0),
         };
         Ok(Inode::new(sb, n, Box::new(mem)))
+    }
+
+    /// A new inode takes its directory's inheritable flags (`__shmem_get_inode`).
+    fn inherit_flags(dir: &Inode, inode: &Inode) {
+        let f = FsFlags::from_bits_retain(MemFs::mem(dir).fsflags.load(Ordering::Relaxed)) & INHERITED_FLAGS;
+        if !f.is_empty() {
+            MemFs::mem(inode).fsflags.store(f.bits(), Ordering::Relaxed);
+            inode.set_attr_flags(f);
+        }
     }
 
     /// A directory gained an entry.
@@ -376,12 +396,15 @@ impl FileSystem for MemFs {
     fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, _name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
         let is_dir = args.mode & S_IFMT == FileType::Directory.mode_bits();
         let inode = self.new_inode(sb, args, if is_dir { 2 } else { 1 })?;
+        MemFs::inherit_flags(dir, &inode);
         MemFs::dir_added(dir, inode.stat().ctime, is_dir);
         Ok(inode)
     }
 
-    fn tmpfile(&self, sb: &Arc<SuperBlock>, _dir: &Inode, args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
-        self.new_inode(sb, args, 0)
+    fn tmpfile(&self, sb: &Arc<SuperBlock>, dir: &Inode, args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
+        let inode = self.new_inode(sb, args, 0)?;
+        MemFs::inherit_flags(dir, &inode);
+        Ok(inode)
     }
 
     fn link(&self, dir: &Inode, _name: &[u8], inode: &Arc<Inode>) -> Result<()> {
@@ -628,6 +651,25 @@ impl FileSystem for MemFs {
 
     fn set_acl(&self, inode: &Inode, ty: AclType, acl: Option<&Arc<Acl>>) -> Result<()> {
         MemFs::mem(inode).acls.lock()[MemFs::acl_index(ty)] = acl.cloned();
+        Ok(())
+    }
+
+    /// tmpfs keeps flags on regular files and directories only (its other inode
+    /// operations have no `fileattr_get`).
+    fn fileattr_get(&self, inode: &Inode) -> Result<FsFlags> {
+        if !matches!(inode.file_type(), FileType::Regular | FileType::Directory) {
+            return Err(Errno::ENOTTY);
+        }
+        Ok(FsFlags::from_bits_retain(MemFs::mem(inode).fsflags.load(Ordering::Relaxed)))
+    }
+
+    fn fileattr_set(&self, inode: &Inode, flags: FsFlags) -> Result<()> {
+        self.fileattr_get(inode)?;
+        if !MODIFIABLE_FLAGS.contains(flags) {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        MemFs::mem(inode).fsflags.store(flags.bits(), Ordering::Relaxed);
+        inode.set_attr_flags(flags);
         Ok(())
     }
 
