@@ -318,6 +318,10 @@ impl Task {
             p.mnt.want_write()?;
         }
         generic_permission(creds, &inode, acc, self.vfs.fast, &guard)?;
+        // An append-only file is opened for writing only to append, and never truncated.
+        if inode.is_append() && ((flags.access_mode() != 0 && !flags.contains(OpenFlags::APPEND)) || trunc) {
+            return Err(Errno::EPERM);
+        }
         if acc & MAY_WRITE != 0 {
             p.mnt.want_write()?;
         }

@@ -687,5 +687,9 @@ fn rwf_check(file: &File, flags: RwfFlags) -> Result<()> {
     if flags.intersects(nowait | RwfFlags::ATOMIC | RwfFlags::DONTCACHE) {
         return Err(Errno::EOPNOTSUPP);
     }
+    // `RWF_NOAPPEND` does not lift an `O_APPEND` an append-only file needs (reads too).
+    if flags.contains(RwfFlags::NOAPPEND) && file.flags().contains(OpenFlags::APPEND) && file.inode.is_append() {
+        return Err(Errno::EPERM);
+    }
     Ok(())
 }
