@@ -19,6 +19,10 @@
 //! limit's budget (`nr_inodes` x 1 KiB, each inode taking 1 KiB and each xattr 40 bytes
 //! plus its name and value), so with an inode limit a full budget is ENOSPC. POSIX ACLs
 //! are stored beside them (not charged, as tmpfs) and cached in the inode's slots.
+//!
+//! Inode flags (`chattr`): tmpfs's set on regular files and directories (immutable,
+//! append-only, nodump, noatime; anything else EOPNOTSUPP), new entries taking nodump and
+//! noatime from their directory; the ones the VFS enforces are mirrored in the inode.
 
 use std::any::Any;
 use std::collections::BTreeMap;
