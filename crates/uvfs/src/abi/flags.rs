@@ -208,13 +208,15 @@ bitflags! {
         const COMPR = 0x4;
         /// `FS_SYNC_FL`: synchronous updates.
         const SYNC = 0x8;
-        /// `FS_IMMUTABLE_FL` (`chattr +i`): no change to the file at all, no new name for
-        /// it, no entry added to or removed from it (a directory). Only with
-        /// `CAP_LINUX_IMMUTABLE`.
+        /// `FS_IMMUTABLE_FL` (`chattr +i`): not opened for writing, truncated, changed in
+        /// attributes or xattrs, renamed, linked or removed; a directory gains and loses
+        /// no entry. A descriptor opened for writing before still writes, as on Linux.
+        /// Only with `CAP_LINUX_IMMUTABLE`.
         const IMMUTABLE = 0x10;
-        /// `FS_APPEND_FL` (`chattr +a`): opened for writing only with `O_APPEND`; no
-        /// truncate, attribute change, rename, unlink or new name; a directory's entries
-        /// cannot be removed. Only with `CAP_LINUX_IMMUTABLE`.
+        /// `FS_APPEND_FL` (`chattr +a`): opened for writing only with `O_APPEND` (which
+        /// then stays); no truncate, change of attributes (but `touch`) or xattrs, rename,
+        /// unlink or new name; a directory's entries cannot be removed. Only with
+        /// `CAP_LINUX_IMMUTABLE`.
         const APPEND = 0x20;
         /// `FS_NODUMP_FL` (`chattr +d`): not for `dump(8)`; inherited by new entries.
         const NODUMP = 0x40;
