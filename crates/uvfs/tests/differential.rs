@@ -1059,6 +1059,13 @@ fn calls_on_flagged_files_and_directories() {
             Op::FcntlFd(1, libc::F_SETFL, i64::from(O_APPEND | libc::O_NONBLOCK)),
             Op::FcntlFd(1, libc::F_GETFL, 0),
             Op::Ftruncate(1, 0),
+            Op::Fallocate(1, 0, 0, 100),
+            Op::Fallocate(1, 1, 0, 8192),
+            Op::Fallocate(1, 3, 0, 10),
+            Op::Fallocate(1, 0x10, 0, 10),
+            Op::CopyFileRange(0, Some(0), 1, Some(0), 3, 0),
+            Op::CopyFileRange(1, Some(0), 0, Some(0), 3, 0),
+            Op::Sendfile(1, 0, Some(0), 3),
             Op::Fstat(1),
             Op::Close(1),
         ]
@@ -1131,6 +1138,9 @@ fn calls_on_flagged_files_and_directories() {
         sx("a/c"),
         stat("a/c"),
         stat("b"),
+        Op::Statx(D::Cwd, p("b"), 0, 0x7ff),
+        Op::Statx(D::Cwd, p("a/c"), 0, 0x7ff),
+        Op::Statx(D::Cwd, p("a/c/a"), 0, 0x7ff),
         // Clearing them: root may, the user (no CAP_LINUX_IMMUTABLE) may not, except
         // when nothing immutable or append-only changes.
         Op::Open(D::Cwd, p("a/c"), O_RDONLY | O_DIRECTORY, 0),

@@ -6,8 +6,8 @@
 
 use uvfs::fs::hostfs::HostFs;
 use uvfs::{
-    AtFlags, Capabilities, Credentials, DirFd, Errno, FsFlags, Gid, MountFlags, MountSource, OpenFlags, RwfFlags,
-    TimeSpec, Uid, Vfs, VfsConfig,
+    AtFlags, Capabilities, CopyRangeFlags, Credentials, DirFd, Errno, FallocFlags, FsFlags, Gid, MountFlags,
+    MountSource, OpenFlags, RwfFlags, TimeSpec, Uid, Vfs, VfsConfig,
 };
 
 const RW: OpenFlags = OpenFlags::RDWR;
@@ -174,6 +174,14 @@ fn descriptors_opened_before() {
     set(&t, b"/a", FsFlags::APPEND).unwrap();
     assert_eq!(t.pwrite(wi, b"zz", 0), Ok(2));
     assert_eq!(t.ftruncate(wi, 1), Ok(()));
+    // But no fallocate and no copy_file_range into it (sendfile, a write, may).
+    assert_eq!(t.fallocate(wi, FallocFlags::KEEP_SIZE, 0, 10), Err(Errno::EPERM));
+    let src = t.open(b"/a", OpenFlags::RDONLY, 0).unwrap();
+    assert_eq!(t.copy_file_range(src, Some(&mut 0), wi, Some(&mut 0), 1, CopyRangeFlags::empty()), Err(Errno::EPERM));
+    assert_eq!(t.sendfile(wi, src, Some(&mut 0), 1), Ok(1));
+    // An append-only file reserves space, nothing else.
+    assert_eq!(t.fallocate(wa, FallocFlags::KEEP_SIZE, 0, 8192), Ok(()));
+    assert_eq!(t.fallocate(wa, FallocFlags::PUNCH_HOLE | FallocFlags::KEEP_SIZE, 0, 1), Err(Errno::EPERM));
     assert_eq!(t.pwrite(wa, b"zz", 0), Ok(2));
     assert_eq!(t.ftruncate(wa, 1), Err(Errno::EPERM));
     assert_eq!(t.ftruncate(aa, 1), Err(Errno::EPERM));

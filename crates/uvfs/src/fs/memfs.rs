@@ -636,9 +636,20 @@ impl FileSystem for MemFs {
         Ok(whole * PAGE)
     }
 
-    fn statx_attributes(&self, _inode: &Inode) -> (StatxAttrs, StatxAttrs) {
-        // tmpfs reports these three file flags (none is set before `FS_IOC_SETFLAGS`).
-        (StatxAttrs::empty(), StatxAttrs::IMMUTABLE | StatxAttrs::APPEND | StatxAttrs::NODUMP)
+    fn statx_attributes(&self, inode: &Inode) -> (StatxAttrs, StatxAttrs) {
+        // tmpfs reports these three file flags (`shmem_getattr`), of every inode.
+        let f = FsFlags::from_bits_retain(MemFs::mem(inode).fsflags.load(Ordering::Relaxed));
+        let mut a = StatxAttrs::empty();
+        for (fl, at) in [
+            (FsFlags::IMMUTABLE, StatxAttrs::IMMUTABLE),
+            (FsFlags::APPEND, StatxAttrs::APPEND),
+            (FsFlags::NODUMP, StatxAttrs::NODUMP),
+        ] {
+            if f.contains(fl) {
+                a |= at;
+            }
+        }
+        (a, StatxAttrs::IMMUTABLE | StatxAttrs::APPEND | StatxAttrs::NODUMP)
     }
 
     fn btime(&self, inode: &Inode) -> Option<Timespec> {
