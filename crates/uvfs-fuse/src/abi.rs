@@ -225,6 +225,54 @@ pub const RELEASE_FLUSH: u32 = 1 << 0;
 /// (`lock_owner` is set).
 pub const RELEASE_FLOCK_UNLOCK: u32 = 1 << 1;
 
+/// `fuse_ioctl_in.flags`: a 32-bit caller on a 64-bit kernel.
+pub const IOCTL_COMPAT: u32 = 1 << 0;
+/// `fuse_ioctl_in.flags`: not restricted to the sizes the command encodes (CUSE only).
+pub const IOCTL_UNRESTRICTED: u32 = 1 << 1;
+/// `fuse_ioctl_in.flags`: the node is a directory.
+pub const IOCTL_DIR: u32 = 1 << 4;
+
+/// `FS_IOC_GETFLAGS` (`_IOR('f', 1, long)`), as the kernel's `fileattr_get` sends it (with
+/// an `unsigned int`'s 4 bytes).
+pub const FS_IOC_GETFLAGS: u32 = 0x8008_6601;
+/// `FS_IOC_SETFLAGS` (`_IOW('f', 2, long)`).
+pub const FS_IOC_SETFLAGS: u32 = 0x4008_6602;
+/// `FS_IOC32_GETFLAGS` (`_IOR('f', 1, int)`).
+pub const FS_IOC32_GETFLAGS: u32 = 0x8004_6601;
+/// `FS_IOC32_SETFLAGS` (`_IOW('f', 2, int)`).
+pub const FS_IOC32_SETFLAGS: u32 = 0x4004_6602;
+
+/// `FS_IOC_FSGETXATTR` (`_IOR('X', 31, struct fsxattr)`): the flags as `FS_XFLAG_*`,
+/// which the kernel's `fileattr_set` reads the old flags with.
+pub const FS_IOC_FSGETXATTR: u32 = 0x801c_581f;
+/// `FS_IOC_FSSETXATTR` (`_IOW('X', 32, struct fsxattr)`).
+pub const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+
+/// The `FS_XFLAG_*` twin of each `FS_*_FL` that has one (`fileattr_fill_flags`).
+const XFLAGS: [(u32, uvfs::FsFlags); 7] = [
+    (0x20, uvfs::FsFlags::SYNC),
+    (0x8, uvfs::FsFlags::IMMUTABLE),
+    (0x10, uvfs::FsFlags::APPEND),
+    (0x80, uvfs::FsFlags::NODUMP),
+    (0x40, uvfs::FsFlags::NOATIME),
+    (0x8000, uvfs::FsFlags::DAX),
+    (0x200, uvfs::FsFlags::PROJINHERIT),
+];
+
+/// `FS_XFLAG_*` of `flags` (those without a twin are dropped, as Linux does).
+pub fn xflags_of(flags: uvfs::FsFlags) -> u32 {
+    XFLAGS.iter().filter(|(_, f)| flags.contains(*f)).fold(0, |x, (b, _)| x | b)
+}
+
+/// The `FS_*_FL` of `xflags`; `None` if one has no twin (`FS_XFLAG_COMMON`).
+pub fn flags_of_xflags(xflags: u32) -> Option<uvfs::FsFlags> {
+    let known = XFLAGS.iter().fold(0, |x, (b, _)| x | b);
+    if xflags & !known != 0 {
+        return None;
+    }
+    Some(XFLAGS.iter().filter(|(b, _)| xflags & b != 0).fold(uvfs::FsFlags::empty(), |f, (_, fl)| f | *fl))
+}
+
 /// `fuse_getattr_in.getattr_flags`: `fh` is valid.
 pub const GETATTR_FH: u32 = 1 << 0;
 /// `fuse_fsync_in.fsync_flags`: data only.
@@ -495,6 +543,31 @@ abi_structs! {
     pub struct LseekOut {
         pub offset: u64,
     }
+    /// Followed by `in_size` bytes of the command's input.
+    pub struct IoctlIn {
+        pub fh: u64,
+        pub flags: u32,
+        pub cmd: u32,
+        pub arg: u64,
+        pub in_size: u32,
+        pub out_size: u32,
+    }
+    /// Followed by the command's output (at most `out_size` bytes of the request).
+    pub struct IoctlOut {
+        pub result: i32,
+        pub flags: u32,
+        pub in_iovs: u32,
+        pub out_iovs: u32,
+    }
+    /// `struct fsxattr` (`linux/fs.h`), of FSGETXATTR and FSSETXATTR.
+    pub struct Fsxattr {
+        pub xflags: u32,
+        pub extsize: u32,
+        pub nextents: u32,
+        pub projid: u32,
+        pub cowextsize: u32,
+        pub pad: [u8; 8],
+    }
     pub struct CopyFileRangeIn {
         pub fh_in: u64,
         pub off_in: u64,
@@ -610,6 +683,9 @@ mod tests {
         assert_eq!(size_of::<CopyFileRangeIn>(), 56);
         assert_eq!(size_of::<LseekIn>(), 24);
         assert_eq!(size_of::<LseekOut>(), 8);
+        assert_eq!(size_of::<IoctlIn>(), 32);
+        assert_eq!(size_of::<IoctlOut>(), 16);
+        assert_eq!(size_of::<Fsxattr>(), 28);
         assert_eq!(size_of::<LkIn>(), 48);
         assert_eq!(size_of::<LkOut>(), 24);
         assert_eq!(size_of::<UringEntInOut>(), 32);
@@ -618,6 +694,15 @@ mod tests {
         assert_eq!(size_of::<NotifyInvalEntryOut>(), 16);
         assert_eq!(size_of::<NotifyDeleteOut>(), 24);
         assert_eq!(size_of::<NotifyInvalInodeOut>(), 24);
+    }
+
+    #[test]
+    fn xflags_round_trip() {
+        use uvfs::FsFlags as F;
+        assert_eq!(xflags_of(F::IMMUTABLE | F::APPEND | F::NODUMP | F::NOATIME), 0x8 | 0x10 | 0x80 | 0x40);
+        assert_eq!(xflags_of(F::CASEFOLD | F::SECRM), 0);
+        assert_eq!(flags_of_xflags(0x8 | 0x40), Some(F::IMMUTABLE | F::NOATIME));
+        assert_eq!(flags_of_xflags(0x1), None, "FS_XFLAG_REALTIME has no FS_*_FL");
     }
 
     #[test]

@@ -65,7 +65,7 @@
 //! | `NO_OPENDIR` | OPENDIR + RELEASEDIR per listing | listings always cached (as `CACHE_DIR`); `Permissions::Kernel` only |
 //! | `PASSTHROUGH` | a READ or WRITE per request on a hostfs file (module `passthrough`) | in-process watches miss those writes' MODIFY |
 //! | `NO_FLUSH` (off) | a FLUSH per `close` | a POSIX lock taken through the mount is not released by `close` |
-//! | `WRITEBACK_CACHE` (off) | a WRITE per `write` (batched at writeback) | the kernel owns size and mtime: in-process changes of them are not seen; no passthrough; `Permissions::Kernel` only |
+//! | `WRITEBACK_CACHE` (off) | a WRITE per `write` (batched at writeback) | the kernel owns size and mtime: in-process changes of them are not seen; no passthrough; `Permissions::Kernel` only; an append-only file (`chattr +a`) cannot be opened for appending nor `touch`ed |
 //!
 //! A tree that something else changes behind uvfs's back (hostfs revalidating the host)
 //! gets [`MountOptions::host_changing`]: one-second timeouts and only the levers that stay
@@ -73,6 +73,13 @@
 //! Events inside the kernel's caches are not seen in-process: a read or `stat` served
 //! from the page or attribute cache generates no access event for in-process watches, as
 //! on any FUSE mount.
+//!
+//! ## File flags
+//! The kernel sends `FS_IOC_GETFLAGS`/`FS_IOC_SETFLAGS` (and the `FSGETXATTR` it reads
+//! the old flags with) to the server as FUSE_IOCTL, which the caller's task answers, so
+//! `chattr` and `lsattr` work as on tmpfs. The kernel enforces no flag of a FUSE inode:
+//! uvfs refuses what an immutable or append-only file forbids when the request arrives.
+//! After a `chattr` the kernel's cached ctime is the old one until its attribute timeout.
 
 pub mod abi;
 pub mod cli;

@@ -127,6 +127,11 @@ pub enum Op<'a> {
     },
     Destroy,
     Fallocate(abi::FallocateIn),
+    /// IOCTL: the argument and the command's `in_size` bytes of input.
+    Ioctl {
+        arg: abi::IoctlIn,
+        data: &'a [u8],
+    },
     CopyFileRange(abi::CopyFileRangeIn),
     Lseek(abi::LseekIn),
     Getlk(abi::LkIn),
@@ -282,6 +287,10 @@ pub fn decode<'a>(header: InHeader, fixed: Option<&'a [u8]>, rest: &'a [u8]) -> 
         opcode::INTERRUPT => Op::Interrupt { unique: a.fixed::<abi::InterruptIn>()?.unique },
         opcode::DESTROY => Op::Destroy,
         opcode::FALLOCATE => Op::Fallocate(a.fixed()?),
+        opcode::IOCTL => {
+            let arg = a.fixed::<abi::IoctlIn>()?;
+            Op::Ioctl { arg, data: a.bytes(arg.in_size as usize)? }
+        }
         opcode::COPY_FILE_RANGE => Op::CopyFileRange(a.fixed()?),
         opcode::LSEEK => Op::Lseek(a.fixed()?),
         opcode::GETLK => Op::Getlk(a.fixed()?),
@@ -397,6 +406,19 @@ mod tests {
         }
         match decode_dev(&msg(opcode::SYMLINK, b"link\0target\0")).unwrap().op {
             Op::Symlink { name: b"link", target: b"target" } => {}
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn ioctl_takes_its_input_bytes() {
+        let arg = abi::IoctlIn { fh: 3, cmd: abi::FS_IOC_SETFLAGS, in_size: 4, ..Default::default() };
+        let mut body = arg.as_bytes().to_vec();
+        body.extend_from_slice(&[0x10, 0, 0]);
+        assert_eq!(decode_dev(&msg(opcode::IOCTL, &body)).unwrap_err(), Some((7, Errno::EINVAL)));
+        body.push(0);
+        match decode_dev(&msg(opcode::IOCTL, &body)).unwrap().op {
+            Op::Ioctl { arg: a, data } => assert_eq!((a, data), (arg, &[0x10u8, 0, 0, 0][..])),
             o => panic!("{o:?}"),
         }
     }

@@ -576,6 +576,7 @@ impl Server {
             }
             Op::Create { arg, name } => self.create(h, arg, name, out),
             Op::Fallocate(f) => self.fallocate(h, f),
+            Op::Ioctl { arg, data } => self.ioctl(h, arg, data, out),
             Op::CopyFileRange(c) => {
                 let n = self.copy_file_range(h, c)?;
                 out.push(&abi::WriteOut { size: n as u32, padding: 0 })
@@ -733,6 +734,77 @@ impl Server {
         let off = i64::try_from(f.offset).map_err(|_| Errno::EINVAL)?;
         let len = i64::try_from(f.length).map_err(|_| Errno::EINVAL)?;
         self.task(h).fallocate(&fd, FallocFlags::from_bits_retain(f.mode), off, len)
+    }
+
+    /// IOCTL: the inode-flag commands, which the kernel sends for `FS_IOC_GETFLAGS`,
+    /// `FS_IOC_SETFLAGS` and the `FS_IOC_FSGETXATTR`/`FS_IOC_FSSETXATTR` forms on the
+    /// mount (its `fileattr_get`/`fileattr_set`, through a file it opens read-only for
+    /// them; `chattr`'s SETFLAGS reads the old flags with FSGETXATTR), answered by the
+    /// caller's task so that uvfs checks ownership and `CAP_LINUX_IMMUTABLE`. The kernel
+    /// does not enforce the flags of a FUSE inode itself; uvfs does, on every request.
+    /// Other commands, and the unrestricted ioctls of CUSE, are ENOTTY (what the kernel
+    /// answers for a command nobody knows).
+    fn ioctl(&self, h: &InHeader, a: &abi::IoctlIn, data: &[u8], out: &mut ReplyBuf<'_>) -> Result<()> {
+        if a.flags & abi::IOCTL_UNRESTRICTED != 0 {
+            return Err(Errno::ENOTTY);
+        }
+        if !matches!(
+            a.cmd,
+            abi::FS_IOC_GETFLAGS
+                | abi::FS_IOC32_GETFLAGS
+                | abi::FS_IOC_SETFLAGS
+                | abi::FS_IOC32_SETFLAGS
+                | abi::FS_IOC_FSGETXATTR
+                | abi::FS_IOC_FSSETXATTR
+        ) {
+            return Err(Errno::ENOTTY);
+        }
+        // Handle 0: a directory the kernel did not open (`Levers::NO_OPENDIR`).
+        let file = if a.fh == 0 {
+            let dir = if a.flags & abi::IOCTL_DIR != 0 { OpenFlags::DIRECTORY } else { OpenFlags::empty() };
+            self.base().reopen_file(&self.node(h.nodeid)?, OpenFlags::RDONLY | dir)?
+        } else {
+            self.handle_file(a.fh)?
+        };
+        let t = self.task(h);
+        match a.cmd {
+            abi::FS_IOC_GETFLAGS | abi::FS_IOC32_GETFLAGS => {
+                // The kernel asks for an `unsigned int`; a `long` (8 bytes) is answered too.
+                let n = a.out_size as usize;
+                if !(4..=8).contains(&n) {
+                    return Err(Errno::EINVAL);
+                }
+                let flags = t.ioctl_getflags(&file)?;
+                let mut v = [0u8; 8];
+                v[..4].copy_from_slice(&flags.bits().to_ne_bytes());
+                out.push(&abi::IoctlOut::default())?;
+                out.push_bytes(&v[..n])
+            }
+            abi::FS_IOC_SETFLAGS | abi::FS_IOC32_SETFLAGS => {
+                let v = data.get(..4).ok_or(Errno::EINVAL)?;
+                let flags = uvfs::FsFlags::from_bits_retain(u32::from_ne_bytes([v[0], v[1], v[2], v[3]]));
+                t.ioctl_setflags(&file, flags)?;
+                out.push(&abi::IoctlOut::default())
+            }
+            abi::FS_IOC_FSGETXATTR => {
+                if a.out_size as usize != std::mem::size_of::<abi::Fsxattr>() {
+                    return Err(Errno::EINVAL);
+                }
+                let flags = t.ioctl_getflags(&file)?;
+                out.push(&abi::IoctlOut::default())?;
+                out.push(&abi::Fsxattr { xflags: abi::xflags_of(flags), ..Default::default() })
+            }
+            _ => {
+                // FSSETXATTR: as tmpfs, only the flags that have an `FS_*_FL` twin, and
+                // no extent size or project (`fileattr_has_fsx`: EOPNOTSUPP).
+                let x = abi::read_prefix::<abi::Fsxattr>(data).ok_or(Errno::EINVAL)?;
+                let flags = abi::flags_of_xflags(x.xflags)
+                    .filter(|_| x.extsize == 0 && x.projid == 0 && x.cowextsize == 0)
+                    .ok_or(Errno::EOPNOTSUPP)?;
+                t.ioctl_setflags(&file, flags)?;
+                out.push(&abi::IoctlOut::default())
+            }
+        }
     }
 
     fn copy_file_range(&self, h: &InHeader, c: &abi::CopyFileRangeIn) -> Result<usize> {

@@ -9,7 +9,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Mounted, TempDir, require, run, sh};
+use common::{Mounted, TempDir, require, run, sh, which};
 use uvfs::{AtFlags, DirFd, OpenFlags};
 use uvfs_fuse::MountOptions;
 
@@ -357,4 +357,89 @@ fn a_tar_archive_mounted_as_its_extraction() {
     let err = std::fs::write(mnt.path().join("new"), b"x").unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EROFS));
     handle.unmount().unwrap();
+}
+
+/// `chattr` and `lsattr` (e2fsprogs) on the mount give what they give on tmpfs: the same
+/// transcript (every command's output, errors and exit status) of setting and clearing
+/// the immutable, append-only and nodump flags of a file and a directory and of what each
+/// then refuses, as root and as a user (who may set none of the two), in both permission
+/// modes. The kernel enforces no flag of a FUSE inode: uvfs refuses these calls itself.
+#[test]
+fn chattr_and_lsattr_as_on_tmpfs() {
+    require(&[("chattr", "e2fsprogs"), ("lsattr", "e2fsprogs"), ("setpriv", "util-linux")]);
+    const SCRIPT: &str = r#"
+        t() { "$@" 2>&1; echo "[$?] $*"; }
+        echo hello > f; mkdir d; touch d/x; chown 1000:1000 f
+        t lsattr f
+        t chattr +i f
+        t lsattr f
+        t rm -f f
+        t sh -c 'echo x > f'
+        t sh -c 'echo x >> f'
+        t mv f g
+        t ln f h
+        t chmod 600 f
+        t chown 0 f
+        t touch f
+        t truncate -s 0 f
+        t setfattr -n user.x -v 1 f
+        t cat f
+        t setpriv --reuid=1000 --regid=1000 --clear-groups chattr -i f
+        t chattr -i f
+        t chattr +a f
+        t lsattr f
+        t sh -c 'echo x >> f'
+        t sh -c 'echo x > f'
+        t truncate -s 0 f
+        t touch f
+        t touch -d 2001-01-01 f
+        t rm f
+        t cat f
+        t setpriv --reuid=1000 --regid=1000 --clear-groups chattr +d f
+        t setpriv --reuid=1000 --regid=1000 --clear-groups chattr -a f
+        t lsattr f
+        t chattr -a f
+        t chattr +i d
+        t lsattr -d d
+        t touch d/y
+        t mkdir d/sub
+        t rm d/x
+        t chattr -i +a d
+        t touch d/y
+        t rm d/y
+        t mv d/x d/z
+        t lsattr d/x d/y
+        t chattr -a d
+        t chattr +s f
+        t chattr +c f
+        t lsattr -d . d f
+        t rm -r d f
+        t ls
+    "#;
+    let setfattr = which("setfattr").is_some();
+    let script = if setfattr { SCRIPT.to_string() } else { SCRIPT.replace("t setfattr", "true") };
+    // tmpfs, the oracle: a fresh directory on /dev/shm, flags cleared before it goes.
+    let shm = std::path::PathBuf::from(format!("/dev/shm/uvfs-fuse-chattr-{}", std::process::id()));
+    std::fs::create_dir(&shm).unwrap();
+    let host = Command::new("sh").arg("-c").arg(&script).current_dir(&shm).output().unwrap();
+    let _ = Command::new("chattr").args(["-R", "-i", "-a"]).arg(&shm).output();
+    std::fs::remove_dir_all(&shm).unwrap();
+    let want = String::from_utf8_lossy(&host.stdout).into_owned() + &String::from_utf8_lossy(&host.stderr);
+    assert!(want.contains("[0] chattr +i f") && want.contains("----i-"), "tmpfs transcript:\n{want}");
+    for perm in [uvfs_fuse::Permissions::Kernel, uvfs_fuse::Permissions::Uvfs] {
+        let m = Mounted::new(MountOptions { permissions: perm, ..MountOptions::default() });
+        let dir = m.path().join("w");
+        std::fs::create_dir(&dir).unwrap();
+        let out = Command::new("sh").arg("-c").arg(&script).current_dir(&dir).output().unwrap();
+        let got = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        if got != want {
+            let diff: Vec<String> = want
+                .lines()
+                .zip(got.lines())
+                .filter(|(w, g)| w != g)
+                .map(|(w, g)| format!("tmpfs: {w}\nmount: {g}"))
+                .collect();
+            panic!("{perm:?}: the mount differs from tmpfs:\n{}\n\nwhole mount transcript:\n{got}", diff.join("\n"));
+        }
+    }
 }

@@ -14,7 +14,7 @@
 //! | `core/` | the objects and what keeps them consistent (below) | `sync`, `abi` |
 //! | `walk/` | `namei.rs`: the path walk over a `WalkCtx` (instance, credentials, root/cwd, descriptors), not a `Task` | `core`, `abi`, `sync` |
 //! | `fs/` | the filesystems, [`fs::memfs`], [`fs::hostfs`] and [`fs::tarfs`] (a tar archive, read-only), [`fs::overlay`] (a writable layer in memory over read-only layers, overlayfs's semantics): the filesystem API of `core` only | `core` (`superblock`, `inode`, `dentry`, `acl`, `icache`, `xattr`, `file`), `abi`, `sync` |
-//! | `syscalls/` | the calls on [`Task`], one file per family (`open`, `attr`, `stat`, `names`, `read_write`, `readdir`, `utimes`, `xattr`, `acl`, `mount`, `inotify`, `locks`, `fd`, `fs_struct`) | everything below; the only layer besides the top that names a concrete filesystem |
+//! | `syscalls/` | the calls on [`Task`], one file per family (`open`, `attr`, `stat`, `names`, `read_write`, `readdir`, `utimes`, `xattr`, `acl`, `mount`, `inotify`, `locks`, `fd`, `ioctl`, `fs_struct`) | everything below; the only layer besides the top that names a concrete filesystem |
 //! | top level | `lib.rs` (this map), `vfs.rs` ([`Vfs`]), `task.rs` ([`Task`]) | everything |
 //!
 //! ## Objects (`core/`), each mirroring one kernel object
@@ -72,6 +72,9 @@
 //! - **Nobody watches** (seed 000): `core/fsnotify.rs`. A write, open or close checks the
 //!   filesystem's watched-object count, then the dentry's parent-watched flag, then the
 //!   mark masks, and stops at the first zero: no lock, no call, no allocation.
+//! - **Nobody flags** (no switch: nothing to fall back to): the immutable and append-only
+//!   flags (`chattr`) live in the inode's `iflags`, so every check Linux makes of them is
+//!   one atomic load, and a lookup (which asks `MAY_EXEC` only) makes none.
 //! - **Nobody locks** (no switch: nothing to fall back to): `core/locks.rs`. A file nobody
 //!   ever locked has no lock context; close tests that one pointer (no lock, no
 //!   allocation), open and write test nothing.
@@ -132,6 +135,8 @@
 //!   in-process (ENXIO). Fifos open as Linux's (`core/pipe.rs`); `F_SETPIPE_SZ` and
 //!   `splice` are not offered.
 //! - One mount namespace per instance: no mount propagation, `MS_MOVE` or `pivot_root`.
+//! - File flags ([`Task::ioctl_setflags`]) are kept by memfs only (tmpfs's set); hostfs
+//!   answers ENOTTY. `FS_NOATIME_FL` changes nothing: uvfs never updates access times.
 //! - No leases, `F_NOTIFY` or mandatory locks (`fcntl` has the descriptor, status-flag and
 //!   lock commands). `fallocate` has tmpfs's modes (allocate, `KEEP_SIZE`, `PUNCH_HOLE`);
 //!   `copy_file_range` between superblocks is EXDEV (memfs shares pages copy-on-write
@@ -169,7 +174,7 @@ pub use abi::config::{FastPaths, VfsConfig};
 pub use abi::cred::{Capabilities, Credentials, Gid, Uid};
 pub use abi::errno::{Errno, Result};
 pub use abi::flags::{
-    AccessMode, AtFlags, CopyRangeFlags, FallocFlags, FcntlCmd, Fd, FdFlags, MAX_RW_COUNT, OpenFlags, OpenHow,
+    AccessMode, AtFlags, CopyRangeFlags, FallocFlags, FcntlCmd, Fd, FdFlags, FsFlags, MAX_RW_COUNT, OpenFlags, OpenHow,
     RenameFlags, ResolveFlags, RwfFlags, TimeSpec, Timespec, UIO_MAXIOV, Whence,
 };
 pub use abi::limits;

@@ -263,6 +263,10 @@ fn op() -> BoxedStrategy<Op> {
         2 => (fd(), fd(), copy_off(), copy_len()).prop_map(|(o, i, off, l)| Op::Sendfile(o, i, off, l)),
         3 => (dirfd(), path(), at_flags(vec![0, 0, AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH, 0x2000, 0x4000, 0x6000, 0x1]), statx_mask())
             .prop_map(|(d, p, f, m)| Op::Statx(d, p, f, m)),
+        // file flags (issue 13): lsattr and chattr, and then every call above on what
+        // they flagged.
+        1 => fd().prop_map(Op::GetFlags),
+        3 => (fd(), fs_flags()).prop_map(|(f, v)| Op::SetFlags(f, v)),
     ]
     .boxed()
 }
@@ -312,6 +316,12 @@ fn statx_mask() -> BoxedStrategy<u32> {
         0x8000_0000,
     ])
     .boxed()
+}
+
+/// `FS_*_FL` values for `SETFLAGS`: none, immutable, append-only, both, the harmless
+/// ones tmpfs keeps, and ones it refuses (secure deletion, casefold, with immutable).
+fn fs_flags() -> BoxedStrategy<u32> {
+    prop::sample::select(vec![0u32, 0, 0x10, 0x10, 0x20, 0x20, 0x30, 0x40, 0x80, 0xc0, 0x1, 0x11, 0x4000_0000]).boxed()
 }
 
 /// A `struct flock` for the generated `fcntl` lock calls.
@@ -1020,4 +1030,179 @@ fn fifos() {
             Op::Fallocate(0, 0, 0, 10),
         ],
     );
+}
+
+/// Opens `path` read-only as descriptor 0, sets `flags` through it, closes it (what
+/// `chattr` does), in a setup run as root.
+fn chattr(path: &str, flags: u32) -> Vec<Op> {
+    vec![Op::Open(D::Cwd, p(path), O_RDONLY, 0), Op::SetFlags(0, flags), Op::Close(0)]
+}
+
+/// Every call on immutable, append-only and both files and directories, and on ones with
+/// only the harmless flags, as root and as the user (who owns `b` and `a/c`): the flags
+/// are set by root in the setup, on the file `b`, the directory `a/c` and the file `a/c/a`
+/// in it.
+#[test]
+fn calls_on_flagged_files_and_directories() {
+    use common::X;
+    let sx = |path: &str| Op::Setxattr(X::Path(p(path)), p("user.x"), common::V(b"1".to_vec()), 0);
+    // Each write form of open as descriptor 1, what it may do, closed again.
+    let io = |flags: i32| {
+        vec![
+            Op::Open(D::Cwd, p("b"), flags, 0o644),
+            Op::Write(1, 3),
+            Op::Pwrite(1, 2, 0),
+            Op::Pwritev2(1, vec![2], 0, 0x20),
+            Op::Pwritev2(1, vec![2], -1, 0x10),
+            Op::Preadv2(1, vec![10], 0, 0x20),
+            Op::FcntlFd(1, libc::F_SETFL, 0),
+            Op::FcntlFd(1, libc::F_SETFL, i64::from(O_APPEND | libc::O_NONBLOCK)),
+            Op::FcntlFd(1, libc::F_GETFL, 0),
+            Op::Ftruncate(1, 0),
+            Op::Fallocate(1, 0, 0, 100),
+            Op::Fallocate(1, 1, 0, 8192),
+            Op::Fallocate(1, 3, 0, 10),
+            Op::Fallocate(1, 0x10, 0, 10),
+            Op::CopyFileRange(0, Some(0), 1, Some(0), 3, 0),
+            Op::CopyFileRange(1, Some(0), 0, Some(0), 3, 0),
+            Op::Sendfile(1, 0, Some(0), 3),
+            Op::Fstat(1),
+            Op::Close(1),
+        ]
+    };
+    let mut ops = vec![Op::Open(D::Cwd, p("b"), O_RDONLY, 0), Op::GetFlags(0)];
+    for flags in [
+        O_WRONLY,
+        O_RDWR,
+        O_RDONLY | O_TRUNC,
+        O_WRONLY | O_APPEND | O_TRUNC,
+        3 | O_APPEND,
+        O_CREAT | O_WRONLY,
+        O_WRONLY | O_APPEND,
+        O_RDWR | O_APPEND,
+    ] {
+        ops.extend(io(flags));
+    }
+    ops.extend([
+        Op::FcntlFd(0, libc::F_SETFL, i64::from(O_APPEND)),
+        Op::Preadv2(0, vec![10], 0, 0x20),
+        Op::Read(0, 100),
+        // Attributes.
+        Op::Truncate(p("b"), 1),
+        Op::Fchmodat(D::Cwd, p("b"), 0o600, 0),
+        Op::Fchmod(0, 0o600),
+        Op::Fchownat(D::Cwd, p("b"), None, None, 0),
+        Op::Fchownat(D::Cwd, p("b"), Some(USER), None, 0),
+        Op::Fchownat(D::Cwd, p("b"), None, Some(SUPP), 0),
+        Op::Utimensat(D::Cwd, p("b"), Times::Null, 0),
+        Op::Utimensat(D::Cwd, p("b"), Times::Pair(T::Now, T::Now), 0),
+        Op::Utimensat(D::Cwd, p("b"), Times::Pair(T::Now, T::Omit), 0),
+        Op::Utimensat(D::Cwd, p("b"), Times::Pair(T::At(5, 0), T::Omit), 0),
+        Op::Utimensat(D::Cwd, p("b"), Times::Pair(T::Omit, T::Omit), 0),
+        Op::Faccessat(D::Cwd, p("b"), 2, 0),
+        Op::Faccessat(D::Cwd, p("b"), 4, AT_EACCESS),
+        sx("b"),
+        Op::Getxattr(X::Path(p("b")), p("user.x"), 8),
+        Op::Removexattr(X::Fd(0), p("user.x")),
+        Op::Setxattr(X::Path(p("b")), p("system.posix_acl_access"), common::V(vec![2, 0, 0, 0]), 0),
+        Op::Removexattr(X::Path(p("b")), p("system.posix_acl_access")),
+        // Names of the flagged file.
+        Op::Linkat(D::Cwd, p("b"), D::Cwd, p("a/c/h"), 0),
+        Op::Renameat2(D::Cwd, p("b"), D::Cwd, p("x"), 0),
+        Op::Renameat2(D::Cwd, p("c/a"), D::Cwd, p("b"), 0),
+        Op::Renameat2(D::Cwd, p("c/a"), D::Cwd, p("b"), RENAME_EXCHANGE),
+        Op::Unlinkat(D::Cwd, p("b"), 0),
+        // Entries of the flagged directory: made, removed, renamed in, out and within.
+        Op::Open(D::Cwd, p("a/c/new"), O_CREAT | O_WRONLY, 0o644),
+        Op::Open(D::Cwd, p("a/c"), libc::O_TMPFILE | O_RDWR, 0o600),
+        Op::Close(1),
+        Op::Close(2),
+        Op::Mkdirat(D::Cwd, p("a/c/nd"), 0o755),
+        Op::Mknodat(D::Cwd, p("a/c/fifo"), S_IFIFO | 0o644, 0),
+        Op::Symlinkat(p("x"), D::Cwd, p("a/c/sl")),
+        Op::Linkat(D::Cwd, p("c/a"), D::Cwd, p("a/c/h2"), 0),
+        Op::Renameat2(D::Cwd, p("a/c/a"), D::Cwd, p("a/c/z"), 0),
+        Op::Renameat2(D::Cwd, p("a/c/b"), D::Cwd, p("c/q"), 0),
+        Op::Renameat2(D::Cwd, p("c/a"), D::Cwd, p("a/c/in"), 0),
+        Op::Unlinkat(D::Cwd, p("a/c/new"), 0),
+        Op::Unlinkat(D::Cwd, p("a/c/a"), 0),
+        Op::Unlinkat(D::Cwd, p("a/c/b"), AT_REMOVEDIR),
+        Op::Open(D::Cwd, p("a/c/a"), O_WRONLY | O_APPEND, 0),
+        Op::Close(1),
+        Op::Open(D::Cwd, p("a/c/a"), O_WRONLY, 0),
+        Op::Close(1),
+        Op::Fchmodat(D::Cwd, p("a/c"), 0o755, 0),
+        Op::Utimensat(D::Cwd, p("a/c"), Times::Null, 0),
+        Op::Renameat2(D::Cwd, p("a/c"), D::Cwd, p("a/x"), 0),
+        Op::Unlinkat(D::Cwd, p("a/c"), AT_REMOVEDIR),
+        sx("a/c"),
+        stat("a/c"),
+        stat("b"),
+        Op::Statx(D::Cwd, p("b"), 0, 0x7ff),
+        Op::Statx(D::Cwd, p("a/c"), 0, 0x7ff),
+        Op::Statx(D::Cwd, p("a/c/a"), 0, 0x7ff),
+        // Clearing them: root may, the user (no CAP_LINUX_IMMUTABLE) may not, except
+        // when nothing immutable or append-only changes.
+        Op::Open(D::Cwd, p("a/c"), O_RDONLY | O_DIRECTORY, 0),
+        Op::GetFlags(1),
+        Op::SetFlags(1, 0x40),
+        Op::SetFlags(1, 0),
+        Op::SetFlags(0, 0),
+        Op::Unlinkat(D::Cwd, p("b"), 0),
+        Op::Open(D::Cwd, p("a/c/new2"), O_CREAT | O_WRONLY, 0o644),
+    ]);
+    for flags in [0x10u32, 0x20, 0x30, 0xc0] {
+        let setup = [base_tree(), chattr("b", flags), chattr("a/c", flags), chattr("a/c/a", flags)].concat();
+        for who in [Who::Root, Who::User] {
+            check_host_sysctls();
+            if let Err(m) = check(who, &setup, &ops) {
+                panic!("flags {flags:#x}: {m}");
+            }
+        }
+    }
+}
+
+/// `chattr` itself: who may set what (the owner without `CAP_LINUX_IMMUTABLE` keeps
+/// immutable and append-only as they are), unsupported flags, descriptors of every kind.
+#[test]
+fn setting_file_flags() {
+    for who in [Who::Root, Who::User] {
+        same(
+            who,
+            &[
+                Op::Open(D::Cwd, p("b"), O_RDONLY, 0),
+                Op::GetFlags(0),
+                Op::SetFlags(0, 0x40),
+                Op::GetFlags(0),
+                Op::SetFlags(0, 0x80 | 0x40),
+                Op::SetFlags(0, 0x1),
+                Op::SetFlags(0, 0x11),
+                Op::SetFlags(0, 0x4000_0000),
+                Op::SetFlags(0, 0x8000_0000),
+                Op::SetFlags(0, 0x10),
+                Op::GetFlags(0),
+                Op::SetFlags(0, 0x10 | 0x40),
+                Op::SetFlags(0, 0),
+                Op::GetFlags(0),
+                Op::Open(D::Cwd, p("a/b"), O_RDONLY, 0),
+                Op::SetFlags(1, 0),
+                Op::SetFlags(1, 0x40),
+                Op::GetFlags(1),
+                Op::Open(D::Cwd, p("b"), O_PATH, 0),
+                Op::GetFlags(2),
+                Op::SetFlags(2, 0),
+                Op::GetFlags(9),
+                Op::SetFlags(-1, 0),
+                Op::Open(D::Cwd, p("a/c"), O_RDONLY | O_DIRECTORY, 0),
+                Op::SetFlags(3, 0xc0),
+                Op::Open(D::Cwd, p("a/c/new"), O_CREAT | O_RDWR, 0o644),
+                Op::GetFlags(4),
+                Op::Mkdirat(D::Cwd, p("a/c/nd"), 0o755),
+                Op::Open(D::Cwd, p("a/c/nd"), O_RDONLY, 0),
+                Op::GetFlags(5),
+                Op::Open(D::Cwd, p("/"), O_RDONLY, 0),
+                Op::GetFlags(6),
+            ],
+        );
+    }
 }

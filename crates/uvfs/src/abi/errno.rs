@@ -56,6 +56,7 @@ errnos! {
     EINVAL = 22, "Invalid argument";
     ENFILE = 23, "Too many open files in system";
     EMFILE = 24, "Too many open files";
+    ENOTTY = 25, "Inappropriate ioctl for device";
     ETXTBSY = 26, "Text file busy";
     EFBIG = 27, "File too large";
     ENOSPC = 28, "No space left on device";

@@ -192,6 +192,80 @@ bitflags! {
 /// `MAX_RW_COUNT`: the most one read, write or copy moves (`INT_MAX & PAGE_MASK`).
 pub const MAX_RW_COUNT: usize = 0x7fff_f000;
 
+bitflags! {
+    /// Inode flags (`FS_*_FL`) of `FS_IOC_GETFLAGS`/`FS_IOC_SETFLAGS`, what `lsattr` shows
+    /// and `chattr` sets ([`crate::Task::ioctl_getflags`]), Linux's values. A filesystem
+    /// keeps the ones it supports (memfs, as tmpfs: `IMMUTABLE`, `APPEND`, `NODUMP`,
+    /// `NOATIME`) and refuses the others with EOPNOTSUPP; the VFS enforces `IMMUTABLE` and
+    /// `APPEND`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct FsFlags: u32 {
+        /// `FS_SECRM_FL`: secure deletion.
+        const SECRM = 0x1;
+        /// `FS_UNRM_FL`: undelete.
+        const UNRM = 0x2;
+        /// `FS_COMPR_FL`: compress.
+        const COMPR = 0x4;
+        /// `FS_SYNC_FL`: synchronous updates.
+        const SYNC = 0x8;
+        /// `FS_IMMUTABLE_FL` (`chattr +i`): not opened for writing, truncated, changed in
+        /// attributes or xattrs, renamed, linked or removed; a directory gains and loses
+        /// no entry. A descriptor opened for writing before still writes, as on Linux.
+        /// Only with `CAP_LINUX_IMMUTABLE`.
+        const IMMUTABLE = 0x10;
+        /// `FS_APPEND_FL` (`chattr +a`): opened for writing only with `O_APPEND` (which
+        /// then stays); no truncate, change of attributes (but `touch`) or xattrs, rename,
+        /// unlink or new name; a directory's entries cannot be removed. Only with
+        /// `CAP_LINUX_IMMUTABLE`.
+        const APPEND = 0x20;
+        /// `FS_NODUMP_FL` (`chattr +d`): not for `dump(8)`; inherited by new entries.
+        const NODUMP = 0x40;
+        /// `FS_NOATIME_FL` (`chattr +A`): no access-time updates; inherited by new entries.
+        const NOATIME = 0x80;
+        /// `FS_DIRTY_FL`.
+        const DIRTY = 0x100;
+        /// `FS_COMPRBLK_FL`.
+        const COMPRBLK = 0x200;
+        /// `FS_NOCOMP_FL`.
+        const NOCOMP = 0x400;
+        /// `FS_ENCRYPT_FL`.
+        const ENCRYPT = 0x800;
+        /// `FS_INDEX_FL` (`FS_BTREE_FL`): hashed directory.
+        const INDEX = 0x1000;
+        /// `FS_IMAGIC_FL`.
+        const IMAGIC = 0x2000;
+        /// `FS_JOURNAL_DATA_FL`.
+        const JOURNAL_DATA = 0x4000;
+        /// `FS_NOTAIL_FL`.
+        const NOTAIL = 0x8000;
+        /// `FS_DIRSYNC_FL`.
+        const DIRSYNC = 0x1_0000;
+        /// `FS_TOPDIR_FL`.
+        const TOPDIR = 0x2_0000;
+        /// `FS_HUGE_FILE_FL`.
+        const HUGE_FILE = 0x4_0000;
+        /// `FS_EXTENT_FL`.
+        const EXTENT = 0x8_0000;
+        /// `FS_VERITY_FL`.
+        const VERITY = 0x10_0000;
+        /// `FS_EA_INODE_FL`.
+        const EA_INODE = 0x20_0000;
+        /// `FS_EOFBLOCKS_FL`.
+        const EOFBLOCKS = 0x40_0000;
+        /// `FS_NOCOW_FL`.
+        const NOCOW = 0x80_0000;
+        /// `FS_DAX_FL`.
+        const DAX = 0x200_0000;
+        /// `FS_INLINE_DATA_FL`.
+        const INLINE_DATA = 0x1000_0000;
+        /// `FS_PROJINHERIT_FL`.
+        const PROJINHERIT = 0x2000_0000;
+        /// `FS_CASEFOLD_FL`: case-insensitive directory (memfs has none: EOPNOTSUPP, as
+        /// tmpfs mounted without `casefold`).
+        const CASEFOLD = 0x4000_0000;
+    }
+}
+
 /// `UIO_MAXIOV`: the most buffers one vectored call takes.
 pub const UIO_MAXIOV: usize = 1024;
 

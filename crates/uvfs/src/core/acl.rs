@@ -553,12 +553,16 @@ pub(crate) fn vfs_get_acl(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>
 }
 
 /// `set_posix_acl` + `simple_set_acl`: sets (`Some`) or removes (`None`) an ACL. Checks
-/// in Linux's order: ACLs supported (EOPNOTSUPP), a default ACL only on a directory
+/// in Linux's order: not immutable or append-only (EPERM), ACLs supported (EOPNOTSUPP), a default ACL only on a directory
 /// (EACCES; removing one elsewhere succeeds), the owner or `CAP_FOWNER` (EPERM), a valid
 /// ACL (EINVAL). An access ACL sets the mode's bits (a minimal one is stored as the mode
 /// only), and clears setgid unless the caller is in the file's group or has `CAP_FSETID`
 /// (as Linux's `posix_acl_update_mode`, also on removal).
 pub(crate) fn set_posix_acl(creds: &Credentials, inode: &Inode, ty: AclType, acl: Option<Acl>) -> Result<()> {
+    // `vfs_set_acl`'s `may_write_xattr` comes first.
+    if inode.is_immutable_or_append() {
+        return Err(Errno::EPERM);
+    }
     if !supported(inode) {
         return Err(Errno::EOPNOTSUPP);
     }

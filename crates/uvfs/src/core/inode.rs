@@ -12,7 +12,7 @@ use std::any::Any;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::abi::flags::Timespec;
+use crate::abi::flags::{FsFlags, Timespec};
 use crate::abi::stat::Ino;
 use crate::abi::stat::{FileType, S_IFMT, Stat};
 use crate::core::acl::posix_acl_create;
@@ -31,7 +31,9 @@ pub struct Inode {
     ino: Ino,
     /// Immutable: the type.
     ftype: FileType,
-    /// Atomic: `I_*` flags (Linux's `i_flags`): [`I_NOSEC`].
+    /// Atomic: `I_*` flags (Linux's `i_flags`): [`I_NOSEC`], and the inode flags the VFS
+    /// enforces ([`I_IMMUTABLE`], [`I_APPEND`], [`I_NOATIME`]), which the filesystem sets
+    /// under `lock` ([`Inode::set_attr_flags`]).
     iflags: AtomicU32,
     /// Guards the attribute group below against torn reads.
     attr_seq: SeqCount,
@@ -89,6 +91,20 @@ impl Drop for Inode {
 /// Set by the first write that finds nothing; cleared by a mode change and by setting a
 /// `security.*` xattr.
 pub(crate) const I_NOSEC: u32 = 1 << 0;
+
+/// Inode flag (Linux's `S_IMMUTABLE`, from `FS_IMMUTABLE_FL`): nothing may change the
+/// inode, name it anew or (a directory) add or remove entries: EPERM.
+pub(crate) const I_IMMUTABLE: u32 = 1 << 1;
+/// Inode flag (Linux's `S_APPEND`, from `FS_APPEND_FL`): written only by appends; no
+/// truncate, attribute change, removal, rename or new name: EPERM.
+pub(crate) const I_APPEND: u32 = 1 << 2;
+/// Inode flag (Linux's `S_NOATIME`, from `FS_NOATIME_FL`): no access-time updates.
+pub(crate) const I_NOATIME: u32 = 1 << 3;
+/// The `I_*` flags that mirror a filesystem's inode flags.
+const I_ATTR_FLAGS: u32 = I_IMMUTABLE | I_APPEND | I_NOATIME;
+/// Each of them with its `FS_*_FL`.
+const ATTR_FLAGS: [(u32, FsFlags); 3] =
+    [(I_IMMUTABLE, FsFlags::IMMUTABLE), (I_APPEND, FsFlags::APPEND), (I_NOATIME, FsFlags::NOATIME)];
 
 /// Bit of `Inode::opens`: the contents were evicted; no open may register any more.
 const OPENS_EVICTED: u32 = 1 << 31;
@@ -229,6 +245,56 @@ impl Inode {
         } else if self.is_nosec() {
             self.iflags.fetch_and(!I_NOSEC, Ordering::AcqRel);
         }
+    }
+
+    /// The inode flags the VFS enforces, as `FS_*_FL` (`IMMUTABLE`, `APPEND`, `NOATIME`):
+    /// one atomic load. The filesystem keeps the whole set (`FileSystem::fileattr_get`).
+    #[inline]
+    pub fn attr_flags(&self) -> FsFlags {
+        let f = self.iflags.load(Ordering::Relaxed);
+        let mut out = FsFlags::empty();
+        for (i, fl) in ATTR_FLAGS {
+            if f & i != 0 {
+                out |= fl;
+            }
+        }
+        out
+    }
+
+    /// Sets the inode flags the VFS enforces from a filesystem's `FS_*_FL` (Linux's
+    /// `inode_set_flags` with `S_IMMUTABLE | S_APPEND | S_NOATIME`): what a filesystem's
+    /// [`FileSystem::fileattr_set`](crate::FileSystem::fileattr_set) calls, with the inode
+    /// lock held, and what it calls on an inode it makes with inherited flags. The other
+    /// `I_*` bits are kept (one atomic update: no moment without either flag when one
+    /// replaces the other).
+    pub fn set_attr_flags(&self, flags: FsFlags) {
+        let mut set = 0;
+        for (i, fl) in ATTR_FLAGS {
+            if flags.contains(fl) {
+                set |= i;
+            }
+        }
+        // Nothing is published with these flags: a relaxed update, read by relaxed loads
+        // (Linux reads `i_flags` with plain loads too).
+        let _ = self.iflags.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |f| Some((f & !I_ATTR_FLAGS) | set));
+    }
+
+    /// `IS_IMMUTABLE`: one atomic load.
+    #[inline]
+    pub(crate) fn is_immutable(&self) -> bool {
+        self.iflags.load(Ordering::Relaxed) & I_IMMUTABLE != 0
+    }
+
+    /// `IS_APPEND`: one atomic load.
+    #[inline]
+    pub(crate) fn is_append(&self) -> bool {
+        self.iflags.load(Ordering::Relaxed) & I_APPEND != 0
+    }
+
+    /// `IS_IMMUTABLE || IS_APPEND`: one atomic load.
+    #[inline]
+    pub(crate) fn is_immutable_or_append(&self) -> bool {
+        self.iflags.load(Ordering::Relaxed) & (I_IMMUTABLE | I_APPEND) != 0
     }
 
     /// The type.

@@ -89,7 +89,9 @@ fn acl_state_slow(creds: &Credentials, inode: &Inode, mask: u32) -> AclCheck {
     }
 }
 
-/// `generic_permission`: mode bits and ACL, then the DAC capabilities.
+/// `inode_permission` + `generic_permission`: nobody writes an immutable inode (EPERM,
+/// before any mode bit or capability is asked), then mode bits and ACL, then the DAC
+/// capabilities.
 pub fn generic_permission(
     creds: &Credentials,
     inode: &Inode,
@@ -97,6 +99,10 @@ pub fn generic_permission(
     fast: FastPaths,
     guard: &LocalGuard<'_>,
 ) -> Result<()> {
+    // A lookup asks MAY_EXEC only: it never loads the flags.
+    if mask & MAY_WRITE != 0 && inode.is_immutable() {
+        return Err(Errno::EPERM);
+    }
     match acl_permission_check(creds, inode, mask, fast, guard) {
         Ok(()) => return Ok(()),
         Err(Errno::EACCES) => {}
@@ -142,6 +148,8 @@ pub fn may_create_in(creds: &Credentials, dir: &Inode, fast: FastPaths, guard: &
 }
 
 /// `may_delete`: remove `victim` from `dir`; `want_dir` for rmdir and directory renames.
+/// Nothing leaves an append-only directory, and an immutable or append-only victim
+/// stays (EPERM, with the sticky-bit refusal).
 pub fn may_delete(
     creds: &Credentials,
     dir: &Inode,
@@ -151,7 +159,7 @@ pub fn may_delete(
     guard: &LocalGuard<'_>,
 ) -> Result<()> {
     generic_permission(creds, dir, MAY_WRITE | MAY_EXEC, fast, guard)?;
-    if check_sticky(creds, dir, victim) {
+    if dir.is_append() || check_sticky(creds, dir, victim) || victim.is_immutable_or_append() {
         return Err(Errno::EPERM);
     }
     if want_dir {

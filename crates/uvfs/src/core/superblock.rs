@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::{FallocFlags, RenameFlags, Timespec};
+use crate::abi::flags::{FallocFlags, FsFlags, RenameFlags, Timespec};
 use crate::abi::stat::{StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclType};
 use crate::core::inode::Inode;
@@ -231,6 +231,20 @@ pub trait FileSystem: Send + Sync + 'static {
     /// [`FileSystem::setattr`]). Called with the inode lock held.
     fn set_acl(&self, _inode: &Inode, _ty: AclType, _acl: Option<&Arc<Acl>>) -> Result<()> {
         Err(Errno::EOPNOTSUPP)
+    }
+    /// `->fileattr_get`: the inode's flags (`FS_*_FL`, what `FS_IOC_GETFLAGS` reports).
+    /// ENOTTY where the filesystem keeps none (Linux's ENOIOCTLCMD), the default.
+    fn fileattr_get(&self, _inode: &Inode) -> Result<FsFlags> {
+        Err(Errno::ENOTTY)
+    }
+    /// `->fileattr_set`: stores `flags` as the inode's flags, EOPNOTSUPP for one the
+    /// filesystem does not keep, and sets the ones the VFS enforces on the inode
+    /// ([`Inode::set_attr_flags`]). The VFS has checked ownership and
+    /// `CAP_LINUX_IMMUTABLE`, holds the inode lock, and updates ctime after. ENOTTY where
+    /// the filesystem keeps none, the default (then [`FileSystem::fileattr_get`] must say
+    /// so too).
+    fn fileattr_set(&self, _inode: &Inode, _flags: FsFlags) -> Result<()> {
+        Err(Errno::ENOTTY)
     }
     /// Reads the xattr `name` (full name, namespace prefix included; the VFS has checked
     /// it and the caller's permission) into `buf`. An empty `buf` asks for the size;

@@ -90,6 +90,10 @@ pub fn xattr_permission(
     guard: &LocalGuard<'_>,
 ) -> Result<()> {
     let write = mask & MAY_WRITE != 0;
+    // `may_write_xattr`: no xattr of an immutable or append-only inode changes.
+    if write && inode.is_immutable_or_append() {
+        return Err(Errno::EPERM);
+    }
     // Read: "not there"; write: "not allowed".
     let refuse = if write { Errno::EPERM } else { Errno::ENODATA };
     match namespace(name) {

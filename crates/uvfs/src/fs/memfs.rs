@@ -19,14 +19,18 @@
 //! limit's budget (`nr_inodes` x 1 KiB, each inode taking 1 KiB and each xattr 40 bytes
 //! plus its name and value), so with an inode limit a full budget is ENOSPC. POSIX ACLs
 //! are stored beside them (not charged, as tmpfs) and cached in the inode's slots.
+//!
+//! Inode flags (`chattr`): tmpfs's set on regular files and directories (immutable,
+//! append-only, nodump, noatime; anything else EOPNOTSUPP), new entries taking nodump and
+//! noatime from their directory; the ones the VFS enforces are mirrored in the inode.
 
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::{FallocFlags, Timespec};
+use crate::abi::flags::{FallocFlags, FsFlags, Timespec};
 use crate::abi::stat::{FileType, S_IFMT, StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclInit, AclType};
 use crate::core::inode::{Inode, NewInode};
@@ -185,7 +189,17 @@ struct MemNode {
     evicted: AtomicBool,
     /// Immutable: birth time (tmpfs's `i_crtime`, `statx`'s `STATX_BTIME`).
     btime: Timespec,
+    /// Atomic (changed under the inode lock): the inode flags, `FS_*_FL` (tmpfs's
+    /// `fsflags`); the ones the VFS enforces are mirrored in the inode.
+    fsflags: AtomicU32,
 }
+
+/// The inode flags tmpfs keeps (`SHMEM_FL_USER_MODIFIABLE`, without `FS_CASEFOLD_FL`:
+/// memfs has no case-insensitive directories, as tmpfs mounted without `casefold`).
+const MODIFIABLE_FLAGS: FsFlags =
+    FsFlags::IMMUTABLE.union(FsFlags::APPEND).union(FsFlags::NODUMP).union(FsFlags::NOATIME);
+/// The ones a new inode takes from its directory (`SHMEM_FL_INHERITED`).
+const INHERITED_FLAGS: FsFlags = FsFlags::NODUMP.union(FsFlags::NOATIME);
 
 impl MemNode {
     /// Gives the inode's pages and the inode itself back to the filesystem, once.
@@ -273,8 +287,18 @@ impl MemFs {
             usage: self.usage.clone(),
             evicted: AtomicBool::new(false),
             btime: now,
+            fsflags: AtomicU32::new(0),
         };
         Ok(Inode::new(sb, n, Box::new(mem)))
+    }
+
+    /// A new inode takes its directory's inheritable flags (`__shmem_get_inode`).
+    fn inherit_flags(dir: &Inode, inode: &Inode) {
+        let f = FsFlags::from_bits_retain(MemFs::mem(dir).fsflags.load(Ordering::Relaxed)) & INHERITED_FLAGS;
+        if !f.is_empty() {
+            MemFs::mem(inode).fsflags.store(f.bits(), Ordering::Relaxed);
+            inode.set_attr_flags(f);
+        }
     }
 
     /// A directory gained an entry.
@@ -385,12 +409,15 @@ impl FileSystem for MemFs {
     fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, _name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
         let is_dir = args.mode & S_IFMT == FileType::Directory.mode_bits();
         let inode = self.new_inode(sb, args, if is_dir { 2 } else { 1 })?;
+        MemFs::inherit_flags(dir, &inode);
         MemFs::dir_added(dir, inode.stat().ctime, is_dir);
         Ok(inode)
     }
 
-    fn tmpfile(&self, sb: &Arc<SuperBlock>, _dir: &Inode, args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
-        self.new_inode(sb, args, 0)
+    fn tmpfile(&self, sb: &Arc<SuperBlock>, dir: &Inode, args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
+        let inode = self.new_inode(sb, args, 0)?;
+        MemFs::inherit_flags(dir, &inode);
+        Ok(inode)
     }
 
     fn link(&self, dir: &Inode, _name: &[u8], inode: &Arc<Inode>) -> Result<()> {
@@ -624,9 +651,20 @@ impl FileSystem for MemFs {
         Ok(whole * PAGE)
     }
 
-    fn statx_attributes(&self, _inode: &Inode) -> (StatxAttrs, StatxAttrs) {
-        // tmpfs reports these three file flags (none is set before `FS_IOC_SETFLAGS`).
-        (StatxAttrs::empty(), StatxAttrs::IMMUTABLE | StatxAttrs::APPEND | StatxAttrs::NODUMP)
+    fn statx_attributes(&self, inode: &Inode) -> (StatxAttrs, StatxAttrs) {
+        // tmpfs reports these three file flags (`shmem_getattr`), of every inode.
+        let f = FsFlags::from_bits_retain(MemFs::mem(inode).fsflags.load(Ordering::Relaxed));
+        let mut a = StatxAttrs::empty();
+        for (fl, at) in [
+            (FsFlags::IMMUTABLE, StatxAttrs::IMMUTABLE),
+            (FsFlags::APPEND, StatxAttrs::APPEND),
+            (FsFlags::NODUMP, StatxAttrs::NODUMP),
+        ] {
+            if f.contains(fl) {
+                a |= at;
+            }
+        }
+        (a, StatxAttrs::IMMUTABLE | StatxAttrs::APPEND | StatxAttrs::NODUMP)
     }
 
     fn btime(&self, inode: &Inode) -> Option<Timespec> {
@@ -643,6 +681,25 @@ impl FileSystem for MemFs {
 
     fn set_acl(&self, inode: &Inode, ty: AclType, acl: Option<&Arc<Acl>>) -> Result<()> {
         MemFs::mem(inode).acls.lock()[MemFs::acl_index(ty)] = acl.cloned();
+        Ok(())
+    }
+
+    /// tmpfs keeps flags on regular files and directories only (its other inode
+    /// operations have no `fileattr_get`).
+    fn fileattr_get(&self, inode: &Inode) -> Result<FsFlags> {
+        if !matches!(inode.file_type(), FileType::Regular | FileType::Directory) {
+            return Err(Errno::ENOTTY);
+        }
+        Ok(FsFlags::from_bits_retain(MemFs::mem(inode).fsflags.load(Ordering::Relaxed)))
+    }
+
+    fn fileattr_set(&self, inode: &Inode, flags: FsFlags) -> Result<()> {
+        self.fileattr_get(inode)?;
+        if !MODIFIABLE_FLAGS.contains(flags) {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        MemFs::mem(inode).fsflags.store(flags.bits(), Ordering::Relaxed);
+        inode.set_attr_flags(flags);
         Ok(())
     }
 

@@ -64,6 +64,9 @@ impl Task {
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
         generic_permission(creds, inode, MAY_WRITE, self.vfs.fast, &guard)?;
+        if inode.is_append() {
+            return Err(Errno::EPERM);
+        }
         self.do_truncate(creds, inode, len as u64, false)?;
         self.notify_attr(&p.mnt, &p.dentry, inode, EventMask::MODIFY);
         Ok(())
@@ -80,6 +83,11 @@ impl Task {
         }
         if file.inode.file_type() != FileType::Regular || !file.flags().writable() {
             return Err(Errno::EINVAL);
+        }
+        // Only append-only: a file opened for writing before it became immutable can
+        // still be truncated through that descriptor, as on Linux.
+        if file.inode.is_append() {
+            return Err(Errno::EPERM);
         }
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
@@ -164,6 +172,7 @@ impl Task {
     }
 
     fn chmod_common(&self, inode: &Inode, mode: u32) -> Result<()> {
+        may_setattr(inode)?;
         let creds = self.credentials();
         if !owner_or_capable(&creds, inode) {
             return Err(Errno::EPERM);
@@ -215,6 +224,10 @@ impl Task {
     }
 
     fn chown_common(&self, inode: &Inode, uid: Option<Uid>, gid: Option<Gid>) -> Result<()> {
+        // `chown(-1, -1)` changes no id (`ATTR_CTIME` only): allowed, as on Linux.
+        if uid.is_some() || gid.is_some() {
+            may_setattr(inode)?;
+        }
         let creds = self.credentials();
         let owner = creds.uid.0 == inode.uid();
         let can_chown = creds.capable(Capabilities::CHOWN);
@@ -280,4 +293,10 @@ impl Task {
             },
         )
     }
+}
+
+/// `may_setattr` for a change of mode, owner, group or explicit times: EPERM for an
+/// immutable or append-only inode, before whose-file-is-it is asked.
+pub(crate) fn may_setattr(inode: &Inode) -> Result<()> {
+    if inode.is_immutable_or_append() { Err(Errno::EPERM) } else { Ok(()) }
 }

@@ -80,6 +80,10 @@ impl Task {
                 if file.is_path() {
                     return Err(Errno::EBADF);
                 }
+                // `setfl`: O_APPEND neither set nor cleared on an append-only file.
+                if (new ^ file.flags()).contains(OpenFlags::APPEND) && file.inode().is_append() {
+                    return Err(Errno::EPERM);
+                }
                 // O_DIRECT only where the file can do it (`FMODE_CAN_ODIRECT`): regular files.
                 if new.contains(OpenFlags::DIRECT) && file.inode().file_type() != crate::abi::stat::FileType::Regular {
                     return Err(Errno::EINVAL);

@@ -7,6 +7,7 @@ mod attr;
 mod fd;
 mod fs_struct;
 mod inotify;
+mod ioctl;
 mod locks;
 pub(crate) mod mount;
 mod names;

@@ -224,7 +224,9 @@ impl Task {
             Ok(())
         };
         let res = self.create_node(newdirfd, new, false, &check, |parent, name, guard| {
-            if inode.is_dir() {
+            // `vfs_link`: no new name for an append-only or immutable file, nor for a
+            // directory.
+            if inode.is_immutable_or_append() || inode.is_dir() {
                 return Err(Errno::EPERM);
             }
             if inode.nlink() == 0 && !linkable {

@@ -318,6 +318,10 @@ impl Task {
             p.mnt.want_write()?;
         }
         generic_permission(creds, &inode, acc, self.vfs.fast, &guard)?;
+        // An append-only file is opened for writing only to append, and never truncated.
+        if inode.is_append() && ((flags.access_mode() != 0 && !flags.contains(OpenFlags::APPEND)) || trunc) {
+            return Err(Errno::EPERM);
+        }
         if acc & MAY_WRITE != 0 {
             p.mnt.want_write()?;
         }
@@ -441,7 +445,8 @@ fn open_follow(flags: OpenFlags) -> LookupFlags {
 impl Task {
     /// `fallocate(2)`: reserves (`mode` empty, or `KEEP_SIZE` past the end) or frees
     /// (`PUNCH_HOLE | KEEP_SIZE`) space of a regular file. Checks in `vfs_fallocate`'s
-    /// order: the range, the mode, the descriptor, the file type, the largest size; then
+    /// order: the range, the mode, the descriptor, the file flags (EPERM: an append-only
+    /// file only reserves, an immutable one nothing), the file type, the largest size; then
     /// the filesystem (memfs as tmpfs: no other mode), and the times and set-id bits as
     /// a write (`file_modified`).
     pub fn fallocate<'f>(&self, fd: impl Into<FileRef<'f>>, mode: FallocFlags, off: i64, len: i64) -> Result<()> {
@@ -484,6 +489,11 @@ impl Task {
             return Err(Errno::EBADF);
         }
         let inode = &file.inode;
+        // An append-only file only reserves space; an immutable one nothing, even through
+        // a descriptor opened before.
+        if (!(mode - FallocFlags::KEEP_SIZE).is_empty() && inode.is_append()) || inode.is_immutable() {
+            return Err(Errno::EPERM);
+        }
         match inode.file_type() {
             FileType::Regular => {}
             FileType::Fifo => return Err(Errno::ESPIPE),

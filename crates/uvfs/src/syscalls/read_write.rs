@@ -448,6 +448,10 @@ impl Task {
         if !Arc::ptr_eq(fin.inode.sb(), fout.inode.sb()) {
             return Err(Errno::EXDEV);
         }
+        // No copy into an immutable file, even through a descriptor opened before.
+        if fout.inode.is_immutable() {
+            return Err(Errno::EPERM);
+        }
         // The checks are made on the offsets as the kernel's unsigned sums see them.
         let count = len as u64;
         let (ui, uo) = (pos_in as u64, pos_out as u64);
@@ -686,6 +690,10 @@ fn rwf_check(file: &File, flags: RwfFlags) -> Result<()> {
     let nowait = if ftype == FileType::Fifo { RwfFlags::empty() } else { RwfFlags::NOWAIT };
     if flags.intersects(nowait | RwfFlags::ATOMIC | RwfFlags::DONTCACHE) {
         return Err(Errno::EOPNOTSUPP);
+    }
+    // `RWF_NOAPPEND` does not lift an `O_APPEND` an append-only file needs (reads too).
+    if flags.contains(RwfFlags::NOAPPEND) && file.flags().contains(OpenFlags::APPEND) && file.inode.is_append() {
+        return Err(Errno::EPERM);
     }
     Ok(())
 }

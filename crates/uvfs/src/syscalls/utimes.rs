@@ -29,6 +29,13 @@ impl Task {
         };
         p.mnt.want_write()?;
         let inode = p.dentry.inode().ok_or(Errno::ENOENT)?;
+        // `may_setattr`: explicit times (`ATTR_TIMES_SET`) are refused on an immutable or
+        // append-only file; "now" (`ATTR_TOUCH`) only on an immutable one.
+        match times {
+            None if inode.is_immutable() => return Err(Errno::EPERM),
+            None => {}
+            Some(_) => crate::syscalls::attr::may_setattr(inode)?,
+        }
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
         if !owner_or_capable(creds, inode) {

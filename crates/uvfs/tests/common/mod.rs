@@ -20,6 +20,9 @@
 //! - xattr names are listed by tmpfs (6.18) in the order of its xattr hash table, by uvfs
 //!   in name order (ACL names first, as both do): `listxattr` results are compared as the
 //!   returned length plus the sorted set of names.
+//! - hostfs keeps no file flags (ENOTTY): a sequence that reads or sets them
+//!   (`Op::GetFlags`, `Op::SetFlags`) runs on memfs only, and the host side clears every
+//!   flag it set before it removes its directory (an immutable file cannot be removed).
 //! - directory offsets are opaque cookies, and uvfs lists a directory in creation order
 //!   while tmpfs (6.18) lists newest first with other cookie values. So `getdents`
 //!   results are compared as sorted name sets, and `lseek` on a directory is only run
@@ -171,6 +174,23 @@ pub enum Op {
     /// `statx(dirfd, path, flags, mask)`. `STATX_ATTR_MOUNT_ROOT` is not compared: the
     /// host's test root is a plain directory, uvfs's the root of its mount.
     Statx(D, P, i32, u32),
+    // ---- file flags (issue 13): what `lsattr` and `chattr` call ----
+    /// `ioctl(fd, FS_IOC_GETFLAGS)`: the flags as a number.
+    GetFlags(i32),
+    /// `ioctl(fd, FS_IOC_SETFLAGS, &flags)`.
+    SetFlags(i32, u32),
+}
+
+impl Op {
+    /// Whether the op reads or sets file flags, which hostfs does not keep (ENOTTY, where
+    /// the host's tmpfs has them): such sequences run on memfs only.
+    pub fn uses_file_flags(&self) -> bool {
+        match self {
+            Op::GetFlags(_) | Op::SetFlags(..) => true,
+            Op::Child(o) | Op::Bg(o) => o.uses_file_flags(),
+            _ => false,
+        }
+    }
 }
 
 /// The `struct flock` of an `Op::Fcntl`: type, whence, start, length, pid.
@@ -645,6 +665,15 @@ pub fn host_op(op: &Op) -> Out {
             Op::Fork | Op::Child(_) | Op::Bg(_) | Op::Join(_) => {
                 panic!("{op:?} needs a sequence's processes: run it with host_run")
             }
+            Op::GetFlags(fd) => {
+                let mut v: libc::c_uint = 0;
+                let r = libc::syscall(libc::SYS_ioctl, *fd, libc::FS_IOC_GETFLAGS, &mut v);
+                if r < 0 { Out::Err(errno()) } else { Out::Num(i64::from(v)) }
+            }
+            Op::SetFlags(fd, flags) => {
+                let v: libc::c_uint = *flags;
+                unit(libc::syscall(libc::SYS_ioctl, *fd, libc::FS_IOC_SETFLAGS, &v))
+            }
             Op::Removexattr(x, name) => {
                 let name = cstr(name);
                 unit(match x {
@@ -705,6 +734,7 @@ pub fn host_run(who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
     // The root plays uvfs's root: 01777 root:root (mkdtemp made it 0700).
     std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let res = host_run_at(&root, who, setup, ops);
+    clear_file_flags(std::path::Path::new(&root));
     std::fs::remove_dir_all(&root).unwrap_or_else(|e| panic!("removing {root}: {e}"));
     res
 }
@@ -747,6 +777,35 @@ pub fn host_run_at(root: &str, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>,
     .join()
     .expect("host thread panicked")
     .unwrap_or_else(|e| panic!("host setup failed: {e}"))
+}
+
+/// Clears the file flags of `dir` and of everything below it (a directory before its
+/// entries: an append-only or immutable one keeps them), so that it can be removed.
+/// Only regular files and directories have flags on tmpfs.
+fn clear_file_flags(dir: &std::path::Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let clear = |p: &std::path::Path| {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(p)
+            .unwrap_or_else(|e| panic!("opening {} to clear its flags: {e}", p.display()));
+        let zero: libc::c_uint = 0;
+        // SAFETY: an ioctl on a descriptor we own, reading a live `c_uint`.
+        let r = unsafe { libc::ioctl(f.as_raw_fd(), libc::FS_IOC_SETFLAGS, &zero) };
+        assert_eq!(r, 0, "clearing the flags of {}: {}", p.display(), std::io::Error::last_os_error());
+    };
+    clear(dir);
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display())) {
+        let e = e.unwrap();
+        let ty = e.file_type().unwrap();
+        if ty.is_dir() {
+            clear_file_flags(&e.path());
+        } else if ty.is_file() {
+            clear(&e.path());
+        }
+    }
 }
 
 // ---------------------------------------------------------------- uvfs
@@ -964,6 +1023,8 @@ pub fn uvfs_op(t: &Task, op: &Op) -> Out {
         Op::Fork | Op::Child(_) | Op::Bg(_) | Op::Join(_) => {
             panic!("{op:?} needs a sequence's processes: run it with uvfs_run_on")
         }
+        Op::GetFlags(fd) => ures(t.ioctl_getflags(Fd(*fd)), |f| Out::Num(i64::from(f.bits()))),
+        Op::SetFlags(fd, flags) => uunit(t.ioctl_setflags(Fd(*fd), uvfs::FsFlags::from_bits_retain(*flags))),
         Op::Removexattr(x, name) => uunit(match x {
             X::Path(p) => t.removexattr(&p.0, &name.0),
             X::LPath(p) => t.lremovexattr(&p.0, &name.0),
@@ -1067,7 +1128,11 @@ pub fn check(who: Who, setup: &[Op], ops: &[Op]) -> Result<(), String> {
         (Backend::Host, FastPaths::all()),
         (Backend::Host, FastPaths::empty()),
     ];
+    let flags = setup.iter().chain(ops).any(Op::uses_file_flags);
     for (backend, fast) in runs {
+        if flags && backend == Backend::Host {
+            continue;
+        }
         let (us, uo) = uvfs_run_backend(backend, fast, who, setup, ops);
         if let Some(i) = hs.iter().zip(&us).position(|(h, u)| h != u) {
             return Err(format!("{backend:?} setup step {i} {:?}: host {:?}, uvfs {:?}", setup[i], hs[i], us[i]));
