@@ -178,6 +178,20 @@ fn full_filesystem_is_enospc_and_loses_nothing() {
     }
     assert_eq!(t.mkdir(b"/d9", 0o755), Err(Errno::ENOSPC));
     assert_eq!(t.stat(b"/d9"), Err(Errno::ENOENT));
+    // fallocate reserves against the same limit: all or nothing, and copies (pages
+    // shared, but counted as tmpfs counts them) too.
+    let before = t.fstat(fd).unwrap();
+    assert_eq!(t.fallocate(fd, uvfs::FallocFlags::empty(), 0, 16 * 4096), Err(Errno::ENOSPC));
+    assert_eq!(t.fallocate(fd, uvfs::FallocFlags::KEEP_SIZE, 4096, 16 * 4096), Err(Errno::ENOSPC));
+    let after = t.fstat(fd).unwrap();
+    assert_eq!((after.size, after.blocks), (before.size, before.blocks));
+    assert_eq!(t.fallocate(fd, uvfs::FallocFlags::KEEP_SIZE, 4096, 6 * 4096), Ok(()));
+    assert_eq!(t.fstat(fd).unwrap().blocks, 7 * 8);
+    let (mut a, mut b) = (0i64, 4096i64);
+    let cp = t.copy_file_range(fd, Some(&mut a), fd, Some(&mut b), 4096, uvfs::CopyRangeFlags::empty());
+    assert_eq!(cp, Ok(4096), "into a page already reserved");
+    let h = t.open(b"/h", OpenFlags::CREAT | OpenFlags::RDWR, 0o600);
+    assert_eq!(h, Err(Errno::ENOSPC), "the inode limit");
 }
 
 #[test]
