@@ -149,3 +149,37 @@ fn mount_without_uring_says_so_in_one_line_and_serves() {
     std::fs::write(dir.path().join("f"), b"served").unwrap();
     assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"served");
 }
+
+/// `uvfs mount --fs overlay:host:DIR --export FILE` (issue 14): writes through the mount
+/// land in memory (the host directory is unchanged), and when the mount ends the changes
+/// are a layer tar: the new and changed files and a whiteout for the removed one.
+#[test]
+fn overlay_mount_exports_its_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lower, mnt) = (dir.path().join("lower"), dir.path().join("mnt"));
+    std::fs::create_dir_all(lower.join("sub")).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::write(lower.join("sub/f"), b"base\n").unwrap();
+    std::fs::write(lower.join("gone"), b"x").unwrap();
+    let tar = dir.path().join("changes.tar");
+    let fs = format!("overlay:host:{}", lower.display());
+    let o = uvfs(&["mount", mnt.to_str().unwrap(), "--daemon", "--fs", &fs, "--export", tar.to_str().unwrap()]);
+    let unmount = Unmount(mnt.clone());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut f = std::fs::OpenOptions::new().append(true).open(mnt.join("sub/f")).unwrap();
+    std::io::Write::write_all(&mut f, b"more\n").unwrap();
+    drop(f);
+    std::fs::remove_file(mnt.join("gone")).unwrap();
+    std::fs::write(mnt.join("new"), b"hi").unwrap();
+    assert_eq!(std::fs::read(mnt.join("sub/f")).unwrap(), b"base\nmore\n");
+    assert_eq!(std::fs::read(lower.join("sub/f")).unwrap(), b"base\n", "the lower directory is untouched");
+    assert!(lower.join("gone").exists());
+    drop(unmount);
+    let list = Command::new("tar").arg("-tf").arg(&tar).output().unwrap();
+    let mut names: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(str::to_string).collect();
+    names.sort();
+    assert_eq!(names, ["./", ".wh.gone", "new", "sub", "sub/f"]);
+    let out = Command::new("tar").arg("-xOf").arg(&tar).arg("sub/f").output().unwrap();
+    assert_eq!(out.stdout, b"base\nmore\n");
+    assert_eq!(uvfs(&["mount", "/tmp", "--export", "/dev/null"]).status.code(), Some(2), "--export needs an overlay");
+}

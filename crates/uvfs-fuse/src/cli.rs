@@ -18,8 +18,10 @@ use crate::{Levers, MountOptions, Permissions, Transport};
 pub struct MountArgs {
     /// Directory to mount on
     pub mountpoint: PathBuf,
-    /// What to serve: `memfs` (a new in-memory filesystem), `host:DIR` (a host directory)
-    /// or `tar:FILE` (a tar archive, read-only, not unpacked)
+    /// What to serve: `memfs` (a new in-memory filesystem), `host:DIR` (a host directory),
+    /// `tar:FILE` (a tar archive, read-only, not unpacked), or `overlay:LAYER,...` (a
+    /// writable layer in memory over read-only layers, top first, each `host:DIR` or
+    /// `tar:FILE`, an OCI image layer with `.wh.` whiteouts)
     #[arg(long = "fs", default_value = "memfs")]
     pub fs: String,
     /// Seconds the kernel may cache a name lookup (ignored with `--permissions uvfs`;
@@ -71,6 +73,10 @@ pub struct MountArgs {
     /// what a workload costs in round trips)
     #[arg(long)]
     pub stats: bool,
+    /// With `--fs overlay:...`: when the mount ends, write what changed (the upper layer)
+    /// to FILE as an OCI image layer tar
+    #[arg(long, value_name = "FILE")]
+    pub export: Option<PathBuf>,
 }
 
 /// A kernel lever by name (see [`Levers`]).
@@ -241,6 +247,25 @@ fn make_vfs(fs: &str, host_unchanged: bool) -> Result<uvfs::Vfs, Fail> {
             let fs = HostFs::with_options(dir, opts).map_err(|e| usage(format!("--fs {s}: {e}")))?;
             uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).map_err(|e| usage(format!("--fs {s}: {e}")))
         }
+        s if s.starts_with("overlay:") => {
+            if host_unchanged {
+                return Err(usage("--host-unchanged needs --fs host:DIR"));
+            }
+            let mut layers: Vec<Box<dyn uvfs::fs::FileSystem>> = Vec::new();
+            for l in s["overlay:".len()..].split(',') {
+                let fail = |e: uvfs::Errno| usage(format!("--fs {s}: layer {l}: {e}"));
+                if let Some(dir) = l.strip_prefix("host:") {
+                    let o = HostFsOptions { changes: HostChanges::Never, ..HostFsOptions::default() };
+                    layers.push(Box::new(HostFs::with_options(dir, o).map_err(fail)?));
+                } else if let Some(file) = l.strip_prefix("tar:") {
+                    layers.push(Box::new(uvfs::fs::tarfs::TarFs::open_layer(file).map_err(fail)?));
+                } else {
+                    return Err(usage(format!("--fs {s}: a layer is host:DIR or tar:FILE, not {l:?}")));
+                }
+            }
+            let fs = uvfs::fs::overlay::OverlayFs::new(layers).map_err(|e| usage(format!("--fs {s}: {e}")))?;
+            uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).map_err(|e| usage(format!("--fs {s}: {e}")))
+        }
         s if s.starts_with("tar:") => {
             if host_unchanged {
                 return Err(usage("--host-unchanged needs --fs host:DIR"));
@@ -293,6 +318,9 @@ pub fn run(a: MountArgs) -> ExitCode {
 }
 
 fn run_inner(a: &MountArgs) -> Result<(), Fail> {
+    if a.export.is_some() && !a.fs.starts_with("overlay:") {
+        return Err(usage("--export needs --fs overlay:..."));
+    }
     let opts = options(a)?;
     let vfs_check = make_vfs(&a.fs, a.host_unchanged)?;
     drop(vfs_check);
@@ -352,7 +380,7 @@ fn run_inner(a: &MountArgs) -> Result<(), Fail> {
             .expect("signal thread");
     });
     match r {
-        Ok(()) => Ok(()),
+        Ok(()) => export(a, &vfs),
         Err(e) => {
             let f = mount_error(&e, &mp);
             match report2 {
@@ -365,6 +393,17 @@ fn run_inner(a: &MountArgs) -> Result<(), Fail> {
             }
         }
     }
+}
+
+/// `--export`: the overlay's changes as a layer tar, once the mount is gone.
+fn export(a: &MountArgs, vfs: &uvfs::Vfs) -> Result<(), Fail> {
+    let Some(path) = &a.export else { return Ok(()) };
+    let t = vfs.root_task();
+    let root =
+        t.openat_file(uvfs::DirFd::Cwd, b"/", uvfs::OpenFlags::PATH, 0).map_err(|e| env(format!("--export: {e}")))?;
+    let out = std::fs::File::create(path).map_err(|e| env(format!("--export {}: {e}", path.display())))?;
+    uvfs::fs::overlay::OverlayFs::export_changes(root.inode(), std::io::BufWriter::new(out))
+        .map_err(|e| env(format!("--export {}: {e}", path.display())))
 }
 
 fn detach_stdio() {

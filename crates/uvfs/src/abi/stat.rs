@@ -167,6 +167,13 @@ pub const fn makedev(major: u32, minor: u32) -> u64 {
     ((ma & 0xffff_f000) << 32) | ((ma & 0xfff) << 8) | ((mi & 0xffff_ff00) << 12) | (mi & 0xff)
 }
 
+/// The major and minor numbers of a device number, as glibc's `major`/`minor`.
+pub const fn major_minor(dev: u64) -> (u32, u32) {
+    let major = ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff);
+    let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0xff);
+    (major as u32, minor as u32)
+}
+
 // ---- fstatat, readlinkat (Linux's fs/stat.c) ----
 
 bitflags::bitflags! {

@@ -49,6 +49,8 @@ type Origin = Option<(Weak<Inode>, Box<[u8]>)>;
 type LowerDirs = Vec<(usize, Arc<Inode>)>;
 /// A directory's listing: name, inode number, `DT_*` type.
 type Listing = Vec<(Box<[u8]>, u64, u8)>;
+/// A directory's upper names for the export: each child, or `None` for a whiteout.
+type UpperNames = Vec<(Box<[u8]>, Option<Arc<Inode>>)>;
 /// Names seen while listing: shown (inode number, type) or hidden by a whiteout (`None`).
 type Shown = BTreeMap<Box<[u8]>, Option<(u64, u8)>>;
 
@@ -923,5 +925,160 @@ impl FileSystem for OverlayFs {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+/// A PAX extended header's records (`"LEN key=value\n"`, LEN counting itself).
+fn pax_records(pairs: &[(Vec<u8>, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (k, v) in pairs {
+        let body = k.len() + v.len() + 3; // space, '=', newline
+        let mut len = body + 1;
+        while body + len.to_string().len() != len {
+            len = body + len.to_string().len();
+        }
+        out.extend_from_slice(len.to_string().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(k);
+        out.push(b'=');
+        out.extend_from_slice(v);
+        out.push(b'\n');
+    }
+    out
+}
+
+/// The header of an empty marker member (a whiteout, an opaque directory's mark, a PAX
+/// header): every numeric field set, as readers parse them all.
+fn marker(ty: tar::EntryType, size: u64) -> tar::Header {
+    let mut h = if ty == tar::EntryType::XHeader { tar::Header::new_ustar() } else { tar::Header::new_gnu() };
+    h.set_entry_type(ty);
+    h.set_mode(0o644);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(0);
+    h.set_size(size);
+    h
+}
+
+/// Reads an overlay file from its start, for the archive.
+struct FileReader<'a> {
+    fs: &'a OverlayFs,
+    inode: &'a Inode,
+    off: u64,
+}
+
+impl std::io::Read for FileReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.fs.read(self.inode, self.off, buf).map_err(|e| std::io::Error::from_raw_os_error(e.raw()))?;
+        self.off += n as u64;
+        Ok(n)
+    }
+}
+
+impl OverlayFs {
+    /// Writes the changes of the overlay whose root inode is `root` (its upper layer) to
+    /// `out` as an OCI image layer: every object made or copied up, with its metadata,
+    /// `user.`/`trusted.`/`security.` xattrs (PAX `SCHILY.xattr.*`) and data, `DIR/.wh.NAME`
+    /// for a whiteout and `DIR/.wh..wh..opq` for an opaque directory; hard links as links.
+    /// Applied over the lower layers ([`TarFs::open_layer`](crate::fs::tarfs::TarFs::open_layer)
+    /// in an overlay, or `tar -x` after removing what the whiteouts name) it gives the
+    /// overlay's tree. EINVAL if `root` is not an overlay's. ACLs are not exported.
+    pub fn export_changes(root: &Inode, out: impl std::io::Write) -> Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let fs = root.sb().fs().as_any().downcast_ref::<OverlayFs>().ok_or(Errno::EINVAL)?;
+        let io = |e: std::io::Error| e.raw_os_error().map_or(Errno::EIO, Errno::from_raw);
+        let mut tar = tar::Builder::new(out);
+        let path = |p: &[u8]| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(p));
+        let mut seen: HashMap<u64, Vec<u8>> = HashMap::new();
+        // Directories to list, by their path in the archive ("" is the root).
+        let root_arc = node(root).me.get().and_then(Weak::upgrade).ok_or(Errno::EIO)?;
+        // The root's own metadata first (`./`), as an image layer may carry it.
+        let st = root.stat();
+        let mut h = marker(tar::EntryType::Directory, 0);
+        h.set_mode(st.mode & 0o7777);
+        h.set_uid(u64::from(st.uid));
+        h.set_gid(u64::from(st.gid));
+        h.set_mtime(st.mtime.sec.max(0) as u64);
+        tar.append_data(&mut h, "./", std::io::empty()).map_err(io)?;
+        let mut stack: Vec<(Vec<u8>, Arc<Inode>)> = vec![(Vec::new(), root_arc)];
+        while let Some((prefix, dir)) = stack.pop() {
+            let entries: UpperNames = node(&dir)
+                .state
+                .lock()
+                .entries
+                .iter()
+                .map(|(k, e)| (k.clone(), if let Entry::Child(i) = e { Some(i.clone()) } else { None }))
+                .collect();
+            let at = |name: &[u8]| if prefix.is_empty() { name.to_vec() } else { [&prefix[..], b"/", name].concat() };
+            for (name, child) in entries {
+                let Some(i) = child else {
+                    let mut h = marker(tar::EntryType::Regular, 0);
+                    tar.append_data(&mut h, path(&at(&[b".wh.", &name[..]].concat())), std::io::empty()).map_err(io)?;
+                    continue;
+                };
+                let p = at(&name);
+                let st = i.stat();
+                let mut h = tar::Header::new_gnu();
+                h.set_mode(st.mode & 0o7777);
+                h.set_uid(u64::from(st.uid));
+                h.set_gid(u64::from(st.gid));
+                h.set_mtime(st.mtime.sec.max(0) as u64);
+                h.set_size(0);
+                if i.file_type() != FileType::Directory && st.nlink > 1 {
+                    if let Some(first) = seen.get(&st.ino) {
+                        h.set_entry_type(tar::EntryType::Link);
+                        tar.append_link(&mut h, path(&p), path(first)).map_err(io)?;
+                        continue;
+                    }
+                    seen.insert(st.ino, p.clone());
+                }
+                let xattrs: Vec<(Vec<u8>, Box<[u8]>)> = node(&i)
+                    .state
+                    .lock()
+                    .xattrs
+                    .iter()
+                    .map(|(k, v)| ([b"SCHILY.xattr.".as_slice(), k].concat(), v.clone()))
+                    .collect();
+                if !xattrs.is_empty() {
+                    let records = pax_records(&xattrs.iter().map(|(k, v)| (k.clone(), &v[..])).collect::<Vec<_>>());
+                    let mut x = marker(tar::EntryType::XHeader, records.len() as u64);
+                    tar.append_data(&mut x, "PaxHeader", &records[..]).map_err(io)?;
+                }
+                match i.file_type() {
+                    FileType::Directory => {
+                        h.set_entry_type(tar::EntryType::Directory);
+                        tar.append_data(&mut h, path(&p), std::io::empty()).map_err(io)?;
+                        if node(&i).state.lock().opaque {
+                            let mut o = marker(tar::EntryType::Regular, 0);
+                            tar.append_data(&mut o, path(&[&p[..], b"/.wh..wh..opq"].concat()), std::io::empty())
+                                .map_err(io)?;
+                        }
+                        stack.push((p, i));
+                    }
+                    FileType::Regular => {
+                        h.set_entry_type(tar::EntryType::Regular);
+                        h.set_size(st.size);
+                        tar.append_data(&mut h, path(&p), FileReader { fs, inode: &i, off: 0 }).map_err(io)?;
+                    }
+                    FileType::Symlink => {
+                        h.set_entry_type(tar::EntryType::Symlink);
+                        let target = fs.readlink(&i)?;
+                        tar.append_link(&mut h, path(&p), path(&target)).map_err(io)?;
+                    }
+                    t => {
+                        h.set_entry_type(match t {
+                            FileType::CharDevice => tar::EntryType::Char,
+                            FileType::BlockDevice => tar::EntryType::Block,
+                            _ => tar::EntryType::Fifo,
+                        });
+                        let (major, minor) = crate::abi::stat::major_minor(st.rdev);
+                        h.set_device_major(major).map_err(io)?;
+                        h.set_device_minor(minor).map_err(io)?;
+                        tar.append_data(&mut h, path(&p), std::io::empty()).map_err(io)?;
+                    }
+                }
+            }
+        }
+        tar.finish().map_err(io)
     }
 }

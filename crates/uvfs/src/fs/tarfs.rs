@@ -158,6 +158,19 @@ impl TarFs {
     /// Indexes the archive at `path`. EINVAL for what is not a plain tar archive (or an
     /// entry that climbs out with `..`); the host's errno if it cannot be read.
     pub fn open(path: impl AsRef<Path>) -> Result<TarFs> {
+        TarFs::read_index(path, false)
+    }
+
+    /// An OCI image layer (`application/vnd.oci.image.layer.v1.tar`) for an
+    /// [`overlay`](crate::fs::overlay): as [`TarFs::open`], but a member `DIR/.wh.NAME`
+    /// is a whiteout of `NAME` (a character device 0/0, as overlayfs stores one) and
+    /// `DIR/.wh..wh..opq` makes `DIR` opaque (`trusted.overlay.opaque` "y"), so the
+    /// layers of an image stack as the image says.
+    pub fn open_layer(path: impl AsRef<Path>) -> Result<TarFs> {
+        TarFs::read_index(path, true)
+    }
+
+    fn read_index(path: impl AsRef<Path>, oci: bool) -> Result<TarFs> {
         let io = |e: std::io::Error| e.raw_os_error().map_or(Errno::EINVAL, Errno::from_raw);
         let file = std::fs::File::open(path).map_err(io)?;
         let now = Timespec::now().sec;
@@ -217,6 +230,20 @@ impl TarFs {
                         i
                     }
                 };
+            }
+            if oci && let Some(name) = name.and_then(|n| n.strip_prefix(b".wh.")) {
+                if name == b".wh..opq" {
+                    let dir = &mut nodes[parent];
+                    dir.xattrs.retain(|(k, _)| &**k != b"trusted.overlay.opaque");
+                    dir.xattrs.push((b"trusted.overlay.opaque".as_slice().into(), b"y".as_slice().into()));
+                } else {
+                    let mut node = Node::dir(parent, 0, mtime);
+                    (node.ftype, node.nlink) = (FileType::CharDevice, 1);
+                    nodes.push(node);
+                    let i = nodes.len() - 1;
+                    Self::attach(&mut nodes, parent, name, i);
+                }
+                continue;
             }
             let Some(name) = name else {
                 // `./`: the root's own metadata.

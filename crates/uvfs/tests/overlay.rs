@@ -1,0 +1,201 @@
+//! The overlay's changes as an OCI layer (issue 14): what a session changed over a lower
+//! directory, exported with `OverlayFs::export_changes`, reproduces the session's tree
+//! both ways a layer is used: mounted as a tarfs layer over the same lower directory in a
+//! new overlay, and applied on the host to a copy of the lower directory (whiteouts
+//! removed first, then `tar -x`). The semantics against the kernel's overlayfs are in
+//! `differential_overlay.rs`.
+
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+
+use uvfs::fs::hostfs::HostFs;
+use uvfs::fs::overlay::OverlayFs;
+use uvfs::fs::tarfs::TarFs;
+use uvfs::{AtFlags, DirFd, FileType, OpenFlags, RenameFlags, Task, Vfs, VfsConfig, XattrFlags};
+
+/// Path -> (type and mode, uid, gid, size of files and links, bytes or link target,
+/// user xattrs). Not link counts or directory sizes, which a merged view reports its way.
+type Tree = BTreeMap<Vec<u8>, Entry>;
+type Entry = (u32, u32, u32, u64, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
+
+fn uvfs_tree(t: &Task) -> Tree {
+    let mut out = Tree::new();
+    let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
+    while let Some(rel) = stack.pop() {
+        let path = [b"/".as_slice(), &rel].concat();
+        let s = t.lstat(&path).unwrap();
+        let ft = s.file_type().unwrap();
+        let body = match ft {
+            FileType::Symlink => {
+                let mut b = vec![0u8; 4096];
+                let n = t.readlink(&path, &mut b).unwrap();
+                b[..n].to_vec()
+            }
+            FileType::Regular => {
+                let fd = t.open(&path, OpenFlags::RDONLY, 0).unwrap();
+                let mut b = vec![0u8; s.size as usize + 1];
+                let n = t.pread(fd, &mut b, 0).unwrap();
+                t.close(fd).unwrap();
+                b[..n].to_vec()
+            }
+            _ => Vec::new(),
+        };
+        let mut xattrs = Vec::new();
+        if ft != FileType::Symlink {
+            let mut names = vec![0u8; 4096];
+            let n = t.llistxattr(&path, &mut names).unwrap();
+            for name in names[..n].split(|&b| b == 0).filter(|n| n.starts_with(b"user.")) {
+                let mut v = vec![0u8; 4096];
+                let k = t.lgetxattr(&path, name, &mut v).unwrap();
+                xattrs.push((name.to_vec(), v[..k].to_vec()));
+            }
+            xattrs.sort();
+        }
+        let dir = ft == FileType::Directory;
+        out.insert(rel.clone(), (s.mode, s.uid, s.gid, if dir { 0 } else { s.size }, body, xattrs));
+        if dir {
+            let fd = t.open(&path, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+            let names = t.getdents(fd, usize::MAX).unwrap();
+            t.close(fd).unwrap();
+            for e in names.iter().filter(|e| e.name != b"." && e.name != b"..") {
+                stack.push(if rel.is_empty() { e.name.clone() } else { [&rel[..], b"/", &e.name[..]].concat() });
+            }
+        }
+    }
+    out
+}
+
+fn host_tree(root: &Path) -> Tree {
+    let mut out = Tree::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        let rel = p.strip_prefix(root).unwrap().as_os_str().as_bytes().to_vec();
+        let ft = m.file_type();
+        let body = if ft.is_symlink() {
+            std::fs::read_link(&p).unwrap().as_os_str().as_bytes().to_vec()
+        } else if ft.is_file() {
+            std::fs::read(&p).unwrap()
+        } else {
+            Vec::new()
+        };
+        let mut xattrs = Vec::new();
+        if !ft.is_symlink() {
+            let mut names = vec![0u8; 4096];
+            let n = rustix::fs::llistxattr(&p, &mut names).unwrap();
+            for name in names[..n].split(|&b| b == 0).filter(|n| n.starts_with(b"user.")) {
+                let mut v = vec![0u8; 4096];
+                let k = rustix::fs::lgetxattr(&p, name, &mut v).unwrap();
+                xattrs.push((name.to_vec(), v[..k].to_vec()));
+            }
+            xattrs.sort();
+        }
+        out.insert(rel, (m.mode(), m.uid(), m.gid(), if ft.is_dir() { 0 } else { m.size() }, body, xattrs));
+        if ft.is_dir() {
+            for e in std::fs::read_dir(&p).unwrap() {
+                stack.push(e.unwrap().path());
+            }
+        }
+    }
+    out
+}
+
+/// Fails naming each path whose entry differs (bytes shown by length).
+#[track_caller]
+fn assert_same_tree(got: &Tree, want: &Tree, what: &str) {
+    let show =
+        |e: Option<&Entry>| e.map(|(m, u, g, s, b, x)| format!("mode {m:o} {u}:{g} size {s} {} bytes {x:?}", b.len()));
+    let mut diffs = Vec::new();
+    for k in want.keys().chain(got.keys()).collect::<std::collections::BTreeSet<_>>() {
+        if want.get(k) != got.get(k) {
+            diffs.push(format!(
+                "{}: want {:?}, got {:?}",
+                String::from_utf8_lossy(k),
+                show(want.get(k)),
+                show(got.get(k))
+            ));
+        }
+    }
+    assert!(diffs.is_empty(), "{what}:\n{}", diffs.join("\n"));
+}
+
+fn sh(dir: &Path, script: &str) -> String {
+    let out = Command::new("sh").arg("-ec").arg(script).current_dir(dir).output().expect("sh");
+    assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn exported_changes_reproduce_the_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lower = tmp.path().join("lower");
+    std::fs::create_dir(&lower).unwrap();
+    sh(
+        &lower,
+        "mkdir -p a/b gone opaque/inner && echo one > a/f && echo two > a/b/g && echo x > gone/h \
+         && echo old > opaque/inner/o && echo keep > opaque/k && ln -s a/f s && chmod 1777 . \
+         && head -c 20000 /dev/urandom > big",
+    );
+    let ovl = |layers: Vec<Box<dyn uvfs::fs::FileSystem>>| {
+        Vfs::with_root(VfsConfig::default(), Box::new(OverlayFs::new(layers).unwrap())).unwrap()
+    };
+    let a = ovl(vec![Box::new(HostFs::new(&lower).unwrap())]);
+    let t = a.root_task();
+    // A session's changes: data, modes, owners, removals, an opaque directory, renames,
+    // links, xattrs, new objects of every kind.
+    let fd = t.open(b"/a/f", OpenFlags::WRONLY | OpenFlags::APPEND, 0).unwrap();
+    t.write(fd, b"appended\n").unwrap();
+    t.close(fd).unwrap();
+    let fd = t.open(b"/big", OpenFlags::WRONLY, 0).unwrap();
+    t.pwrite(fd, b"middle", 9000).unwrap();
+    t.close(fd).unwrap();
+    t.fchmodat(DirFd::Cwd, b"/a/b/g", 0o600, AtFlags::empty()).unwrap();
+    t.fchownat(DirFd::Cwd, b"/s", Some(uvfs::Uid(7)), Some(uvfs::Gid(8)), AtFlags::SYMLINK_NOFOLLOW).unwrap();
+    t.unlinkat(DirFd::Cwd, b"/gone/h", AtFlags::empty()).unwrap();
+    t.unlinkat(DirFd::Cwd, b"/gone", AtFlags::REMOVEDIR).unwrap();
+    t.unlinkat(DirFd::Cwd, b"/opaque/inner/o", AtFlags::empty()).unwrap();
+    t.unlinkat(DirFd::Cwd, b"/opaque/inner", AtFlags::REMOVEDIR).unwrap();
+    t.unlinkat(DirFd::Cwd, b"/opaque/k", AtFlags::empty()).unwrap();
+    t.unlinkat(DirFd::Cwd, b"/opaque", AtFlags::REMOVEDIR).unwrap();
+    t.mkdir(b"/opaque", 0o700).unwrap();
+    t.mkdir(b"/new", 0o755).unwrap();
+    let fd = t.open(b"/new/file", OpenFlags::CREAT | OpenFlags::WRONLY, 0o640).unwrap();
+    t.write(fd, b"fresh").unwrap();
+    t.close(fd).unwrap();
+    t.linkat(DirFd::Cwd, b"/new/file", DirFd::Cwd, b"/new/hard", AtFlags::empty()).unwrap();
+    t.symlinkat(b"../a", DirFd::Cwd, b"/new/up").unwrap();
+    t.mknodat(DirFd::Cwd, b"/new/fifo", 0o010644, 0).unwrap();
+    t.setxattr(b"/new/file", b"user.note", b"hello", XattrFlags::empty()).unwrap();
+    t.renameat2(DirFd::Cwd, b"/a/b/g", DirFd::Cwd, b"/new/g", RenameFlags::empty()).unwrap();
+    let want = uvfs_tree(&t);
+    assert!(want.contains_key(b"opaque".as_slice()) && !want.contains_key(b"gone".as_slice()));
+
+    let root = t.openat_file(DirFd::Cwd, b"/", OpenFlags::PATH, 0).unwrap();
+    let layer = tmp.path().join("layer.tar");
+    OverlayFs::export_changes(root.inode(), std::fs::File::create(&layer).unwrap()).unwrap();
+
+    // Mounted as a layer over the same lower directory.
+    let b = ovl(vec![Box::new(TarFs::open_layer(&layer).unwrap()), Box::new(HostFs::new(&lower).unwrap())]);
+    assert_same_tree(&uvfs_tree(&b.root_task()), &want, "the layer over the lower directory");
+
+    // Applied on the host to a copy of the lower directory, as an image tool applies a
+    // layer: what the whiteouts name goes, then the rest is extracted.
+    let copy = tmp.path().join("copy");
+    sh(tmp.path(), "cp -a lower copy");
+    let listing = sh(tmp.path(), "tar -tf layer.tar");
+    for member in listing.lines() {
+        let (dir, name) = member.rsplit_once('/').unwrap_or(("", member));
+        if name == ".wh..wh..opq" {
+            sh(&copy.join(dir), "find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +");
+        } else if let Some(gone) = name.strip_prefix(".wh.") {
+            std::fs::remove_dir_all(copy.join(dir).join(gone))
+                .or_else(|_| std::fs::remove_file(copy.join(dir).join(gone)))
+                .unwrap();
+        }
+    }
+    sh(tmp.path(), "tar --xattrs --xattrs-include='user.*' --same-owner -xpf layer.tar -C copy --exclude='.wh.*'");
+    assert_same_tree(&host_tree(&copy), &want, "the layer applied on the host");
+}
