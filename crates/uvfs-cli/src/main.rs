@@ -5,6 +5,7 @@
 //!   `uvfs-bench` crate docs, `uvfs bench --help`).
 //! - `mount`: serve a uvfs instance through FUSE (the `uvfs-fuse` crate docs,
 //!   `uvfs mount --help`).
+//! - `run`: a command in a sandbox whose root is a uvfs tree (`uvfs run --help`).
 //!
 //! Each subcommand lives in its own crate and exposes a clap `Args` struct plus a `run`
 //! function; this binary only dispatches.
@@ -38,6 +39,10 @@ enum Command {
     /// Serve a uvfs instance through the kernel's FUSE on MOUNTPOINT (foreground until
     /// Ctrl-C or SIGTERM, which unmount; or --daemon)
     Mount(uvfs_fuse::MountArgs),
+    /// Run a command with a uvfs tree as its root, without root privileges: a
+    /// copy-on-write view of host directories (--overlay /: of the whole host) whose
+    /// changes stay in memory (--export writes them as a layer tar)
+    Run(uvfs_fuse::run::RunArgs),
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit. The soft limit is often 1,024 for
@@ -59,5 +64,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Bench(args) => uvfs_bench::run(*args),
         Command::Mount(args) => uvfs_fuse::run(args),
+        Command::Run(args) => uvfs_fuse::run::run(args),
     }
 }

@@ -90,6 +90,7 @@ pub mod nodes;
 mod passthrough;
 pub mod reply;
 pub mod request;
+pub mod run;
 mod server;
 pub mod session;
 pub mod transport;
@@ -229,6 +230,10 @@ pub struct MountOptions {
     pub fusermount: bool,
     /// Print the requests received, by opcode, to stderr when the mount ends.
     pub stats: bool,
+    /// Show owners the server's user namespace does not map (the overflow id, 65534) as
+    /// root: for a server in a user namespace (`uvfs run`) over host files whose owners
+    /// it cannot map, which the kernel would otherwise refuse to let anyone write.
+    pub squash_unmapped: bool,
 }
 
 impl Default for MountOptions {
@@ -246,6 +251,7 @@ impl Default for MountOptions {
             panic_on_lookup: None,
             fusermount: false,
             stats: false,
+            squash_unmapped: false,
         }
     }
 }

@@ -64,6 +64,10 @@ impl Server {
     }
 }
 
+/// The id a user namespace shows for one it does not map (`/proc/sys/kernel/overflowuid`
+/// and `overflowgid`, 65534 unless changed).
+const OVERFLOW_ID: u32 = 65534;
+
 fn caller(h: &InHeader) -> Caller {
     Caller { uid: h.uid, gid: h.gid, pid: h.pid }
 }
@@ -255,8 +259,8 @@ impl Server {
             ctimensec: st.ctime.nsec,
             mode: st.mode,
             nlink: st.nlink,
-            uid: st.uid,
-            gid: st.gid,
+            uid: self.shown_id(st.uid),
+            gid: self.shown_id(st.gid),
             rdev: encode_dev(st.rdev),
             blksize: if st.blksize == 0 { 4096 } else { st.blksize },
             flags: 0,
@@ -265,6 +269,14 @@ impl Server {
 
     fn base(&self) -> &Task {
         self.tasks.base()
+    }
+
+    /// An owner as the kernel is told it: with [`MountOptions::squash_unmapped`], the
+    /// overflow id (what the server's user namespace sees for a host id it does not map)
+    /// is shown as root, so that the kernel, which refuses to write an inode whose owner
+    /// it cannot map, lets uvfs decide.
+    fn shown_id(&self, id: u32) -> u32 {
+        if self.opts.squash_unmapped && id == OVERFLOW_ID { 0 } else { id }
     }
 
     fn task(&self, h: &InHeader) -> Arc<Task> {

@@ -1082,3 +1082,55 @@ impl OverlayFs {
         tar.finish().map_err(io)
     }
 }
+
+/// What happened to a path in an overlay's upper layer ([`OverlayFs::changes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Made in the upper layer (nothing of that name below).
+    Added,
+    /// Copied up from a lower layer and changed (a directory: only when opaque, which
+    /// replaced what was below).
+    Modified,
+    /// Whited out: the lower object is gone.
+    Deleted,
+}
+
+impl OverlayFs {
+    /// The paths (relative to the root) the overlay whose root inode is `root` changed, in
+    /// name order: what `uvfs run --summary` lists. EINVAL if `root` is not an overlay's.
+    pub fn changes(root: &Inode) -> Result<Vec<(Change, Vec<u8>)>> {
+        root.sb().fs().as_any().downcast_ref::<OverlayFs>().ok_or(Errno::EINVAL)?;
+        let mut out = Vec::new();
+        let root_arc = node(root).me.get().and_then(Weak::upgrade).ok_or(Errno::EIO)?;
+        let mut stack: Vec<(Vec<u8>, Arc<Inode>)> = vec![(Vec::new(), root_arc)];
+        while let Some((prefix, dir)) = stack.pop() {
+            let entries: UpperNames = node(&dir)
+                .state
+                .lock()
+                .entries
+                .iter()
+                .map(|(k, e)| (k.clone(), if let Entry::Child(i) = e { Some(i.clone()) } else { None }))
+                .collect();
+            for (name, child) in entries {
+                let p = if prefix.is_empty() { name.to_vec() } else { [&prefix[..], b"/", &name[..]].concat() };
+                let Some(i) = child else {
+                    out.push((Change::Deleted, p));
+                    continue;
+                };
+                let n = node(&i);
+                let opaque = n.state.lock().opaque;
+                match (i.is_dir(), n.lower.is_some()) {
+                    (true, true) => {}
+                    (true, false) => out.push((if opaque { Change::Modified } else { Change::Added }, p.clone())),
+                    (false, true) => out.push((Change::Modified, p.clone())),
+                    (false, false) => out.push((Change::Added, p.clone())),
+                }
+                if i.is_dir() {
+                    stack.push((p, i));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.1.cmp(&b.1));
+        Ok(out)
+    }
+}
