@@ -199,6 +199,28 @@ pub fn run(tmpfs: &Path, s: ScaleSizes, say: &dyn Fn(&str)) -> Result<ScaleRepor
             note: String::new(),
         });
     }
+
+    say("fork a tree");
+    let fork_files = s.files / 10;
+    let empty = host.path.join("fork-empty");
+    std::fs::create_dir(&empty).map_err(|e| format!("{}: {e}", empty.display()))?;
+    let (ms, mb) = uvfs_fork(fork_files, &empty)?;
+    std::fs::remove_dir(&empty).map_err(|e| format!("{}: {e}", empty.display()))?;
+    let (kms, kmb) = host.fork(fork_files)?;
+    rows.push(Row {
+        measure: format!("fork a {fork_files}-file tree: snapshot + new overlay (kernel: cp -a)"),
+        unit: "ms",
+        uvfs: Some(ms),
+        kernel: Some(kms),
+        note: "overlay over an empty host dir, 100-byte files made in its upper layer".into(),
+    });
+    rows.push(Row {
+        measure: "memory of the fork".into(),
+        unit: "MB",
+        uvfs: alloc::installed().then_some(mb),
+        kernel: Some(kmb),
+        note: "uvfs: allocator bytes; kernel: Slab + Shmem growth, blurred by other processes".into(),
+    });
     Ok(ScaleReport { files: s.files, dirs: s.dirs, churn_dirs: s.churn_dirs, big_dir: s.big_dir, rows })
 }
 
@@ -247,6 +269,37 @@ fn uvfs_memory(s: ScaleSizes) -> (f64, f64) {
     drop(t);
     drop(vfs);
     ((b1 - b0) as f64 / s.files as f64, r1.saturating_sub(r0) as f64 / s.files as f64)
+}
+
+/// Snapshot + new overlay of an overlay (over the empty host directory `empty`) holding
+/// `files` 100-byte files in 100 dirs (issue 14's fork): milliseconds, and megabytes the
+/// fork allocated.
+fn uvfs_fork(files: usize, empty: &Path) -> Result<(f64, f64), String> {
+    use uvfs::fs::overlay::OverlayFs;
+    let layer = uvfs::fs::hostfs::HostFs::new(empty).map_err(|e| format!("hostfs: {e}"))?;
+    let ovl = OverlayFs::new(vec![Box::new(layer)]).map_err(|e| format!("overlay: {e}"))?;
+    let a = Vfs::with_root(VfsConfig::default(), Box::new(ovl)).map_err(|e| format!("overlay: {e}"))?;
+    let t = a.root_task();
+    let data = [7u8; 100];
+    for d in 0..100 {
+        t.mkdir(format!("/d{d}").as_bytes(), 0o755).map_err(|e| format!("mkdir: {e}"))?;
+    }
+    for (d, f) in spread(files, 100) {
+        let fd = t.open(format!("/d{d}/f{f}").as_bytes(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).expect("create");
+        t.write(fd, &data).expect("write");
+        t.close(fd).expect("close");
+    }
+    let root = t.openat_file(DirFd::Cwd, b"/", OpenFlags::PATH, 0).map_err(|e| format!("{e}"))?;
+    let b0 = alloc::live_bytes();
+    let start = Instant::now();
+    let snap = OverlayFs::snapshot(root.inode()).map_err(|e| format!("snapshot: {e}"))?;
+    let fork = OverlayFs::new(vec![Box::new(snap)]).map_err(|e| format!("fork: {e}"))?;
+    let b = Vfs::with_root(VfsConfig::default(), Box::new(fork)).map_err(|e| format!("fork: {e}"))?;
+    b.root_task().stat(b"/d0/f0").map_err(|e| format!("the fork: {e}"))?;
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    let mb = alloc::live_bytes().saturating_sub(b0) as f64 / 1e6;
+    drop(b);
+    Ok((ms, mb))
 }
 
 fn uvfs_create_round(t: &Task, dirs: usize) -> f64 {
@@ -443,6 +496,42 @@ impl HostDir {
         let after = alloc::kernel_slab_bytes();
         self.clear()?;
         Ok(after.saturating_sub(before) as f64 / s.files as f64)
+    }
+
+    /// The same tree on the tmpfs, then `cp -a` of it: milliseconds, and the megabytes
+    /// the kernel's Slab and Shmem grew by.
+    fn fork(&self, files: usize) -> Result<(f64, f64), String> {
+        let src = self.path.join("fork-src");
+        let data = [7u8; 100];
+        for d in 0..100 {
+            std::fs::create_dir_all(src.join(format!("d{d}"))).map_err(|e| format!("mkdir: {e}"))?;
+        }
+        for (d, f) in spread(files, 100) {
+            std::fs::write(src.join(format!("d{d}/f{f}")), data).map_err(|e| format!("write: {e}"))?;
+        }
+        let meminfo = |key: &str| {
+            std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .and_then(|v| v.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()))
+            })
+        };
+        let mem = || (meminfo("Slab:").unwrap_or(0) + meminfo("Shmem:").unwrap_or(0)) * 1024;
+        let m0 = mem();
+        let start = Instant::now();
+        let st = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&src)
+            .arg(self.path.join("fork-dst"))
+            .status()
+            .map_err(|e| format!("cp: {e}"))?;
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        let mb = mem().saturating_sub(m0) as f64 / 1e6;
+        if !st.success() {
+            return Err(format!("cp -a: {st}"));
+        }
+        self.clear()?;
+        Ok((ms, mb))
     }
 
     fn churn(&self, s: ScaleSizes) -> Result<(f64, f64), String> {

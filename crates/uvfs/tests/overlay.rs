@@ -199,3 +199,61 @@ fn exported_changes_reproduce_the_tree() {
     sh(tmp.path(), "tar --xattrs --xattrs-include='user.*' --same-owner -xpf layer.tar -C copy --exclude='.wh.*'");
     assert_same_tree(&host_tree(&copy), &want, "the layer applied on the host");
 }
+
+/// Snapshots (issue 14): a snapshot of an overlay, mounted as the lower layer of a new
+/// overlay, shows the tree as it was; the fork and the original then change apart. The
+/// snapshot copies no file data: its pages are shared until one side writes.
+#[test]
+fn a_snapshot_forks_a_sandbox() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lower = tmp.path().join("lower");
+    std::fs::create_dir(&lower).unwrap();
+    sh(&lower, "mkdir -p a/b && echo one > a/f && echo gone > g && head -c 3000000 /dev/urandom > big");
+    let vfs = |fs: OverlayFs| Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap();
+    let a = vfs(OverlayFs::new(vec![Box::new(HostFs::new(&lower).unwrap())]).unwrap());
+    let t = a.root_task();
+    let fd = t.open(b"/big", OpenFlags::WRONLY, 0).unwrap();
+    t.pwrite(fd, &vec![9u8; 2 << 20], 0).unwrap();
+    t.close(fd).unwrap();
+    t.unlinkat(DirFd::Cwd, b"/g", AtFlags::empty()).unwrap();
+    t.mkdir(b"/n", 0o700).unwrap();
+    t.symlinkat(b"../a/f", DirFd::Cwd, b"/n/s").unwrap();
+    let fd = t.open(b"/n/h", OpenFlags::CREAT | OpenFlags::WRONLY, 0o600).unwrap();
+    t.write(fd, b"hard").unwrap();
+    t.close(fd).unwrap();
+    t.linkat(DirFd::Cwd, b"/n/h", DirFd::Cwd, b"/a/h2", AtFlags::empty()).unwrap();
+    t.setxattr(b"/a/f", b"user.k", b"v", XattrFlags::empty()).unwrap();
+    let want = uvfs_tree(&t);
+
+    let root = t.openat_file(DirFd::Cwd, b"/", OpenFlags::PATH, 0).unwrap();
+    let snap = OverlayFs::snapshot(root.inode()).unwrap();
+    let b = vfs(OverlayFs::new(vec![Box::new(snap)]).unwrap());
+    let u = b.root_task();
+    assert_same_tree(&uvfs_tree(&u), &want, "the fork shows the snapshot");
+    assert_eq!(u.stat(b"/n/h").unwrap().ino, u.stat(b"/a/h2").unwrap().ino, "hard links stay one file");
+
+    // Each side changes apart from the other.
+    let fd = u.open(b"/big", OpenFlags::WRONLY, 0).unwrap();
+    u.pwrite(fd, b"fork", 0).unwrap();
+    u.close(fd).unwrap();
+    u.unlinkat(DirFd::Cwd, b"/a/f", AtFlags::empty()).unwrap();
+    let fd = t.open(b"/big", OpenFlags::WRONLY, 0).unwrap();
+    t.pwrite(fd, b"orig", 4096).unwrap();
+    t.close(fd).unwrap();
+    let read4 = |t: &Task, off: i64| {
+        let fd = t.open(b"/big", OpenFlags::RDONLY, 0).unwrap();
+        let mut b = [0u8; 4];
+        t.pread(fd, &mut b, off).unwrap();
+        t.close(fd).unwrap();
+        b
+    };
+    assert_eq!((read4(&t, 0), read4(&t, 4096)), ([9; 4], *b"orig"));
+    assert_eq!((read4(&u, 0), read4(&u, 4096)), (*b"fork", [9; 4]));
+    assert!(t.stat(b"/a/f").is_ok() && u.stat(b"/a/f").is_err());
+    assert_eq!(std::fs::read(lower.join("a/f")).unwrap(), b"one\n", "the lower directory is untouched");
+
+    // A read-only layer: the snapshot mounted alone cannot be written.
+    let s2 = OverlayFs::snapshot(root.inode()).unwrap();
+    let c = vfs(s2);
+    assert_eq!(c.root_task().mkdir(b"/x", 0o755), Err(uvfs::Errno::EROFS));
+}

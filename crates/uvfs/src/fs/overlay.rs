@@ -54,6 +54,9 @@ type UpperNames = Vec<(Box<[u8]>, Option<Arc<Inode>>)>;
 /// Names seen while listing: shown (inode number, type) or hidden by a whiteout (`None`).
 type Shown = BTreeMap<Box<[u8]>, Option<(u64, u8)>>;
 
+/// A page of upper data: one 4 KiB allocation, shared copy-on-write with snapshots.
+type PageBuf = Arc<Box<[u8; PAGE as usize]>>;
+
 /// A name decided in the upper layer.
 enum Entry {
     /// An object of the upper layer (made there, or copied up).
@@ -74,8 +77,9 @@ struct State {
     entries: BTreeMap<Box<[u8]>, Entry>,
     /// A directory's children found in the lower layers and not copied up, while alive.
     cache: HashMap<Box<[u8]>, Weak<Inode>>,
-    /// A copied-up file's pages written since the copy-up.
-    pages: BTreeMap<u64, Box<[u8; PAGE as usize]>>,
+    /// A copied-up file's pages written since the copy-up (shared with snapshots until
+    /// written: `Arc::make_mut`).
+    pages: BTreeMap<u64, PageBuf>,
     /// A copied-up file: how many bytes of the lower file still show (below the pages).
     lower_len: u64,
     /// A copied-up file's size, which writes resolve appends against under this lock
@@ -125,6 +129,7 @@ fn node(inode: &Inode) -> &OvlNode {
 }
 
 /// A filesystem of the overlay's lower layers, mounted inside it.
+#[derive(Clone)]
 struct Layer {
     sb: Arc<SuperBlock>,
     root: Arc<Inode>,
@@ -138,6 +143,32 @@ pub struct OverlayFs {
     layers: OnceLock<Vec<Layer>>,
     /// Atomic: the next inode number of an upper object.
     next_ino: AtomicU64,
+    /// Immutable: for a snapshot ([`OverlayFs::snapshot`]), the frozen upper layer and the
+    /// layers below it; such an overlay is read-only.
+    frozen: Option<Frozen>,
+}
+
+/// An overlay's upper layer frozen by [`OverlayFs::snapshot`]: every upper object's
+/// attributes and contents (pages shared), by index (0 is the root), and the layers below.
+struct Frozen {
+    layers: Vec<Layer>,
+    nodes: Vec<FrozenNode>,
+}
+
+/// One frozen upper object.
+struct FrozenNode {
+    stat: crate::abi::stat::Stat,
+    lower: Option<Arc<Inode>>,
+    lower_dirs: LowerDirs,
+    /// A directory's upper names: a node index, or `None` for a whiteout.
+    entries: Vec<(Box<[u8]>, Option<usize>)>,
+    opaque: bool,
+    pages: BTreeMap<u64, PageBuf>,
+    lower_len: u64,
+    size: u64,
+    target: Option<Box<[u8]>>,
+    xattrs: BTreeMap<Box<[u8]>, Box<[u8]>>,
+    acls: [Option<Arc<Acl>>; 2],
 }
 
 impl OverlayFs {
@@ -148,7 +179,12 @@ impl OverlayFs {
         if lowers.is_empty() || lowers.iter().any(|l| l.dcache_complete()) {
             return Err(Errno::EINVAL);
         }
-        Ok(OverlayFs { pending: Mutex::new(lowers), layers: OnceLock::new(), next_ino: AtomicU64::new(2) })
+        Ok(OverlayFs {
+            pending: Mutex::new(lowers),
+            layers: OnceLock::new(),
+            next_ino: AtomicU64::new(2),
+            frozen: None,
+        })
     }
 
     fn layers(&self) -> &[Layer] {
@@ -461,7 +497,7 @@ impl OverlayFs {
             if st.lower_len < start + PAGE && st.lower_len < lower_len {
                 page[st.lower_len.saturating_sub(start).min(PAGE) as usize..].fill(0);
             }
-            st.pages.entry(idx).or_insert(page);
+            st.pages.entry(idx).or_insert_with(|| Arc::new(page));
         }
         Ok(())
     }
@@ -482,7 +518,14 @@ impl FileSystem for OverlayFs {
         false
     }
 
+    fn read_only(&self) -> bool {
+        self.frozen.is_some()
+    }
+
     fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>> {
+        if let Some(f) = &self.frozen {
+            return self.thaw(sb, f);
+        }
         let pending = std::mem::take(&mut *self.pending.lock());
         if !pending.is_empty() {
             let rcu = sb.rcu();
@@ -734,6 +777,7 @@ impl FileSystem for OverlayFs {
             if !size.is_multiple_of(PAGE)
                 && let Some(p) = st.pages.get_mut(&(size / PAGE))
             {
+                let p = Arc::make_mut(p);
                 p[(size % PAGE) as usize..].fill(0);
             }
         }
@@ -821,7 +865,9 @@ impl FileSystem for OverlayFs {
             let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
             let chunk = (buf.len() - done).min(PAGE as usize - in_page);
             // SAFETY: an all-zero byte array is a valid `[u8; N]`.
-            let page = st.pages.entry(idx).or_insert_with(|| unsafe { Box::new_zeroed().assume_init() });
+            let page = Arc::make_mut(
+                st.pages.entry(idx).or_insert_with(|| Arc::new(unsafe { Box::new_zeroed().assume_init() })),
+            );
             page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
             done += chunk;
         }
@@ -1132,5 +1178,138 @@ impl OverlayFs {
         }
         out.sort_by(|a, b| a.1.cmp(&b.1));
         Ok(out)
+    }
+}
+
+impl OverlayFs {
+    /// Freezes the overlay whose root inode is `root` into a read-only overlay holding
+    /// what it shows now: its upper layer copied (attributes, names, whiteouts; data pages
+    /// shared copy-on-write, so the copy costs no data) over the same lower layers. Time
+    /// and memory grow with what was changed, not with the tree. To fork a sandbox, make a
+    /// new overlay with the snapshot as its lower layer; the original goes on
+    /// independently. Take it while nothing writes to the overlay (each object is copied
+    /// whole, the tree is not frozen at one instant). EINVAL if `root` is not an
+    /// overlay's.
+    pub fn snapshot(root: &Inode) -> Result<OverlayFs> {
+        let fs = root.sb().fs().as_any().downcast_ref::<OverlayFs>().ok_or(Errno::EINVAL)?;
+        let root_arc = node(root).me.get().and_then(Weak::upgrade).ok_or(Errno::EIO)?;
+        let mut index: HashMap<*const Inode, usize> = HashMap::new();
+        let mut nodes: Vec<Option<FrozenNode>> = Vec::new();
+        let mut todo: Vec<Arc<Inode>> = vec![root_arc.clone()];
+        index.insert(Arc::as_ptr(&root_arc), 0);
+        while let Some(i) = todo.pop() {
+            let n = node(&i);
+            let st = n.state.lock();
+            let mut entries = Vec::new();
+            for (k, e) in &st.entries {
+                let child = match e {
+                    Entry::Whiteout => None,
+                    Entry::Child(c) => {
+                        let next = index.len();
+                        Some(*index.entry(Arc::as_ptr(c)).or_insert_with(|| {
+                            todo.push(c.clone());
+                            next
+                        }))
+                    }
+                };
+                entries.push((k.clone(), child));
+            }
+            let at = index[&Arc::as_ptr(&i)];
+            let fnode = FrozenNode {
+                stat: i.stat(),
+                lower: n.lower.clone(),
+                lower_dirs: n.lower_dirs.clone(),
+                entries,
+                opaque: st.opaque,
+                pages: st.pages.clone(),
+                lower_len: st.lower_len,
+                size: st.size,
+                target: st.target.clone(),
+                xattrs: st.xattrs.clone(),
+                acls: st.acls.clone(),
+            };
+            drop(st);
+            if nodes.len() <= at {
+                nodes.resize_with(at + 1, || None);
+            }
+            nodes[at] = Some(fnode);
+        }
+        let nodes: Option<Vec<FrozenNode>> = nodes.into_iter().collect();
+        Ok(OverlayFs {
+            pending: Mutex::new(Vec::new()),
+            layers: OnceLock::new(),
+            next_ino: AtomicU64::new(fs.next_ino.load(Ordering::Relaxed)),
+            frozen: Some(Frozen { layers: fs.layers().to_vec(), nodes: nodes.ok_or(Errno::EIO)? }),
+        })
+    }
+
+    /// A snapshot's inodes, made at its mount: each frozen object once (hard links too).
+    fn thaw(&self, sb: &Arc<SuperBlock>, f: &Frozen) -> Result<Arc<Inode>> {
+        let _ = self.layers.set(f.layers.clone());
+        let mut made: Vec<Option<Arc<Inode>>> = vec![None; f.nodes.len()];
+        // Children before parents: a directory names inodes already made.
+        let mut order = Vec::new();
+        let mut stack = vec![(0usize, false)];
+        let mut seen = vec![false; f.nodes.len()];
+        while let Some((i, expanded)) = stack.pop() {
+            if expanded {
+                order.push(i);
+                continue;
+            }
+            if std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            stack.push((i, true));
+            for (_, c) in &f.nodes[i].entries {
+                if let Some(c) = *c
+                    && !seen[c]
+                {
+                    stack.push((c, false));
+                }
+            }
+        }
+        for i in order {
+            let n = &f.nodes[i];
+            let entries = n
+                .entries
+                .iter()
+                .map(|(k, c)| {
+                    let e = match c {
+                        Some(c) => Entry::Child(made[*c].clone().expect("children are made first")),
+                        None => Entry::Whiteout,
+                    };
+                    (k.clone(), e)
+                })
+                .collect();
+            let state = State {
+                upper: true,
+                opaque: n.opaque,
+                entries,
+                pages: n.pages.clone(),
+                lower_len: n.lower_len,
+                size: n.size,
+                target: n.target.clone(),
+                xattrs: n.xattrs.clone(),
+                acls: n.acls.clone(),
+                ..State::default()
+            };
+            let s = &n.stat;
+            let new = NewInode {
+                ino: Ino(s.ino),
+                mode: s.mode,
+                uid: s.uid,
+                gid: s.gid,
+                nlink: s.nlink,
+                size: s.size,
+                blocks: s.blocks,
+                rdev: s.rdev,
+                times: [s.atime, s.mtime, s.ctime],
+                acl: AclInit::Known(n.acls[0].clone()),
+                default_acl: AclInit::Known(n.acls[1].clone()),
+                link: n.target.clone(),
+            };
+            made[i] = Some(make(sb, new, OvlNode::new(n.lower.clone(), n.lower_dirs.clone(), None, state)));
+        }
+        made[0].clone().ok_or(Errno::EIO)
     }
 }
