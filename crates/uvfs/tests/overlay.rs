@@ -257,3 +257,42 @@ fn a_snapshot_forks_a_sandbox() {
     let c = vfs(s2);
     assert_eq!(c.root_task().mkdir(b"/x", 0o755), Err(uvfs::Errno::EROFS));
 }
+
+/// A merged listing keeps its cursors while the directory changes (issue 14, as
+/// overlayfs's cached listing): a reader that started before changes sees every name of
+/// the directory as it was, once each.
+#[test]
+fn merged_listing_cursors_survive_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    sh(tmp.path(), "mkdir -p d && for i in $(seq 1 50); do : > d/f$i; done");
+    let fs = OverlayFs::new(vec![Box::new(HostFs::new(tmp.path()).unwrap())]).unwrap();
+    let vfs = Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap();
+    let t = vfs.root_task();
+    let fd = t.open(b"/d", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    let mut seen: Vec<Vec<u8>> = t.getdents(fd, 12).unwrap().into_iter().map(|e| e.name).collect();
+    for i in 1..=5 {
+        t.unlinkat(DirFd::Cwd, format!("/d/f{i}").as_bytes(), AtFlags::empty()).unwrap();
+        let n = t.open(format!("/d/new{i}").as_bytes(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        t.close(n).unwrap();
+    }
+    loop {
+        let more = t.getdents(fd, 12).unwrap();
+        if more.is_empty() {
+            break;
+        }
+        seen.extend(more.into_iter().map(|e| e.name));
+    }
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), seen.len(), "no name twice");
+    let mut want: Vec<Vec<u8>> = (1..=50).map(|i| format!("f{i}").into_bytes()).collect();
+    want.extend([b".".to_vec(), b"..".to_vec()]);
+    want.sort();
+    assert_eq!(sorted, want, "the directory as the listing found it");
+    t.close(fd).unwrap();
+    // A new listing sees the changes.
+    let fd = t.open(b"/d", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    let now: Vec<Vec<u8>> = t.getdents(fd, usize::MAX).unwrap().into_iter().map(|e| e.name).collect();
+    assert!(now.contains(&b"new3".to_vec()) && !now.contains(&b"f3".to_vec()));
+}

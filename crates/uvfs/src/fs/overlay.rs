@@ -12,6 +12,12 @@
 //! written (`lower_len` is how much of the lower file still shows through after a
 //! truncation).
 //!
+//! A directory's merged listing is made when a reader starts it and its cursors stay
+//! valid while the directory changes, as overlayfs's cached listing.
+//! [`OverlayFs::snapshot`] freezes an overlay as a read-only layer (a fork of a sandbox
+//! is a new overlay over it), [`OverlayFs::export_changes`] writes the upper layer as an
+//! OCI layer tar.
+//!
 //! As overlayfs without `redirect_dir`, `index` or `metacopy`: renaming a directory that
 //! has lower parts is EXDEV (tools copy instead); a copy-up breaks a lower hard link (the
 //! other names keep the lower file); a merged directory reports one link. Lower whiteouts
@@ -33,6 +39,9 @@ use crate::core::inode::{Inode, NewInode};
 use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
 use crate::core::xattr::XattrFlags;
 use crate::sync::Mutex;
+
+/// Generations of merged listings (readdir cursors), from 1.
+static LISTINGS: AtomicU64 = AtomicU64::new(1);
 
 /// tmpfs's directory size per entry and base, which the upper layer reports.
 const DIRENT_SIZE: u64 = 20;
@@ -91,6 +100,10 @@ struct State {
     xattrs: BTreeMap<Box<[u8]>, Box<[u8]>>,
     /// ACLs of an upper object (access, default).
     acls: [Option<Arc<Acl>>; 2],
+    /// A directory's merged listing as a reader started it (its generation, the names),
+    /// so that its cursors stay valid while the directory changes (overlayfs keeps one
+    /// per open directory).
+    listing: Option<(u64, Arc<Listing>)>,
 }
 
 /// The overlay's private data of an inode.
@@ -584,7 +597,20 @@ impl FileSystem for OverlayFs {
     }
 
     fn readdir(&self, dir: &Inode, cursor: u64, out: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
-        let names = self.list(dir)?;
+        // A cursor is (generation << 32) | position in the listing of that generation: a
+        // listing starts (cursor 0) from the directory as it is and goes on over that
+        // list, whatever changes meanwhile, as overlayfs's cached merged listing.
+        let (generation, pos) = (cursor >> 32, cursor & 0xffff_ffff);
+        let cached = node(dir).state.lock().listing.clone();
+        let (generation, names) = match cached {
+            Some((g, l)) if cursor != 0 && g == generation => (g, l),
+            _ => {
+                let fresh = Arc::new(self.list(dir)?);
+                let g = LISTINGS.fetch_add(1, Ordering::Relaxed) & 0x7fff_ffff;
+                node(dir).state.lock().listing = Some((g, fresh.clone()));
+                (g, fresh)
+            }
+        };
         let dots = [(b".".as_slice(), dir.ino().0, FileType::Directory.dirent_type())];
         // ".." is the parent's number as the VFS reports it; the overlay reports its own
         // for the root and the lower parent's otherwise (as overlayfs without xino does).
@@ -593,8 +619,9 @@ impl FileSystem for OverlayFs {
             .into_iter()
             .chain(std::iter::once((b"..".as_slice(), parent_ino, FileType::Directory.dirent_type())))
             .chain(names.iter().map(|(k, i, t)| (&**k, *i, *t)));
-        for (pos, (name, ino, dtype)) in all.enumerate().skip(cursor as usize) {
-            if !out(DirEntry { ino, next: pos as u64 + 1, dtype, name: name.to_vec() }) {
+        for (at, (name, ino, dtype)) in all.enumerate().skip(pos as usize) {
+            let next = (generation << 32) | (at as u64 + 1);
+            if !out(DirEntry { ino, next, dtype, name: name.to_vec() }) {
                 break;
             }
         }
