@@ -83,6 +83,14 @@ impl Task {
         if !file.flags().writable() {
             return Err(Errno::EBADF);
         }
+        let n = Task::pipe_transfer(file, buf, rwf)?;
+        let guard = self.vfs.rcu.pin();
+        self.notify_io(file, n, EventMask::MODIFY, &guard);
+        Ok(n)
+    }
+
+    /// Writes to a fifo's pipe and stamps its times (the caller notifies).
+    fn pipe_transfer(file: &File, buf: &[u8], rwf: RwfFlags) -> Result<usize> {
         let nonblock = file.flags().contains(OpenFlags::NONBLOCK) || rwf.contains(RwfFlags::NOWAIT);
         let n = Task::pipe_of(file)?.write(buf, nonblock)?;
         if n > 0 {
@@ -91,8 +99,6 @@ impl Task {
                 w.set_mtime(now);
                 w.set_ctime(now);
             });
-            let guard = self.vfs.rcu.pin();
-            self.notify_io(file, n, EventMask::MODIFY, &guard);
         }
         Ok(n)
     }
@@ -150,15 +156,7 @@ impl Task {
             return Err(Errno::EBADF);
         }
         if file.inode.file_type() == FileType::Fifo {
-            let nonblock = file.flags().contains(OpenFlags::NONBLOCK) || rwf.contains(RwfFlags::NOWAIT);
-            let n = Task::pipe_of(file)?.write(buf, nonblock)?;
-            if n > 0 {
-                let now = Timespec::now();
-                file.inode.update(|w| {
-                    w.set_mtime(now);
-                    w.set_ctime(now);
-                });
-            }
+            let n = Task::pipe_transfer(file, buf, rwf)?;
             self.notify_io(file, n, EventMask::MODIFY, guard);
             return Ok((pos, n));
         }
