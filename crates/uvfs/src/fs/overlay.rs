@@ -22,9 +22,10 @@
 //! has lower parts is EXDEV (tools copy instead); a copy-up breaks a lower hard link (the
 //! other names keep the lower file); a merged directory reports one link. Lower whiteouts
 //! (character devices 0/0) and opaque lower directories (`trusted.overlay.opaque` "y")
-//! are honoured, so stacked layers work. Inode numbers: objects of the upper layer
-//! count from 2 (the root is 1); a lower object shows its own inode number with its
-//! layer in the top byte, so numbers are stable and do not collide.
+//! are honoured, so stacked layers work. Inode numbers follow overlayfs's `xino` scheme:
+//! one `st_dev` for every object, a lower object's own inode number with its layer in the
+//! top bits (here the top byte), kept across copy-up; objects made in the upper layer
+//! count from 2 (the root is 1), as the upper filesystem's would.
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
