@@ -82,6 +82,7 @@
 //! After a `chattr` the kernel's cached ctime is the old one until its attribute timeout.
 
 pub mod abi;
+pub mod archive;
 pub mod cli;
 pub mod ident;
 mod locks;

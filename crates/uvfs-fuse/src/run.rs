@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// When the command ends, write what it changed to FILE as an OCI layer tar
     #[arg(long, value_name = "FILE")]
     pub export: Option<PathBuf>,
+    /// When the command ends, write the whole tree it saw to FILE as a tar archive (not
+    /// /proc, /dev, /sys, /tmp or the --bind directories)
+    #[arg(long, value_name = "FILE")]
+    pub export_tree: Option<PathBuf>,
     /// When the command ends, list what it changed (A added, M modified, D deleted)
     #[arg(long)]
     pub summary: bool,
@@ -225,6 +229,14 @@ fn run_inner(a: &RunArgs) -> Result<u8, Fail> {
         let out = std::fs::File::create(path).map_err(|e| fail(format!("--export {}: {e}", path.display())))?;
         OverlayFs::export_changes(top.inode(), std::io::BufWriter::new(out))
             .map_err(|e| fail(format!("--export {}: {e}", path.display())))?;
+    }
+    if let Some(path) = &a.export_tree {
+        let out = std::fs::File::create(path).map_err(|e| fail(format!("--export-tree {}: {e}", path.display())))?;
+        // Not what was bound in from the host (/proc, /dev, the fresh /tmp, --bind).
+        let mut skip: Vec<Vec<u8>> = ["proc", "dev", "tmp", "sys"].iter().map(|s| s.as_bytes().to_vec()).collect();
+        skip.extend(binds.iter().map(|(_, dst)| dst.as_bytes().to_vec()));
+        crate::archive::export_tree(&t, b"/", &skip, std::io::BufWriter::new(out))
+            .map_err(|e| fail(format!("--export-tree {}: {e}", path.display())))?;
     }
     if a.summary {
         let mut err = std::io::stderr().lock();
