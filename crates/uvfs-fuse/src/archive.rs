@@ -29,24 +29,6 @@ impl std::io::Read for Reader<'_> {
     }
 }
 
-/// A PAX extended header's records for `xattrs` (`"LEN SCHILY.xattr.NAME=VALUE\n"`).
-fn pax_xattrs(xattrs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (k, v) in xattrs {
-        let body = b"SCHILY.xattr.".len() + k.len() + v.len() + 3;
-        let mut len = body + 1;
-        while body + len.to_string().len() != len {
-            len = body + len.to_string().len();
-        }
-        out.extend_from_slice(format!("{len} SCHILY.xattr.").as_bytes());
-        out.extend_from_slice(k);
-        out.push(b'=');
-        out.extend_from_slice(v);
-        out.push(b'\n');
-    }
-    out
-}
-
 /// Writes the tree below `dir` (as `task` sees it, symlinks not followed) to `out` as a
 /// tar archive: every directory, file (with its bytes), symlink, device node and fifo,
 /// with mode, owner and modification time, `user.`/`trusted.`/`security.` xattrs as PAX
@@ -92,7 +74,10 @@ pub fn export_tree(task: &Task, dir: &[u8], exclude: &[Vec<u8>], out: impl Write
                 xattrs.push((k.to_vec(), v[..len].to_vec()));
             }
             if !xattrs.is_empty() {
-                let records = pax_xattrs(&xattrs);
+                let keyed: Vec<(Vec<u8>, Vec<u8>)> =
+                    xattrs.into_iter().map(|(k, v)| ([b"SCHILY.xattr.".as_slice(), &k].concat(), v)).collect();
+                let records =
+                    uvfs::fs::tarfs::pax_records(&keyed.iter().map(|(k, v)| (k.clone(), &v[..])).collect::<Vec<_>>());
                 let mut x = tar::Header::new_ustar();
                 x.set_entry_type(tar::EntryType::XHeader);
                 x.set_mode(0o644);

@@ -1002,25 +1002,6 @@ impl FileSystem for OverlayFs {
     }
 }
 
-/// A PAX extended header's records (`"LEN key=value\n"`, LEN counting itself).
-fn pax_records(pairs: &[(Vec<u8>, &[u8])]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (k, v) in pairs {
-        let body = k.len() + v.len() + 3; // space, '=', newline
-        let mut len = body + 1;
-        while body + len.to_string().len() != len {
-            len = body + len.to_string().len();
-        }
-        out.extend_from_slice(len.to_string().as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(k);
-        out.push(b'=');
-        out.extend_from_slice(v);
-        out.push(b'\n');
-    }
-    out
-}
-
 /// The header of an empty marker member (a whiteout, an opaque directory's mark, a PAX
 /// header): every numeric field set, as readers parse them all.
 fn marker(ty: tar::EntryType, size: u64) -> tar::Header {
@@ -1114,7 +1095,9 @@ impl OverlayFs {
                     .map(|(k, v)| ([b"SCHILY.xattr.".as_slice(), k].concat(), v.clone()))
                     .collect();
                 if !xattrs.is_empty() {
-                    let records = pax_records(&xattrs.iter().map(|(k, v)| (k.clone(), &v[..])).collect::<Vec<_>>());
+                    let records = crate::fs::tarfs::pax_records(
+                        &xattrs.iter().map(|(k, v)| (k.clone(), &v[..])).collect::<Vec<_>>(),
+                    );
                     let mut x = marker(tar::EntryType::XHeader, records.len() as u64);
                     tar.append_data(&mut x, "PaxHeader", &records[..]).map_err(io)?;
                 }

@@ -523,3 +523,23 @@ impl FileSystem for TarFs {
         self
     }
 }
+
+/// A PAX extended header's records (`"LEN key=value\n"`, LEN counting itself), for
+/// writers of archives (the overlay's export, the frontend's tree export).
+pub fn pax_records(pairs: &[(Vec<u8>, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (k, v) in pairs {
+        let body = k.len() + v.len() + 3; // space, '=', newline
+        let mut len = body + 1;
+        while body + len.to_string().len() != len {
+            len = body + len.to_string().len();
+        }
+        out.extend_from_slice(len.to_string().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(k);
+        out.push(b'=');
+        out.extend_from_slice(v);
+        out.push(b'\n');
+    }
+    out
+}
