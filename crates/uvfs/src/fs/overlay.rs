@@ -107,6 +107,24 @@ struct State {
     listing: Option<(u64, Arc<Listing>)>,
 }
 
+impl State {
+    /// What an upper object holds besides its names and caches (contents, xattrs, ACLs,
+    /// the opaque flag), for a snapshot: pages are shared, not copied.
+    fn contents(&self) -> State {
+        State {
+            upper: self.upper,
+            opaque: self.opaque,
+            pages: self.pages.clone(),
+            lower_len: self.lower_len,
+            size: self.size,
+            target: self.target.clone(),
+            xattrs: self.xattrs.clone(),
+            acls: self.acls.clone(),
+            ..State::default()
+        }
+    }
+}
+
 /// The overlay's private data of an inode.
 struct OvlNode {
     /// Immutable: the lower object this one stands for (the topmost), if any.
@@ -176,13 +194,8 @@ struct FrozenNode {
     lower_dirs: LowerDirs,
     /// A directory's upper names: a node index, or `None` for a whiteout.
     entries: Vec<(Box<[u8]>, Option<usize>)>,
-    opaque: bool,
-    pages: BTreeMap<u64, PageBuf>,
-    lower_len: u64,
-    size: u64,
-    target: Option<Box<[u8]>>,
-    xattrs: BTreeMap<Box<[u8]>, Box<[u8]>>,
-    acls: [Option<Arc<Acl>>; 2],
+    /// Its upper state without names ([`State::contents`]).
+    contents: State,
 }
 
 impl OverlayFs {
@@ -1231,13 +1244,7 @@ impl OverlayFs {
                 lower: n.lower.clone(),
                 lower_dirs: n.lower_dirs.clone(),
                 entries,
-                opaque: st.opaque,
-                pages: st.pages.clone(),
-                lower_len: st.lower_len,
-                size: st.size,
-                target: st.target.clone(),
-                xattrs: st.xattrs.clone(),
-                acls: st.acls.clone(),
+                contents: st.contents(),
             };
             drop(st);
             if nodes.len() <= at {
@@ -1292,18 +1299,7 @@ impl OverlayFs {
                     (k.clone(), e)
                 })
                 .collect();
-            let state = State {
-                upper: true,
-                opaque: n.opaque,
-                entries,
-                pages: n.pages.clone(),
-                lower_len: n.lower_len,
-                size: n.size,
-                target: n.target.clone(),
-                xattrs: n.xattrs.clone(),
-                acls: n.acls.clone(),
-                ..State::default()
-            };
+            let state = State { upper: true, entries, ..n.contents.contents() };
             let s = &n.stat;
             let new = NewInode {
                 ino: Ino(s.ino),
@@ -1315,9 +1311,9 @@ impl OverlayFs {
                 blocks: s.blocks,
                 rdev: s.rdev,
                 times: [s.atime, s.mtime, s.ctime],
-                acl: AclInit::Known(n.acls[0].clone()),
-                default_acl: AclInit::Known(n.acls[1].clone()),
-                link: n.target.clone(),
+                acl: AclInit::Known(n.contents.acls[0].clone()),
+                default_acl: AclInit::Known(n.contents.acls[1].clone()),
+                link: n.contents.target.clone(),
             };
             made[i] = Some(make(sb, new, OvlNode::new(n.lower.clone(), n.lower_dirs.clone(), None, state)));
         }
