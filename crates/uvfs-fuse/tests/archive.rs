@@ -3,50 +3,13 @@
 //! owner, size, byte, link target and `user.` xattr back; hard links stay links; what is
 //! excluded is left out. Needs root (to extract owners) and GNU tar.
 
-use std::collections::BTreeMap;
-use std::os::unix::ffi::OsStrExt;
+#[path = "../../uvfs/tests/tree/mod.rs"]
+mod tree;
+
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 use std::process::Command;
 
 use uvfs::{AtFlags, DirFd, Gid, OpenFlags, Uid, Vfs, VfsConfig, XattrFlags};
-
-type Tree = BTreeMap<Vec<u8>, (u32, u32, u32, u64, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
-
-fn host_tree(root: &Path) -> Tree {
-    let mut out = Tree::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        let m = std::fs::symlink_metadata(&p).unwrap();
-        let rel = p.strip_prefix(root).unwrap().as_os_str().as_bytes().to_vec();
-        let ft = m.file_type();
-        let body = if ft.is_symlink() {
-            std::fs::read_link(&p).unwrap().as_os_str().as_bytes().to_vec()
-        } else if ft.is_file() {
-            std::fs::read(&p).unwrap()
-        } else {
-            Vec::new()
-        };
-        let mut xattrs = Vec::new();
-        if !ft.is_symlink() {
-            let mut names = vec![0u8; 4096];
-            let n = rustix::fs::llistxattr(&p, &mut names).unwrap();
-            for name in names[..n].split(|&b| b == 0).filter(|n| n.starts_with(b"user.")) {
-                let mut v = vec![0u8; 4096];
-                let k = rustix::fs::lgetxattr(&p, name, &mut v).unwrap();
-                xattrs.push((name.to_vec(), v[..k].to_vec()));
-            }
-        }
-        let size = if ft.is_dir() { 0 } else { m.size() };
-        out.insert(rel, (m.mode(), m.uid(), m.gid(), size, body, xattrs));
-        if ft.is_dir() {
-            for e in std::fs::read_dir(&p).unwrap() {
-                stack.push(e.unwrap().path());
-            }
-        }
-    }
-    out
-}
 
 #[test]
 fn a_memfs_tree_exports_as_tar() {
@@ -85,16 +48,20 @@ fn a_memfs_tree_exports_as_tar() {
         .status()
         .unwrap();
     assert!(st.success());
-    let got = host_tree(&dst);
+    let got = tree::host_tree(&dst);
     let names: Vec<String> = got.keys().map(|k| String::from_utf8_lossy(k).into_owned()).collect();
     assert_eq!(names, ["", "d", "d/big", "d/hard", "d/sym", "f", "fifo", "null"]);
     let e = |p: &str| got[p.as_bytes()].clone();
-    assert_eq!(e("").0 & 0o7777, 0o750);
-    assert_eq!(e("d/big"), (0o100640, 1000, 1001, 300_000, data, vec![]));
-    assert_eq!(e("f"), (0o104755, 0, 0, 6, b"small\n".to_vec(), vec![(b"user.note".to_vec(), b"kept".to_vec())]));
-    assert_eq!(e("d/sym").4, b"../f");
+    let fields = |p: &str| {
+        let n = e(p);
+        (n.mode, n.uid, n.gid, n.size, n.body, n.xattrs)
+    };
+    assert_eq!(e("").mode & 0o7777, 0o750);
+    assert_eq!(fields("d/big"), (0o100640, 1000, 1001, 300_000, data, vec![]));
+    assert_eq!(fields("f"), (0o104755, 0, 0, 6, b"small\n".to_vec(), vec![(b"user.note".to_vec(), b"kept".to_vec())]));
+    assert_eq!(e("d/sym").body, b"../f");
     let ino = |p: &str| std::fs::metadata(dst.join(p)).unwrap().ino();
     assert_eq!(ino("f"), ino("d/hard"), "a hard link stays one file");
-    assert_eq!(e("fifo").0, 0o010600);
+    assert_eq!(e("fifo").mode, 0o010600);
     assert_eq!(std::fs::symlink_metadata(dst.join("null")).unwrap().rdev(), libc::makedev(1, 3));
 }

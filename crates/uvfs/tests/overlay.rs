@@ -5,121 +5,22 @@
 //! removed first, then `tar -x`). The semantics against the kernel's overlayfs are in
 //! `differential_overlay.rs`.
 
-use std::collections::BTreeMap;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+mod tree;
+
 use std::path::Path;
 use std::process::Command;
+
+use tree::{assert_same_tree, contents_only, host_tree};
 
 use uvfs::fs::hostfs::HostFs;
 use uvfs::fs::overlay::OverlayFs;
 use uvfs::fs::tarfs::TarFs;
-use uvfs::{AtFlags, DirFd, FileType, OpenFlags, RenameFlags, Task, Vfs, VfsConfig, XattrFlags};
+use uvfs::{AtFlags, DirFd, OpenFlags, RenameFlags, Task, Vfs, VfsConfig, XattrFlags};
 
-/// Path -> (type and mode, uid, gid, size of files and links, bytes or link target,
-/// user xattrs). Not link counts or directory sizes, which a merged view reports its way.
-type Tree = BTreeMap<Vec<u8>, Entry>;
-type Entry = (u32, u32, u32, u64, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
-
-fn uvfs_tree(t: &Task) -> Tree {
-    let mut out = Tree::new();
-    let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
-    while let Some(rel) = stack.pop() {
-        let path = [b"/".as_slice(), &rel].concat();
-        let s = t.lstat(&path).unwrap();
-        let ft = s.file_type().unwrap();
-        let body = match ft {
-            FileType::Symlink => {
-                let mut b = vec![0u8; 4096];
-                let n = t.readlink(&path, &mut b).unwrap();
-                b[..n].to_vec()
-            }
-            FileType::Regular => {
-                let fd = t.open(&path, OpenFlags::RDONLY, 0).unwrap();
-                let mut b = vec![0u8; s.size as usize + 1];
-                let n = t.pread(fd, &mut b, 0).unwrap();
-                t.close(fd).unwrap();
-                b[..n].to_vec()
-            }
-            _ => Vec::new(),
-        };
-        let mut xattrs = Vec::new();
-        if ft != FileType::Symlink {
-            let mut names = vec![0u8; 4096];
-            let n = t.llistxattr(&path, &mut names).unwrap();
-            for name in names[..n].split(|&b| b == 0).filter(|n| n.starts_with(b"user.")) {
-                let mut v = vec![0u8; 4096];
-                let k = t.lgetxattr(&path, name, &mut v).unwrap();
-                xattrs.push((name.to_vec(), v[..k].to_vec()));
-            }
-            xattrs.sort();
-        }
-        let dir = ft == FileType::Directory;
-        out.insert(rel.clone(), (s.mode, s.uid, s.gid, if dir { 0 } else { s.size }, body, xattrs));
-        if dir {
-            let fd = t.open(&path, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
-            let names = t.getdents(fd, usize::MAX).unwrap();
-            t.close(fd).unwrap();
-            for e in names.iter().filter(|e| e.name != b"." && e.name != b"..") {
-                stack.push(if rel.is_empty() { e.name.clone() } else { [&rel[..], b"/", &e.name[..]].concat() });
-            }
-        }
-    }
-    out
-}
-
-fn host_tree(root: &Path) -> Tree {
-    let mut out = Tree::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        let m = std::fs::symlink_metadata(&p).unwrap();
-        let rel = p.strip_prefix(root).unwrap().as_os_str().as_bytes().to_vec();
-        let ft = m.file_type();
-        let body = if ft.is_symlink() {
-            std::fs::read_link(&p).unwrap().as_os_str().as_bytes().to_vec()
-        } else if ft.is_file() {
-            std::fs::read(&p).unwrap()
-        } else {
-            Vec::new()
-        };
-        let mut xattrs = Vec::new();
-        if !ft.is_symlink() {
-            let mut names = vec![0u8; 4096];
-            let n = rustix::fs::llistxattr(&p, &mut names).unwrap();
-            for name in names[..n].split(|&b| b == 0).filter(|n| n.starts_with(b"user.")) {
-                let mut v = vec![0u8; 4096];
-                let k = rustix::fs::lgetxattr(&p, name, &mut v).unwrap();
-                xattrs.push((name.to_vec(), v[..k].to_vec()));
-            }
-            xattrs.sort();
-        }
-        out.insert(rel, (m.mode(), m.uid(), m.gid(), if ft.is_dir() { 0 } else { m.size() }, body, xattrs));
-        if ft.is_dir() {
-            for e in std::fs::read_dir(&p).unwrap() {
-                stack.push(e.unwrap().path());
-            }
-        }
-    }
-    out
-}
-
-/// Fails naming each path whose entry differs (bytes shown by length).
-#[track_caller]
-fn assert_same_tree(got: &Tree, want: &Tree, what: &str) {
-    let show =
-        |e: Option<&Entry>| e.map(|(m, u, g, s, b, x)| format!("mode {m:o} {u}:{g} size {s} {} bytes {x:?}", b.len()));
-    let mut diffs = Vec::new();
-    for k in want.keys().chain(got.keys()).collect::<std::collections::BTreeSet<_>>() {
-        if want.get(k) != got.get(k) {
-            diffs.push(format!(
-                "{}: want {:?}, got {:?}",
-                String::from_utf8_lossy(k),
-                show(want.get(k)),
-                show(got.get(k))
-            ));
-        }
-    }
-    assert!(diffs.is_empty(), "{what}:\n{}", diffs.join("\n"));
+/// The tree `t` sees, as these tests compare it: contents, modes, owners, xattrs; not
+/// link counts, times or devices, which the layers report their way.
+fn uvfs_tree(t: &Task) -> tree::Tree {
+    contents_only(&tree::uvfs_tree(t))
 }
 
 fn sh(dir: &Path, script: &str) -> String {
@@ -197,7 +98,7 @@ fn exported_changes_reproduce_the_tree() {
         }
     }
     sh(tmp.path(), "tar --xattrs --xattrs-include='user.*' --same-owner -xpf layer.tar -C copy --exclude='.wh.*'");
-    assert_same_tree(&host_tree(&copy), &want, "the layer applied on the host");
+    assert_same_tree(&contents_only(&host_tree(&copy)), &want, "the layer applied on the host");
 }
 
 /// Snapshots (issue 14): a snapshot of an overlay, mounted as the lower layer of a new
