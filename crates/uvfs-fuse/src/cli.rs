@@ -36,9 +36,9 @@ pub struct MountArgs {
     #[arg(long)]
     pub negative_timeout: Option<f64>,
     /// Turn kernel levers off (repeatable or comma-separated), e.g. to measure one: by
-    /// default keep-cache, cache-symlinks, cache-dir, readdirplus, no-opendir and
-    /// passthrough are on (keep-cache, cache-dir and no-opendir off with a changing host
-    /// directory)
+    /// default keep-cache, cache-symlinks, cache-dir, readdirplus, no-opendir, no-open
+    /// and passthrough are on (keep-cache, cache-dir, no-opendir and no-open off with a
+    /// changing host directory; no-open yields to passthrough on a host directory)
     #[arg(long, value_enum, value_delimiter = ',')]
     pub disable: Vec<Lever>,
     /// Turn kernel levers on that are off by default: no-flush (loses the release of POSIX
@@ -98,6 +98,8 @@ pub enum Lever {
     Passthrough,
     /// `FUSE_WRITEBACK_CACHE`: writes batched in the kernel's page cache
     WritebackCache,
+    /// no OPEN/FLUSH/RELEASE round trips for files (locks then kept by the kernel)
+    NoOpen,
 }
 
 impl Lever {
@@ -112,6 +114,7 @@ impl Lever {
             Lever::NoFlush => Levers::NO_FLUSH,
             Lever::Passthrough => Levers::PASSTHROUGH,
             Lever::WritebackCache => Levers::WRITEBACK_CACHE,
+            Lever::NoOpen => Levers::NO_OPEN,
         }
     }
 }

@@ -63,6 +63,7 @@
 //! | `CACHE_DIR` | READDIRs of an unchanged directory | none (dropped when its mtime moves) |
 //! | `READDIRPLUS` | a LOOKUP per listed name used afterwards | a listing costs a lookup per name even when only names are wanted |
 //! | `NO_OPENDIR` | OPENDIR + RELEASEDIR per listing | listings always cached (as `CACHE_DIR`); `Permissions::Kernel` only |
+//! | `NO_OPEN` | OPEN + FLUSH + RELEASE per `open` of an existing regular file | the kernel keeps file locks (in-process locks do not see the mount's); in-process watches see each READ/WRITE as an open, access/modify and close; yields to `PASSTHROUGH` on a host directory; `Permissions::Kernel` only |
 //! | `PASSTHROUGH` | a READ or WRITE per request on a hostfs file (module `passthrough`) | in-process watches miss those writes' MODIFY |
 //! | `NO_FLUSH` (off) | a FLUSH per `close` | a POSIX lock taken through the mount is not released by `close` |
 //! | `WRITEBACK_CACHE` (off) | a WRITE per `write` (batched at writeback) | the kernel owns size and mtime: in-process changes of them are not seen; no passthrough; `Permissions::Kernel` only; an append-only file (`chattr +a`) cannot be opened for appending nor `touch`ed |
@@ -178,6 +179,22 @@ bitflags::bitflags! {
         /// Only with [`Permissions::Kernel`]: the kernel sends `touch` as an explicit mtime
         /// of its own clock, so its check must stand for uvfs's.
         const WRITEBACK_CACHE = 1 << 7;
+        /// `FUSE_NO_OPEN_SUPPORT`: no OPEN, FLUSH or RELEASE round trips for regular files
+        /// (an open and a close of an existing file cost the server nothing; CREATE still
+        /// comes). The kernel keeps the file's pages across opens (as
+        /// [`Levers::KEEP_CACHE`]) and serves file locks itself, among the processes on
+        /// the mount; each READ or WRITE of a file the kernel did not open is served by a
+        /// file the server opens for that request alone. Trade-offs: locks taken through
+        /// the mount and in-process locks no longer see each other; in-process watches see
+        /// each such request as an open, the access or modify, and a close, instead of the
+        /// caller's own open and close; an open for writing of an immutable or append-only
+        /// file (`chattr`) fails at its first write instead of at `open` (with `O_TRUNC`
+        /// at `open`, as on Linux). Only with [`Permissions::Kernel`] (the kernel's check
+        /// at `open` stands for uvfs's) and [`Levers::KEEP_CACHE`], without the writeback
+        /// cache, and not where
+        /// [`Levers::PASSTHROUGH`] can back files (a mount whose root is a host
+        /// directory): passthrough needs the OPEN, and saves more.
+        const NO_OPEN = 1 << 8;
     }
 }
 
@@ -189,7 +206,8 @@ impl Levers {
         .union(Levers::CACHE_DIR)
         .union(Levers::READDIRPLUS)
         .union(Levers::NO_OPENDIR)
-        .union(Levers::PASSTHROUGH);
+        .union(Levers::PASSTHROUGH)
+        .union(Levers::NO_OPEN);
     /// What stays correct when something else changes the served tree behind uvfs's back
     /// (hostfs without `--host-unchanged`): caches of names and attributes expire with
     /// their (short) timeouts, but pages and listings would not, so those levers are off.
@@ -293,7 +311,16 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
     let e = |e: uvfs::Errno| io::Error::from_raw_os_error(e.raw());
     let root = base.openat_file(DirFd::Cwd, b"/", OpenFlags::PATH | OpenFlags::DIRECTORY, 0).map_err(e)?;
     let st = base.fstat(&root).map_err(e)?;
+    // A root whose filesystem has host files to back opens with (hostfs) keeps OPEN for
+    // passthrough (`Levers::NO_OPEN`).
+    let inode = root.inode();
+    let host_backed = inode.sb().fs().with_host_fd(inode, &mut |_| Ok(())) != Err(uvfs::Errno::EOPNOTSUPP);
+    let no_open = opts.levers.contains(Levers::NO_OPEN | Levers::KEEP_CACHE)
+        && opts.permissions == Permissions::Kernel
+        && !opts.levers.contains(Levers::WRITEBACK_CACHE)
+        && !(opts.levers.contains(Levers::PASSTHROUGH) && host_backed);
     Ok(Arc::new(server::Server {
+        no_open,
         nodes: nodes::Nodes::new(root, (st.dev, st.ino)),
         handles: nodes::Handles::default(),
         tasks: ident::Tasks::new(base),
@@ -410,10 +437,15 @@ impl MountHandle {
         self.run.as_ref().is_some_and(|r| r.server.kernel_acl.load(Ordering::Relaxed))
     }
 
-    /// The levers this mount pulls (as asked; `NO_OPENDIR` counts only with
+    /// The levers this mount pulls (as asked, except [`Levers::NO_OPEN`], which is there
+    /// only if this mount can use it; `NO_OPENDIR` counts only with
     /// [`Permissions::Kernel`]).
     pub fn levers(&self) -> Levers {
-        self.run.as_ref().map_or(Levers::empty(), |r| r.server.opts.levers)
+        self.run.as_ref().map_or(Levers::empty(), |r| {
+            let mut l = r.server.opts.levers;
+            l.set(Levers::NO_OPEN, r.server.no_open);
+            l
+        })
     }
 
     /// READ and WRITE requests answered so far.

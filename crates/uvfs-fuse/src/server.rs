@@ -47,6 +47,9 @@ pub(crate) struct Server {
     pub(crate) writeback: AtomicBool,
     /// Backing files of handles (`crate::passthrough`; own lock).
     pub(crate) passthrough: crate::passthrough::Passthrough,
+    /// Immutable: regular files are not opened on the server ([`Levers::NO_OPEN`] asked
+    /// for and usable here).
+    pub(crate) no_open: bool,
     /// Atomic: requests received, by opcode (below 64), for the tests (what passthrough
     /// and the page cache save) and `uvfs mount --stats`.
     pub(crate) requests: [std::sync::atomic::AtomicU64; 64],
@@ -70,6 +73,12 @@ const OVERFLOW_ID: u32 = 65534;
 
 fn caller(h: &InHeader) -> Caller {
     Caller { uid: h.uid, gid: h.gid, pid: h.pid }
+}
+
+/// The flags of the caller's open (a READ's or WRITE's `flags`) that a file the server
+/// opens for one request keeps: where writes go and how durable they are.
+fn open_flags_kept(flags: u32) -> OpenFlags {
+    OpenFlags::from_bits_truncate(flags) & (OpenFlags::APPEND | OpenFlags::SYNC | OpenFlags::DSYNC)
 }
 
 /// A name from the kernel: one component.
@@ -152,11 +161,17 @@ impl Server {
             | InitFlags::DO_READDIRPLUS
             | InitFlags::PARALLEL_DIROPS
             | InitFlags::EXPORT_SUPPORT
-            | InitFlags::DONT_MASK
+            | InitFlags::DONT_MASK;
+        if self.no_open {
+            // Opens the server does not see: the kernel keeps the locks (a `flock` belongs
+            // to an open file, which the server could not tell apart) and skips FLUSH,
+            // which only released POSIX locks.
+            want |= InitFlags::NO_OPEN_SUPPORT;
+        } else {
             // File locks are answered here (`crate::locks`), so that processes on the
             // mount and in-process tasks see each other's.
-            | InitFlags::POSIX_LOCKS
-            | InitFlags::FLOCK_LOCKS;
+            want |= InitFlags::POSIX_LOCKS | InitFlags::FLOCK_LOCKS;
+        }
         if self.opts.permissions == Permissions::Kernel {
             want |= InitFlags::POSIX_ACL;
         }
@@ -289,6 +304,17 @@ impl Server {
 
     fn handle_file(&self, fh: u64) -> Result<Arc<File>> {
         self.handles.get(fh)
+    }
+
+    /// The open file a request on handle `fh` of node `node` uses. Handle 0 is a regular
+    /// file the kernel did not open ([`Levers::NO_OPEN`]): it checked the caller's open,
+    /// so the server's own task opens the node for this request alone, with `flags` (the
+    /// access the request needs, and the caller's `O_APPEND`, `O_SYNC`, ...).
+    fn file_of(&self, node: u64, fh: u64, flags: OpenFlags) -> Result<Arc<File>> {
+        if fh == 0 && self.no_open {
+            return self.base().reopen_file(&self.node(node)?, flags);
+        }
+        self.handle_file(fh)
     }
 
     fn entry_ttl(&self) -> Duration {
@@ -461,6 +487,8 @@ impl Server {
                 let a = self.lookup_in(&self.task(h), &np, name)?;
                 out.push(&self.entry_out(a))
             }
+            // The first ENOSYS tells the kernel to stop sending OPEN (and so RELEASE).
+            Op::Open { .. } if self.no_open => Err(Errno::ENOSYS),
             Op::Open { flags } => {
                 let fl = OpenFlags::from_bits_truncate(*flags)
                     & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::CLOEXEC);
@@ -471,14 +499,14 @@ impl Server {
             }
             Op::Read(r) => {
                 let off = i64::try_from(r.offset).map_err(|_| Errno::EINVAL)?;
-                let f = self.handle_file(r.fh)?;
+                let f = self.file_of(id, r.fh, OpenFlags::RDONLY)?;
                 out.fill(r.size as usize, |buf| self.base().pread(&f, buf, off)).map(drop)
             }
             Op::Write { arg, data } => {
                 let off = i64::try_from(arg.offset).map_err(|_| Errno::EFBIG)?;
                 // The writer's task: a write by a caller without CAP_FSETID clears
                 // setuid/setgid.
-                let f = self.handle_file(arg.fh)?;
+                let f = self.file_of(id, arg.fh, OpenFlags::WRONLY | open_flags_kept(arg.flags))?;
                 let n = self.task(h).pwrite(&f, data, off)?;
                 out.push(&abi::WriteOut { size: n as u32, padding: 0 })
             }
@@ -514,9 +542,12 @@ impl Server {
             }
             Op::Releasedir(r) => self.handles.remove(r.fh).map(drop),
             Op::Fsync { fh, datasync } => {
-                let f = self.handle_file(*fh)?;
+                let f = self.file_of(id, *fh, OpenFlags::RDONLY)?;
                 if *datasync { self.base().fdatasync(&f) } else { self.base().fsync(&f) }
             }
+            // Without server locks a FLUSH has nothing to do: the first ENOSYS tells the
+            // kernel to stop sending it.
+            Op::Flush { .. } if self.no_open => Err(Errno::ENOSYS),
             Op::Flush { fh, lock_owner } => self.flush_locks(*fh, *lock_owner),
             Op::Fsyncdir { .. } => Ok(()),
             Op::Getlk(arg) => self.getlk(arg, out),
@@ -602,7 +633,7 @@ impl Server {
                     4 => Whence::Hole,
                     _ => return Err(Errno::EINVAL),
                 };
-                let fd = self.handle_file(l.fh)?;
+                let fd = self.file_of(id, l.fh, OpenFlags::RDONLY)?;
                 let off = i64::try_from(l.offset).map_err(|_| Errno::ENXIO)?;
                 // The kernel sends only SEEK_DATA and SEEK_HOLE, and keeps the position
                 // itself: the handle's own position is not the caller's.
@@ -742,7 +773,7 @@ impl Server {
     }
 
     fn fallocate(&self, h: &InHeader, f: &abi::FallocateIn) -> Result<()> {
-        let fd = self.handle_file(f.fh)?;
+        let fd = self.file_of(h.nodeid, f.fh, OpenFlags::WRONLY)?;
         let off = i64::try_from(f.offset).map_err(|_| Errno::EINVAL)?;
         let len = i64::try_from(f.length).map_err(|_| Errno::EINVAL)?;
         self.task(h).fallocate(&fd, FallocFlags::from_bits_retain(f.mode), off, len)
@@ -771,7 +802,8 @@ impl Server {
         ) {
             return Err(Errno::ENOTTY);
         }
-        // Handle 0: a directory the kernel did not open (`Levers::NO_OPENDIR`).
+        // Handle 0: a directory or file the kernel did not open (`Levers::NO_OPENDIR`,
+        // `Levers::NO_OPEN`).
         let file = if a.fh == 0 {
             let dir = if a.flags & abi::IOCTL_DIR != 0 { OpenFlags::DIRECTORY } else { OpenFlags::empty() };
             self.base().reopen_file(&self.node(h.nodeid)?, OpenFlags::RDONLY | dir)?
@@ -822,7 +854,8 @@ impl Server {
     fn copy_file_range(&self, h: &InHeader, c: &abi::CopyFileRangeIn) -> Result<usize> {
         let flags = u32::try_from(c.flags).map_err(|_| Errno::EINVAL)?;
         let t = self.task(h);
-        let (fin, fout) = (self.handle_file(c.fh_in)?, self.handle_file(c.fh_out)?);
+        let fin = self.file_of(h.nodeid, c.fh_in, OpenFlags::RDONLY)?;
+        let fout = self.file_of(c.nodeid_out, c.fh_out, OpenFlags::WRONLY)?;
         let mut off_in = i64::try_from(c.off_in).map_err(|_| Errno::EINVAL)?;
         let mut off_out = i64::try_from(c.off_out).map_err(|_| Errno::EINVAL)?;
         // The kernel caps what the reply's 32-bit size can say.

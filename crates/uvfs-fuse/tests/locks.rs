@@ -1,6 +1,8 @@
 //! File locks through the mount: `flock(1)` and `fcntl` locks (a small Python program)
-//! from two processes exclude each other, a lock held in-process is seen through the
-//! mount and one held through the mount in-process, a process waiting in `F_SETLKW` or
+//! from two processes exclude each other (with the default `NO_OPEN` lever the kernel
+//! keeps them: `kernel_locks_between_processes`); with the server's locks (`--disable
+//! no-open`) a lock held in-process is seen through the mount and one held through the
+//! mount in-process, a process waiting in `F_SETLKW` or
 //! `flock` gets the lock when it goes (while the mount keeps serving), a waiter killed
 //! by a signal is let go (FUSE INTERRUPT), and a close drops the closer's POSIX locks.
 //! Processes are ordered by what they print and by uvfs's list of waiting requests,
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::Mounted;
 use uvfs::{DirFd, Flock, FlockOp, LockClass, LockCmd, OpenFlags};
-use uvfs_fuse::MountOptions;
+use uvfs_fuse::{Levers, MountOptions};
 
 /// The lock program: `python3 -c LOCKER PATH ACTION [START LEN]`.
 /// - `hold`: a write lock (`F_SETLK`), prints `held`, keeps it until stdin closes;
@@ -151,9 +153,15 @@ fn until_waiting(m: &Mounted) {
     }
 }
 
+/// A mount whose locks the server keeps (it sees every open: `--disable no-open`), with
+/// `/f` of 100 bytes.
 fn mounted() -> (Mounted, std::path::PathBuf) {
+    mounted_with(MountOptions { levers: Levers::DEFAULT - Levers::NO_OPEN, ..MountOptions::default() })
+}
+
+fn mounted_with(opts: MountOptions) -> (Mounted, std::path::PathBuf) {
     require();
-    let m = Mounted::new(MountOptions::default());
+    let m = Mounted::new(opts);
     let t = m.vfs.root_task();
     let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o666).unwrap();
     t.write(fd, &[b'x'; 100]).unwrap();
@@ -280,4 +288,31 @@ fn a_close_drops_the_closers_posix_locks() {
     assert_eq!(probe.l_type, Flock::UNLCK, "the lock survived a close of another descriptor");
     a.child.stdin.as_mut().unwrap().write_all(b"").unwrap();
     a.finish();
+}
+
+/// The default mount opens no regular file on the server (`Levers::NO_OPEN`), so the
+/// kernel keeps the locks of the mount's processes: they still exclude each other, a
+/// close still drops the closer's POSIX locks, and an exit its `flock`.
+#[test]
+fn kernel_locks_between_processes() {
+    let (m, path) = mounted_with(MountOptions::default());
+    assert!(m.handle.as_ref().unwrap().levers().contains(Levers::NO_OPEN));
+    let mut holder = Proc::spawn(Command::new("flock").arg("-n").arg(&path).arg("-c").arg("echo held; cat"));
+    assert_eq!(holder.line(), "held");
+    assert!(!flock_n(&path), "a second flock -n got the lock");
+    holder.finish();
+    eventually("the lock is released with its holder", || flock_n(&path));
+    let mut a = Proc::locker(&path, &["hold", "10", "10"]);
+    assert_eq!(a.line(), "held");
+    assert_eq!(locker_once(&path, &["try", "15", "1"]), "EAGAIN");
+    assert_eq!(locker_once(&path, &["try", "20", "5"]), "ok");
+    assert_eq!(locker_once(&path, &["get", "0", "0"]), format!("1 10 10 {}", a.pid()));
+    a.finish();
+    assert_eq!(locker_once(&path, &["try", "15", "1"]), "ok", "the holder's exit released its lock");
+    let mut b = Proc::locker(&path, &["trap", "0", "10"]);
+    assert_eq!(b.line(), "closed");
+    assert_eq!(locker_once(&path, &["try", "0", "10"]), "ok", "the lock survived a close of another descriptor");
+    b.finish();
+    let reqs = m.handle.as_ref().unwrap().requests();
+    assert!(!reqs.iter().any(|(op, _)| op.contains("LK")), "lock requests reached the server: {reqs:?}");
 }

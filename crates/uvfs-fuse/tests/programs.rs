@@ -363,7 +363,9 @@ fn a_tar_archive_mounted_as_its_extraction() {
 /// transcript (every command's output, errors and exit status) of setting and clearing
 /// the immutable, append-only and nodump flags of a file and a directory and of what each
 /// then refuses, as root and as a user (who may set none of the two), in both permission
-/// modes. The kernel enforces no flag of a FUSE inode: uvfs refuses these calls itself.
+/// modes. The kernel enforces no flag of a FUSE inode: uvfs refuses these calls itself,
+/// opens included, so the server must see the opens (`--disable no-open`; what the
+/// default `NO_OPEN` lever changes is checked in `tests/no_open.rs`).
 #[test]
 fn chattr_and_lsattr_as_on_tmpfs() {
     require(&[("chattr", "e2fsprogs"), ("lsattr", "e2fsprogs"), ("setpriv", "util-linux")]);
@@ -427,7 +429,8 @@ fn chattr_and_lsattr_as_on_tmpfs() {
     let want = String::from_utf8_lossy(&host.stdout).into_owned() + &String::from_utf8_lossy(&host.stderr);
     assert!(want.contains("[0] chattr +i f") && want.contains("----i-"), "tmpfs transcript:\n{want}");
     for perm in [uvfs_fuse::Permissions::Kernel, uvfs_fuse::Permissions::Uvfs] {
-        let m = Mounted::new(MountOptions { permissions: perm, ..MountOptions::default() });
+        let levers = uvfs_fuse::Levers::DEFAULT - uvfs_fuse::Levers::NO_OPEN;
+        let m = Mounted::new(MountOptions { permissions: perm, levers, ..MountOptions::default() });
         let dir = m.path().join("w");
         std::fs::create_dir(&dir).unwrap();
         let out = Command::new("sh").arg("-c").arg(&script).current_dir(&dir).output().unwrap();
