@@ -22,10 +22,11 @@ echo "== loom models (seqcount)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p uvfs --lib seqcount --release
 echo "== Miri: the core's unsafe primitives and the instance teardown"
 # Unit tests of rcu (borrows tied to guard and cell, the orphans' domain), seqcount
-# (unwinding writers), rhashtable, the lock-order checker and a Vfs dropped while files
-# and watches outlive it. Isolation off: the tables seed from getrandom.
+# (unwinding writers), rhashtable, the lock-order checker, a dentry name kept inline or
+# on the heap, and a Vfs dropped while files and watches outlive it. Isolation off: the
+# tables seed from getrandom.
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly-2026-10-30 miri test -p uvfs --lib -- \
-  rcu:: seqcount:: rhashtable:: sync:: vfs::
+  rcu:: seqcount:: rhashtable:: sync:: vfs:: dentry::
 echo "== concurrency stress under valgrind"
 bin=$(cargo test -p uvfs --test concurrency --no-run --message-format=json 2>/dev/null \
   | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)

@@ -21,7 +21,7 @@
 //! | file | object | mirrors | but |
 //! |---|---|---|---|
 //! | `instance.rs` | `VfsInner`: config, rename lock and sequence, mount hash, dcache bounds, reclamation domain | Linux's global VFS state; gVisor's `VirtualFilesystem` | one per [`Vfs`], not per machine |
-//! | `dentry.rs`, `dcache.rs` | [`Dentry`]: a name, positive or negative; a directory's children | `struct dentry`, `fs/dcache.c` | the map is per directory (no global hash); memfs keeps no tree but the dcache |
+//! | `dentry.rs`, `dcache.rs` | [`Dentry`]: a name, positive or negative; a directory's children | `struct dentry`, `fs/dcache.c` | the map is per directory (no global hash); memfs keeps no tree but the dcache; a name of up to 15 bytes is kept inline (`d_iname`), in the dentry and in the map's node |
 //! | `inode.rs` | [`Inode`]: a file object, attributes as atomics under a sequence count | `struct inode` | lockless `stat`; no page cache: the filesystem holds the data |
 //! | `superblock.rs` | [`SuperBlock`], the [`FileSystem`] trait (the filesystem API) | `super_block`, `inode_operations`, `file_operations` | the VFS makes every check and takes every lock before calling |
 //! | `mount.rs`, `namespace.rs` | [`Mount`], the mount tree | `struct mount`, `fs/namespace.c` | one namespace per instance, no propagation |

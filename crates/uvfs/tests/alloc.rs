@@ -505,3 +505,33 @@ fn file_flags_cost_no_lock_and_no_allocation() {
     assert_eq!((a, l), (0, 0), "stat, access and refused open of an immutable file: allocations, locks");
     root.ioctl_setflags(r, uvfs::FsFlags::empty()).unwrap();
 }
+
+/// Issue 15: an empty file allocates its objects and nothing else. A name of up to 15
+/// bytes lives inline, in the dentry's name and in the directory map's node, so 1000
+/// files with 40-byte names allocate exactly 2000 times more than 1000 with 8-byte
+/// names. With short names a file is 5 allocations (the memfs node, the inode, the
+/// dentry, its name's box, the map node) plus the amortized growth of the directory's
+/// map and readdir order; its bytes are what `uvfs bench --case scale` reports per file.
+#[test]
+fn an_empty_file_allocates_its_objects_only() {
+    let vfs = Vfs::new(VfsConfig::default());
+    let t = vfs.root_task();
+    let make = |dir: &[u8], name_len: usize| {
+        t.mkdir(dir, 0o755).unwrap();
+        let paths: Vec<Vec<u8>> =
+            (0..1000).map(|i| [dir, b"/", format!("{i:0>name_len$}").as_bytes()].concat()).collect();
+        let (a0, b0) = (allocs(), bytes());
+        for p in &paths {
+            t.mknodat(DirFd::Cwd, p, 0o100644, 0).unwrap();
+        }
+        (allocs() - a0, bytes() - b0)
+    };
+    // The thread's first creates also set up its reclamation state.
+    make(b"/warm", 8);
+    let (short, short_bytes) = make(b"/short", 8);
+    let (long, long_bytes) = make(b"/long", 40);
+    println!("1000 files: {short} allocations, {short_bytes} bytes (8-byte names); {long}, {long_bytes} (40-byte)");
+    assert_eq!(long - short, 2000, "allocations beyond a file's objects: {short} short, {long} long");
+    assert_eq!(long_bytes - short_bytes, 2 * 40 * 1000, "bytes: {short_bytes} short, {long_bytes} long");
+    assert!(short <= 5300, "allocations of 1000 empty files: {short}");
+}

@@ -14,6 +14,7 @@
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -21,24 +22,111 @@ use crate::core::inode::Inode;
 use crate::sync::RwLock;
 use crate::sync::rcu::{ArcBorrow, LocalGuard, Rcu, RcuArc, RcuBox};
 
-/// A name in a directory: bytes, not UTF-8, at most 255 of them.
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
-pub struct Name(Box<[u8]>);
+/// A name in a directory: bytes, not UTF-8, at most 255 of them, in 16 bytes. A name of
+/// at most [`Name::INLINE`] bytes is kept in the value itself (Linux's `d_iname`), so
+/// it costs no allocation, and a children-map probe compares it inside the map's node,
+/// without a load from elsewhere; a longer one owns a heap copy.
+#[repr(C, align(8))]
+pub struct Name {
+    /// Immutable. Inline (`len <= INLINE`): the bytes. Heap: the first 8 bytes hold the
+    /// pointer of the owned `[u8; len]` (as `MaybeUninit` bytes, which keep a pointer's
+    /// provenance when copied).
+    bytes: [MaybeUninit<u8>; Name::INLINE],
+    /// Immutable: the length, which also says where the bytes are.
+    len: u8,
+}
+
+// The layout `Name` relies on: 16 bytes, the pointer slot 8-aligned at offset 0.
+const _: () = assert!(std::mem::size_of::<Name>() == 16 && std::mem::align_of::<Name>() == 8);
 
 impl Name {
-    /// A name from bytes (the caller has validated it).
+    /// The longest name kept inline.
+    pub const INLINE: usize = 15;
+
+    /// A name from bytes. Every name reaching a dentry passed a `NAME_MAX` (255) check
+    /// (the walk's ENAMETOOLONG, or the filesystem's own), so its length fits the `u8`.
     pub fn new(b: &[u8]) -> Name {
-        Name(b.into())
+        let len = u8::try_from(b.len()).expect("a dentry name is at most NAME_MAX bytes");
+        // The heap copy first: nothing may fail once a `Name` claims to own one.
+        let heap = (b.len() > Name::INLINE).then(|| Box::into_raw(Box::<[u8]>::from(b)).cast::<u8>());
+        let mut name = Name { bytes: [MaybeUninit::uninit(); Name::INLINE], len };
+        match heap {
+            None => {
+                for (d, s) in name.bytes.iter_mut().zip(b) {
+                    d.write(*s);
+                }
+            }
+            // SAFETY: `bytes` is 8-aligned in place (the first field of an `align(8)`
+            // struct; not in a local array, which is 1-aligned) and at least 8 bytes
+            // long; writing a pointer into `MaybeUninit` bytes is allowed.
+            Some(p) => unsafe { name.bytes.as_mut_ptr().cast::<*mut u8>().write(p) },
+        }
+        name
     }
+
+    /// The heap copy's pointer (`len > INLINE` only).
+    fn heap_ptr(&self) -> *mut u8 {
+        debug_assert!(self.len as usize > Name::INLINE);
+        // SAFETY: a heap name wrote its pointer at offset 0, which is 8-aligned (`new`).
+        unsafe { self.bytes.as_ptr().cast::<*mut u8>().read() }
+    }
+
     /// The bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        let len = self.len as usize;
+        if len <= Name::INLINE {
+            // SAFETY: `new` initialized the first `len` inline bytes.
+            unsafe { std::slice::from_raw_parts(self.bytes.as_ptr().cast::<u8>(), len) }
+        } else {
+            // SAFETY: a heap name owns `len` bytes at its pointer until it is dropped,
+            // which cannot happen while `self` is borrowed.
+            unsafe { std::slice::from_raw_parts(self.heap_ptr(), len) }
+        }
+    }
+}
+
+impl Drop for Name {
+    fn drop(&mut self) {
+        let len = self.len as usize;
+        if len > Name::INLINE {
+            // SAFETY: the pointer came from `Box::<[u8]>::into_raw` of `len` bytes in `new`
+            // and is freed only here, once.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.heap_ptr(), len)) });
+        }
+    }
+}
+
+impl Clone for Name {
+    fn clone(&self) -> Name {
+        Name::new(self.as_bytes())
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Name) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Name {}
+
+/// Hashes as its bytes, as [`Borrow<[u8]>`] requires (map probes hash a `&[u8]`).
+impl std::hash::Hash for Name {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state)
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Name({:?})", String::from_utf8_lossy(self.as_bytes()))
     }
 }
 
 impl Borrow<[u8]> for Name {
     fn borrow(&self) -> &[u8] {
-        &self.0
+        self.as_bytes()
     }
 }
 
@@ -362,3 +450,29 @@ const _: () = {
     // allocation, after its map.
     assert!(offset_of!(Dir, lock) >= size_of::<ChildMap>());
 };
+
+#[cfg(test)]
+mod tests {
+    use super::Name;
+    use std::hash::BuildHasher;
+
+    /// Inline up to 15 bytes, on the heap beyond, the same bytes either way: empty, the
+    /// boundary, the longest name, clones (which own their copy), equality and hashing as
+    /// the bytes (the children map probes with a `&[u8]`).
+    #[test]
+    fn names_inline_and_on_the_heap() {
+        let h = std::hash::RandomState::new();
+        for len in [0usize, 1, 14, 15, 16, 17, 100, 255] {
+            let b: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            let n = Name::new(&b);
+            assert_eq!(n.as_bytes(), &b[..]);
+            let c = n.clone();
+            drop(n);
+            assert_eq!(c.as_bytes(), &b[..], "a clone outlives its original");
+            assert_eq!(c, Name::new(&b));
+            assert_ne!(c, Name::new(b"x"));
+            assert_eq!(h.hash_one(&c), h.hash_one(&b[..]), "hash of a {len}-byte name");
+        }
+        assert!(format!("{:?}", Name::new(b"readme.txt")).contains("readme.txt"));
+    }
+}
