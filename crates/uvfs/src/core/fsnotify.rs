@@ -123,7 +123,8 @@ impl Mark {
     }
 }
 
-/// The marks on one object (Linux's `fsnotify_mark_connector`).
+/// The marks on a mount or a filesystem (Linux's `fsnotify_mark_connector`); an inode keeps
+/// its mask inline and its list behind a pointer, made by its first mark (`Inode::add_mark`).
 #[derive(Default)]
 pub(crate) struct Marks {
     /// Atomic: union of the event bits of the marks (read by the fast path); recomputed
@@ -154,19 +155,18 @@ impl Marks {
         l.len() != before
     }
 
-    pub(crate) fn recalc_now(&self) {
-        let l = self.list.lock();
-        self.recalc(&l);
-    }
-
     fn recalc(&self, l: &[Arc<Mark>]) {
-        let m = l.iter().fold(EventMask::empty(), |a, m| a | (m.mask() & EventMask::EVENTS));
-        self.mask.store(m.bits(), Ordering::Relaxed);
+        self.mask.store(union_of(l).bits(), Ordering::Relaxed);
     }
 
     fn snapshot(&self) -> Vec<Arc<Mark>> {
         self.list.lock().clone()
     }
+}
+
+/// The union of the event bits of `l`: what an object's marks want.
+pub(crate) fn union_of(l: &[Arc<Mark>]) -> EventMask {
+    l.iter().fold(EventMask::empty(), |a, m| a | (m.mask() & EventMask::EVENTS))
 }
 
 /// A lock of the notify machinery: counts itself separately, so tests can prove the fast
@@ -239,7 +239,7 @@ pub(crate) fn notify_file(
             return;
         }
         if dentry.flags() & DENTRY_PARENT_WATCHED == 0
-            && !(inode.marks.mask() | mnt.marks.mask() | sb.notify.marks.mask()).intersects(mask)
+            && !(inode.mark_mask() | mnt.marks.mask() | sb.notify.marks.mask()).intersects(mask)
         {
             return;
         }
@@ -278,7 +278,7 @@ pub(crate) fn notify_name(
         if sb.notify.watched.load(Ordering::Relaxed) == 0 {
             return;
         }
-        if !(dir_inode.marks.mask() | dir.mnt.marks.mask() | sb.notify.marks.mask()).intersects(mask) {
+        if !(dir_inode.mark_mask() | dir.mnt.marks.mask() | sb.notify.marks.mask()).intersects(mask) {
             return;
         }
     }
@@ -299,7 +299,7 @@ pub(crate) fn notify_name(
 #[inline]
 pub(crate) fn notify_self(fast: FastPaths, inode: &Inode, mask: EventMask, guard: &LocalGuard<'_>) {
     if fast.contains(FastPaths::NOTIFY)
-        && (inode.sb().notify.watched.load(Ordering::Relaxed) == 0 || !inode.marks.mask().intersects(mask))
+        && (inode.sb().notify.watched.load(Ordering::Relaxed) == 0 || !inode.mark_mask().intersects(mask))
     {
         return;
     }
@@ -321,7 +321,7 @@ fn dispatch(ev: &Event<'_>, fast: FastPaths, guard: &LocalGuard<'_>) {
     let bits = ev.mask & EventMask::EVENTS;
     if let Some((dir, name)) = ev.dir {
         // A namespace event: reported to the directory's watches with the name.
-        for m in dir.marks.snapshot() {
+        for m in dir.marks_snapshot() {
             // IN_EXCL_UNLINK concerns events on unlinked children, not the namespace events.
             m.group.deliver(&m, ev.mask, ev.cookie, Some(name), bits, false);
         }
@@ -331,7 +331,7 @@ fn dispatch(ev: &Event<'_>, fast: FastPaths, guard: &LocalGuard<'_>) {
         {
             report_to_parent(ev, d, bits, guard);
         }
-        for m in ev.inode.marks.snapshot() {
+        for m in ev.inode.marks_snapshot() {
             m.group.deliver(&m, ev.mask, ev.cookie, None, bits, false);
         }
     }
@@ -349,8 +349,8 @@ fn dispatch(ev: &Event<'_>, fast: FastPaths, guard: &LocalGuard<'_>) {
 fn report_to_parent(ev: &Event<'_>, d: &Dentry, bits: EventMask, guard: &LocalGuard<'_>) {
     let parent = d.parent(guard);
     let Some(pi) = parent.inode().filter(|_| !std::ptr::eq(parent, d)) else { return };
-    let marks = pi.marks.snapshot();
-    if marks.is_empty() || !pi.marks.mask().intersects(EventMask::CHILD_EVENTS) {
+    let marks = pi.marks_snapshot();
+    if marks.is_empty() || !pi.mark_mask().intersects(EventMask::CHILD_EVENTS) {
         // Nobody there wants child events any more: clear lazily, as Linux.
         d.clear_parent_watched();
     }
@@ -363,7 +363,7 @@ fn report_to_parent(ev: &Event<'_>, d: &Dentry, bits: EventMask, guard: &LocalGu
 /// Sets `DENTRY_PARENT_WATCHED` on a new child if its directory wants child events.
 #[inline]
 pub(crate) fn d_instantiate_flags(parent: &Dentry, child: &Dentry) {
-    let wants = parent.inode().is_some_and(|i| i.marks.mask().intersects(EventMask::CHILD_EVENTS));
+    let wants = parent.inode().is_some_and(|i| i.mark_mask().intersects(EventMask::CHILD_EVENTS));
     if wants {
         child.set_flag(DENTRY_PARENT_WATCHED);
     } else if child.flags() & DENTRY_PARENT_WATCHED != 0 {
@@ -390,11 +390,11 @@ pub(crate) fn inode_deleted(fast: FastPaths, inode: &Inode, guard: &LocalGuard<'
 /// The inode is gone (deleted and unused): its watches get `IN_IGNORED` and go away.
 pub(crate) fn inode_gone(fast: FastPaths, inode: &Inode) {
     if fast.contains(FastPaths::NOTIFY)
-        && (inode.sb().notify.watched.load(Ordering::Relaxed) == 0 || inode.marks.mask().is_empty())
+        && (inode.sb().notify.watched.load(Ordering::Relaxed) == 0 || inode.mark_mask().is_empty())
     {
         return;
     }
-    for m in inode.marks.snapshot() {
+    for m in inode.marks_snapshot() {
         m.group.object_gone(&m);
     }
 }

@@ -9,7 +9,7 @@
 //! come after, on other cache lines.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::abi::flags::{FsFlags, Timespec};
@@ -17,6 +17,7 @@ use crate::abi::stat::Ino;
 use crate::abi::stat::{FileType, S_IFMT, Stat};
 use crate::core::acl::posix_acl_create;
 use crate::core::acl::{AclInit, AclSlot};
+use crate::core::fsnotify::{EventMask, Mark, union_of};
 use crate::core::permission::init_owner;
 use crate::core::superblock::CreateArgs;
 use crate::core::superblock::SuperBlock;
@@ -61,19 +62,20 @@ pub struct Inode {
     atime: AtomicTime,
     mtime: AtomicTime,
     ctime: AtomicTime,
+    /// Atomic: the union of the event bits of the inode's inotify marks (Linux's
+    /// `i_fsnotify_mask`), read by the notify fast path; recomputed under the marks'
+    /// lock (`InodeExtra::marks`).
+    mark_mask: AtomicU32,
     /// The default ACL slot (directories; atomic, changed under `lock`).
     pub(crate) acl_default: AclSlot,
     /// The inode lock (Linux's `i_rwsem` for attribute changes): serializes attribute
     /// writers, ACL and xattr changes, and the slow-path ACL load.
     pub(crate) lock: Mutex<(), { crate::sync::rank::INODE }>,
-    /// Inotify marks on this inode (their mask is read by the notify fast path).
-    pub(crate) marks: crate::core::fsnotify::Marks,
     /// Atomic: open file descriptions of this inode, and [`OPENS_EVICTED`]; with `nlink`,
     /// decides eviction.
     opens: AtomicU32,
-    /// Set once, by the first lock taken on the inode (Linux's `i_flctx`): its file locks.
-    /// Empty for a file nobody locks, which close tests and nothing else reads.
-    flctx: OnceLock<Box<crate::core::locks::FileLockContext>>,
+    /// Set once, by the first inotify mark or file lock on the inode: what few inodes use.
+    extra: OnceLock<Box<InodeExtra>>,
     /// Immutable: the filesystem's private data (memfs: the file contents).
     private: Box<dyn Any + Send + Sync>,
 }
@@ -109,24 +111,44 @@ const ATTR_FLAGS: [(u32, FsFlags); 3] =
 /// Bit of `Inode::opens`: the contents were evicted; no open may register any more.
 const OPENS_EVICTED: u32 = 1 << 31;
 
-/// A timestamp as two atomics, read under the inode's sequence count.
+/// A timestamp as three 32-bit atomics (the seconds' halves and the nanoseconds): 12
+/// bytes where an `AtomicI64` and an `AtomicU32` take 16, which keeps an inode in three
+/// cache lines. Read under the inode's sequence count, which makes the halves agree (a read
+/// that overlapped a write is retried), and written under its lock.
 #[derive(Default)]
 struct AtomicTime {
-    sec: AtomicI64,
+    sec_hi: AtomicU32,
+    sec_lo: AtomicU32,
     nsec: AtomicU32,
 }
 
 impl AtomicTime {
     fn new(t: Timespec) -> Self {
-        AtomicTime { sec: AtomicI64::new(t.sec), nsec: AtomicU32::new(t.nsec) }
+        let a = AtomicTime::default();
+        a.store(t);
+        a
     }
     fn load(&self) -> Timespec {
-        Timespec { sec: self.sec.load(Ordering::Relaxed), nsec: self.nsec.load(Ordering::Relaxed) }
+        let hi = u64::from(self.sec_hi.load(Ordering::Relaxed));
+        let lo = u64::from(self.sec_lo.load(Ordering::Relaxed));
+        Timespec { sec: (hi << 32 | lo) as i64, nsec: self.nsec.load(Ordering::Relaxed) }
     }
     fn store(&self, t: Timespec) {
-        self.sec.store(t.sec, Ordering::Relaxed);
+        let s = t.sec as u64;
+        self.sec_hi.store((s >> 32) as u32, Ordering::Relaxed);
+        self.sec_lo.store(s as u32, Ordering::Relaxed);
         self.nsec.store(t.nsec, Ordering::Relaxed);
     }
+}
+
+/// What few inodes use, made by the first that needs it; Linux keeps the same two behind
+/// pointers of the inode (`i_fsnotify_marks`, `i_flctx`).
+#[derive(Default)]
+struct InodeExtra {
+    /// The inotify marks on the inode (a notify lock); their union is `Inode::mark_mask`.
+    marks: crate::core::fsnotify::NotifyMutex<Vec<Arc<Mark>>>,
+    /// Set once, by the first lock taken on the inode (Linux's `i_flctx`): its file locks.
+    flctx: OnceLock<Box<crate::core::locks::FileLockContext>>,
 }
 
 /// What a filesystem gives to make a new inode.
@@ -211,9 +233,9 @@ impl Inode {
             ctime: AtomicTime::new(n.times[2]),
             acl_default: AclSlot::new(n.default_acl),
             lock: Mutex::new(()),
+            mark_mask: AtomicU32::new(0),
             opens: AtomicU32::new(0),
-            flctx: OnceLock::new(),
-            marks: Default::default(),
+            extra: OnceLock::new(),
             private,
         })
     }
@@ -452,15 +474,51 @@ impl Inode {
         false
     }
 
-    /// The lock context, if anything ever locked the inode (one atomic load).
+    /// The lock context, if anything ever locked the inode (two atomic loads: no lock).
     #[inline]
     pub(crate) fn flctx(&self) -> Option<&crate::core::locks::FileLockContext> {
-        self.flctx.get().map(|b| &**b)
+        self.extra.get()?.flctx.get().map(|b| &**b)
     }
 
     /// The lock context, made now if this is the inode's first lock.
     pub(crate) fn flctx_or_init(&self) -> &crate::core::locks::FileLockContext {
-        self.flctx.get_or_init(Box::default)
+        self.extra.get_or_init(Box::default).flctx.get_or_init(Box::default)
+    }
+
+    /// The union of the event bits of the inode's inotify marks (one load).
+    #[inline]
+    pub(crate) fn mark_mask(&self) -> EventMask {
+        EventMask::from_bits_retain(self.mark_mask.load(Ordering::Relaxed))
+    }
+
+    /// A copy of the inode's marks: empty, without a lock, for an inode never watched.
+    pub(crate) fn marks_snapshot(&self) -> Vec<Arc<Mark>> {
+        self.extra.get().map(|e| e.marks.lock().clone()).unwrap_or_default()
+    }
+
+    /// Adds an inotify mark.
+    pub(crate) fn add_mark(&self, m: Arc<Mark>) {
+        let mut l = self.extra.get_or_init(Box::default).marks.lock();
+        l.push(m);
+        self.mark_mask.store(union_of(&l).bits(), Ordering::Relaxed);
+    }
+
+    /// Removes an inotify mark; whether it was there.
+    pub(crate) fn remove_mark(&self, m: &Arc<Mark>) -> bool {
+        let Some(e) = self.extra.get() else { return false };
+        let mut l = e.marks.lock();
+        let before = l.len();
+        l.retain(|x| !Arc::ptr_eq(x, m));
+        self.mark_mask.store(union_of(&l).bits(), Ordering::Relaxed);
+        l.len() != before
+    }
+
+    /// Recomputes the mask after a mark's own mask changed.
+    pub(crate) fn recalc_marks(&self) {
+        if let Some(e) = self.extra.get() {
+            let l = e.marks.lock();
+            self.mark_mask.store(union_of(&l).bits(), Ordering::Relaxed);
+        }
     }
 
     /// The file locks on the inode, held and waited for (what Linux's `/proc/locks` lists
@@ -569,10 +627,12 @@ pub(crate) fn new_node_args(
 }
 
 // What stat and the permission check read sits on the first cache line; the lock and the
-// filesystem's data after it (checked at compile time).
+// filesystem's data after it; the whole inode in three lines (with its `Arc` counts on a
+// fourth: 256 bytes an inode). Checked at compile time.
 const _: () = {
-    use std::mem::{align_of, offset_of};
+    use std::mem::{align_of, offset_of, size_of};
     assert!(align_of::<Inode>() == 64);
+    assert!(size_of::<Inode>() == 192);
     assert!(offset_of!(Inode, ino) < 64);
     assert!(offset_of!(Inode, mode) < 64);
     assert!(offset_of!(Inode, uid) < 64);
@@ -580,5 +640,5 @@ const _: () = {
     assert!(offset_of!(Inode, acl_access) < 64);
     assert!(offset_of!(Inode, lock) >= 64);
     assert!(offset_of!(Inode, private) >= 64);
-    assert!(offset_of!(Inode, flctx) >= 64);
+    assert!(offset_of!(Inode, extra) >= 64);
 };

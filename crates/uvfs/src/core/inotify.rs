@@ -270,7 +270,7 @@ impl Group {
 pub(crate) fn unhook(m: &Arc<Mark>) {
     let sb = match &m.target {
         MarkTarget::Inode(i) => {
-            i.marks.remove(m);
+            i.remove_mark(m);
             i.sb().notify.inode_marks.lock().retain(|x| !Arc::ptr_eq(x, m));
             i.sb().clone()
         }
@@ -435,7 +435,7 @@ impl Drop for Inotify {
 /// A directory that now wants child events flags its children, so their events find
 /// the watch through the per-dentry check.
 pub(crate) fn set_children_watched(dentry: &crate::core::dentry::Dentry, inode: &crate::core::inode::Inode) {
-    if !inode.is_dir() || !inode.marks.mask().intersects(EventMask::CHILD_EVENTS) {
+    if !inode.is_dir() || !inode.mark_mask().intersects(EventMask::CHILD_EVENTS) {
         return;
     }
     if let Some(dir) = dentry.dir() {

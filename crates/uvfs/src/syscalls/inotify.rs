@@ -59,7 +59,7 @@ impl Task {
             let old = m.mask.load(Ordering::Relaxed);
             let new = if mask.contains(EventMask::MASK_ADD) { old | (mask.bits() & keep) } else { mask.bits() & keep };
             m.mask.store(new, Ordering::Relaxed);
-            inode.marks.recalc_now();
+            inode.recalc_marks();
             let wd = *wd;
             drop(st);
             set_children_watched(&p.dentry, &inode);
@@ -79,7 +79,7 @@ impl Task {
         st.watches.insert(wd, m.clone());
         inode.sb().notify.watched.fetch_add(1, Ordering::Relaxed);
         inode.sb().notify.inode_marks.lock().push(m.clone());
-        inode.marks.add(m);
+        inode.add_mark(m);
         drop(st);
         set_children_watched(&p.dentry, &inode);
         Ok(wd)
