@@ -26,8 +26,8 @@
 
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::{FallocFlags, FsFlags, Timespec};
@@ -177,13 +177,21 @@ enum Node {
 /// Extended attributes: full name -> value.
 type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
 
-/// Returns the inode's space to the filesystem when it is freed.
-struct MemNode {
-    node: Node,
+/// An inode's extended attributes and ACLs.
+#[derive(Default)]
+struct MemMeta {
     /// Extended attributes by full name, in name order. Leaf lock.
     xattrs: RwLock<Xattrs, { crate::sync::rank::FS_META }>,
     /// The access and default ACLs. Leaf lock; changed under the inode lock too.
     acls: Mutex<[Option<Arc<Acl>>; 2], { crate::sync::rank::FS_META }>,
+}
+
+/// Returns the inode's space to the filesystem when it is freed.
+struct MemNode {
+    node: Node,
+    /// Set once, by the first xattr or ACL the inode gets: an inode without either (most
+    /// files) carries no empty map and no locks for them.
+    meta: OnceLock<Box<MemMeta>>,
     usage: Arc<Usage>,
     /// Atomic: the space was given back (evict), so the final drop must not again.
     evicted: AtomicBool,
@@ -212,10 +220,18 @@ impl MemNode {
             self.usage.pages.fetch_sub(pages.len() as u64, Ordering::Relaxed);
             pages.clear();
         }
-        let mut xattrs = self.xattrs.write();
-        let space: u64 = xattrs.iter().map(|(n, v)| xattr_space(n, v)).sum();
-        xattrs.clear();
+        let space: u64 = self.meta.get().map_or(0, |m| {
+            let mut xattrs = m.xattrs.write();
+            let space = xattrs.iter().map(|(n, v)| xattr_space(n, v)).sum();
+            xattrs.clear();
+            space
+        });
         self.usage.release_ispace(BOGO_INODE_SIZE + space);
+    }
+
+    /// The xattrs and ACLs, made now if the inode has none yet.
+    fn meta(&self) -> &MemMeta {
+        self.meta.get_or_init(Box::default)
     }
 }
 
@@ -280,10 +296,14 @@ impl MemFs {
             default_acl: AclInit::Known(args.default_acl.clone()),
             link,
         };
+        let meta = OnceLock::new();
+        if args.acl.is_some() || args.default_acl.is_some() {
+            let acls = Mutex::new([args.acl.clone(), args.default_acl.clone()]);
+            let _ = meta.set(Box::new(MemMeta { acls, ..Default::default() }));
+        }
         let mem = MemNode {
             node,
-            xattrs: RwLock::new(BTreeMap::new()),
-            acls: Mutex::new([args.acl.clone(), args.default_acl.clone()]),
+            meta,
             usage: self.usage.clone(),
             evicted: AtomicBool::new(false),
             btime: now,
@@ -676,11 +696,16 @@ impl FileSystem for MemFs {
     }
 
     fn get_acl(&self, inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
-        Ok(MemFs::mem(inode).acls.lock()[MemFs::acl_index(ty)].clone())
+        let Some(meta) = MemFs::mem(inode).meta.get() else { return Ok(None) };
+        Ok(meta.acls.lock()[MemFs::acl_index(ty)].clone())
     }
 
     fn set_acl(&self, inode: &Inode, ty: AclType, acl: Option<&Arc<Acl>>) -> Result<()> {
-        MemFs::mem(inode).acls.lock()[MemFs::acl_index(ty)] = acl.cloned();
+        let mem = MemFs::mem(inode);
+        if acl.is_none() && mem.meta.get().is_none() {
+            return Ok(());
+        }
+        mem.meta().acls.lock()[MemFs::acl_index(ty)] = acl.cloned();
         Ok(())
     }
 
@@ -704,7 +729,8 @@ impl FileSystem for MemFs {
     }
 
     fn getxattr(&self, inode: &Inode, name: &[u8], buf: &mut [u8]) -> Result<usize> {
-        let xattrs = MemFs::mem(inode).xattrs.read();
+        let meta = MemFs::mem(inode).meta.get().ok_or(Errno::ENODATA)?;
+        let xattrs = meta.xattrs.read();
         let v = xattrs.get(name).ok_or(Errno::ENODATA)?;
         if buf.is_empty() {
             return Ok(v.len());
@@ -719,7 +745,7 @@ impl FileSystem for MemFs {
         // tmpfs charges the new value before it looks for the old one.
         let need = xattr_space(name, value);
         self.usage.reserve_ispace(self.max_inodes, need)?;
-        let mut xattrs = mem.xattrs.write();
+        let mut xattrs = mem.meta().xattrs.write();
         let give_back = match xattrs.get_mut(name) {
             Some(_) if flags.contains(XattrFlags::CREATE) => Err(Errno::EEXIST),
             Some(old) => Ok(xattr_space(name, &std::mem::replace(old, value.into()))),
@@ -735,13 +761,15 @@ impl FileSystem for MemFs {
     }
 
     fn removexattr(&self, inode: &Inode, name: &[u8]) -> Result<()> {
-        let old = MemFs::mem(inode).xattrs.write().remove(name).ok_or(Errno::ENODATA)?;
+        let meta = MemFs::mem(inode).meta.get().ok_or(Errno::ENODATA)?;
+        let old = meta.xattrs.write().remove(name).ok_or(Errno::ENODATA)?;
         self.usage.release_ispace(xattr_space(name, &old));
         Ok(())
     }
 
     fn listxattr(&self, inode: &Inode, out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        MemFs::mem(inode).xattrs.read().keys().try_for_each(|n| out(n))
+        let Some(meta) = MemFs::mem(inode).meta.get() else { return Ok(()) };
+        meta.xattrs.read().keys().try_for_each(|n| out(n))
     }
 
     fn evict(&self, inode: &Inode) {
