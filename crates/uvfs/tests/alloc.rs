@@ -390,9 +390,12 @@ fn a_file_nobody_locks_pays_nothing_for_locks() {
     assert_eq!(w_locks1, w_locks0, "pwrite locks with other files locked");
     // The table's lock at open and at close, nothing else.
     assert_eq!((oc_locks0, oc_locks1), (100 * 2, 100 * 2), "open + close locks");
-    // open+close allocates its file and the box that retires it; the collector's batch
-    // boundary falls differently in the two runs (see the notify test).
+    // open+close allocates its file and nothing else (close retires the file's own
+    // `Arc` pointer, no box); the collector's batch boundary falls differently in the
+    // two runs (see the notify test).
     assert!(oc_alloc1.abs_diff(oc_alloc0) <= 4, "open+close allocations: {oc_alloc0} before, {oc_alloc1} after");
+    // 100 files and a few batches of the collector's (102 and 104 when measured).
+    assert!(oc_alloc0.max(oc_alloc1) <= 100 + 5, "open+close allocations: {oc_alloc0} before, {oc_alloc1} after");
     let inode = owner.file(wfd).unwrap().inode().clone();
     assert!(inode.file_locks().is_empty());
     assert_eq!(owner.file(gfd).unwrap().inode().file_locks().len(), 4, "g's locks: flock, 2 POSIX, OFD");

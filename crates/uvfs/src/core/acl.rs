@@ -466,7 +466,7 @@ impl AclSlot {
         if !old.is_null() && old != NOT_CACHED {
             // SAFETY: `old` came from `Arc::into_raw`; we own its count and it is unpublished.
             let old = unsafe { Arc::from_raw(old) };
-            rcu.defer_drop(old);
+            rcu.defer_drop_arc(old);
         }
     }
 }
@@ -479,7 +479,7 @@ impl AclSlot {
         if !old.is_null() && old != NOT_CACHED {
             // SAFETY: `old` came from `Arc::into_raw`; we own its count and it is unpublished.
             let old = unsafe { Arc::from_raw(old) };
-            rcu.defer_drop(old);
+            rcu.defer_drop_arc(old);
         }
     }
 }

@@ -72,7 +72,7 @@ impl Drop for FdTable {
                 // threads' readers that loaded it are waited for by the collector.
                 let f = unsafe { Arc::from_raw(p) };
                 self.closed(&f);
-                self.rcu.defer_drop(f);
+                self.rcu.defer_drop_arc(f);
             }
         }
     }
@@ -265,7 +265,7 @@ impl FdTable {
         // SAFETY: `p` was the slot's count and is unpublished now.
         let f = unsafe { Arc::from_raw(p) };
         self.closed(&f);
-        self.rcu.defer_drop(f);
+        self.rcu.defer_drop_arc(f);
     }
 
     /// A descriptor of `f` was closed (Linux's `filp_close`): this table's POSIX locks on

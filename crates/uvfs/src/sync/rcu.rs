@@ -64,12 +64,14 @@ impl Rcu {
         RcuWeak(Arc::downgrade(&self.collector))
     }
 
-    /// Drops `value` once every reader pinned now has left.
-    pub(crate) fn defer_drop<T: Send + 'static>(&self, value: T) {
-        let ptr = Box::into_raw(Box::new(value));
-        // SAFETY: `ptr` is fresh from `Box::into_raw` and owned by nobody else; the reclaimer
-        // frees it as the same `Box`.
-        unsafe { self.collector.retire(ptr, reclaim_box::<T>) };
+    /// Drops the count `value` holds once every reader pinned now has left. Retires the
+    /// `Arc`'s own pointer, so no box is allocated for it (a `close` retires its file this
+    /// way).
+    pub(crate) fn defer_drop_arc<T: Send + Sync + 'static>(&self, value: Arc<T>) {
+        let ptr = Arc::into_raw(value).cast_mut();
+        // SAFETY: `ptr` comes from `Arc::into_raw` and carries the one count the caller gave
+        // up; the reclaimer turns it back into that `Arc`.
+        unsafe { self.collector.retire(ptr, reclaim_arc::<T>) };
     }
 
     /// Frees the box at `ptr` once every reader pinned now has left.
@@ -339,5 +341,20 @@ mod tests {
         assert_eq!(*cell.load(&g), 2);
         cell.replace(Arc::new(3), &orphan);
         assert_eq!(*cell.load(&g), 3);
+    }
+
+    /// A count given to `defer_drop_arc` is dropped after the readers pinned before it
+    /// leave (when the domain goes, at the latest), not before, and only that count.
+    #[test]
+    fn deferred_arc_counts_drop_after_their_readers() {
+        let rcu = Rcu::new();
+        let v = Arc::new(String::from("file"));
+        let g = rcu.pin();
+        rcu.defer_drop_arc(v.clone());
+        assert_eq!(Arc::strong_count(&v), 2, "dropped while a reader was pinned");
+        drop(g);
+        drop(rcu);
+        assert_eq!(Arc::strong_count(&v), 1);
+        assert_eq!(&*v, "file");
     }
 }
