@@ -242,11 +242,13 @@ fn eviction_races_walks() {
     // Under contention a pass may be skipped (its locks are only tried); the next walk
     // alone brings the caches back within their limits, give or take what evicted
     // dentries wait for: the collector frees them (and the counts drop) batch by batch,
-    // 64 retirements per thread.
+    // 64 retirements per thread, and a retired file still holds its parent directory,
+    // which may have been evicted once the file left its map (so, at most, every one of
+    // the tree's 16 directories besides).
     let t = vfs.root_task();
     assert_eq!(t.stat(b"/d0/e/last"), Err(Errno::ENOENT));
     let (pos, neg) = vfs.dcache_counts();
-    assert!(pos <= 16 + 4 * 64 && neg <= 4 + 4 * 64, "{pos} {neg}");
+    assert!(pos <= 16 + 4 * 64 + 16 && neg <= 4 + 4 * 64, "{pos} {neg}");
 }
 
 /// The locked tier a cold lookup falls back to still finds cached names without their
