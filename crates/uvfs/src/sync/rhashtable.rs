@@ -9,13 +9,19 @@
 //! `next`, which is never changed after unlinking) and retires it through the collector.
 //!
 //! Growing moves the nodes themselves into a new array (no node is copied or allocated:
-//! a copy per entry per doubling was most of a cold scan's allocations), publishes it, and
-//! retires the old array, emptied. A reader that overlaps a grow may follow a moved node
-//! into its new chain and so **miss** an entry that is there; it never finds a wrong one
-//! (keys are compared) and never loops (moved nodes only lead to moved nodes). Hits are
-//! therefore always right; a miss is certain only if no grow overlapped it, which
-//! [`RHashTable::get_sure`] checks with the table's resize sequence. Readers whose misses
-//! are rechecked anyway (under the writer's lock, or inside another sequence) use `get`.
+//! a copy per entry per doubling was most of a cold scan's allocations), a few buckets at
+//! a time: the insert that finds the array full makes one twice as large (`future`), and
+//! each insert then moves [`MOVE_PER_INSERT`] old buckets' chains into it, so no insert
+//! moves more than that (a directory of a million names no longer stalls one create to
+//! rehash half a million). Meanwhile new entries go to the new array, and readers that
+//! miss in the old one look in the new one; the insert that moves the last bucket
+//! publishes the new array and retires the old one, emptied. A reader that overlaps a
+//! step may follow a moved node into its new chain and so **miss** an entry that is there;
+//! it never finds a wrong one (keys are compared) and never loops (moved nodes only lead
+//! to nodes of the new array). Hits are therefore always right; a miss is certain only if
+//! no step overlapped it, which [`RHashTable::get_sure`] checks with the table's resize
+//! sequence. Readers whose misses are rechecked anyway (under the writer's lock, or
+//! inside another sequence) use `get`.
 //!
 //! **Seeds.** Every table hashes with a seed of its own, drawn from a per-thread
 //! generator that the OS's randomness seeds: names chosen inside a sandbox to collide
@@ -31,6 +37,9 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
 
 use crate::sync::rcu::{Guard, LocalGuard, Rcu};
+
+/// Old buckets an insert moves into the new array while the table grows.
+pub(crate) const MOVE_PER_INSERT: usize = 8;
 
 struct Node<K, V> {
     /// Immutable.
@@ -73,14 +82,20 @@ impl<K, V> Drop for Buckets<K, V> {
 
 /// The table.
 pub struct RHashTable<K, V> {
-    /// The bucket array; replaced by the writer when growing, the old one retired.
+    /// The bucket array readers start in; replaced by the writer when a growth ends, the
+    /// old one retired.
     buckets: AtomicPtr<Buckets<K, V>>,
+    /// The array a growth is moving the nodes into (twice as large), null when none is
+    /// under way. Set and cleared by the writer; readers that miss in `buckets` look here.
+    future: AtomicPtr<Buckets<K, V>>,
+    /// Writer-only: old buckets already moved into `future`.
+    moved: AtomicUsize,
     /// Writer-only: number of entries.
     len: AtomicUsize,
     /// Debug check that writers are serialized.
     writing: AtomicBool,
-    /// Atomic, written by the writer: odd while a grow moves nodes (a sequence count for
-    /// [`RHashTable::get_sure`]).
+    /// Atomic, written by the writer: odd while a growth step moves nodes or ends the
+    /// growth (a sequence count for [`RHashTable::get_sure`]).
     resizing: AtomicU64,
     /// Immutable: keyed with [`table_seed`].
     hasher: foldhash::fast::FixedState,
@@ -121,9 +136,14 @@ unsafe impl<K: Send + Sync, V: Send + Sync> Sync for RHashTable<K, V> {}
 
 impl<K, V> Drop for RHashTable<K, V> {
     fn drop(&mut self) {
-        // SAFETY: the table owns its current array; being dropped, no reader can reach it
-        // (reclamation rule).
+        // SAFETY: the table owns its current array and the one a growth fills; being
+        // dropped, no reader can reach them (reclamation rule).
         drop(unsafe { Box::from_raw(*self.buckets.get_mut()) });
+        let future = *self.future.get_mut();
+        if !future.is_null() {
+            // SAFETY: as above.
+            drop(unsafe { Box::from_raw(future) });
+        }
     }
 }
 
@@ -146,6 +166,8 @@ where
     pub fn new() -> Self {
         RHashTable {
             buckets: AtomicPtr::new(Box::into_raw(Box::new(Buckets::new(4)))),
+            future: AtomicPtr::new(std::ptr::null_mut()),
+            moved: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
             writing: AtomicBool::new(false),
             resizing: AtomicU64::new(0),
@@ -178,25 +200,49 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let h = self.hash(key);
-        // SAFETY: the array is retired through the collector only after being replaced, so
-        // it outlives `guard`; likewise every node reachable from it. The table's own drop,
-        // which frees them directly, is excluded by the borrow of `self`.
+        // SAFETY: an array is retired through the collector only after being replaced (the
+        // old one at the end of a growth, with no node left), so it outlives `guard`;
+        // likewise every node reachable from it. The table's own drop, which frees them
+        // directly, is excluded by the borrow of `self`.
         unsafe {
             let b = &*guard.protect(&self.buckets, Ordering::Acquire);
-            let mut p = guard.protect(&b.heads[(h as usize) & (b.heads.len() - 1)], Ordering::Acquire);
-            // Nodes visited, counted in debug builds (the test suite's probe counts).
-            let mut probes = 0u64;
-            while !p.is_null() {
-                probes += 1;
-                let n = &*p;
-                if n.hash == h && n.key.borrow() == key {
-                    count_probes(probes);
-                    return Some(&n.value);
-                }
-                p = guard.protect(&n.next, Ordering::Acquire);
+            if let Some(v) = Self::find_in(b, h, key, guard) {
+                return Some(v);
             }
-            count_probes(probes);
+            // A growth under way: what moved, and what was added since, is in the new array.
+            let f = guard.protect(&self.future, Ordering::Acquire);
+            if !f.is_null() {
+                return Self::find_in(&*f, h, key, guard);
+            }
         }
+        None
+    }
+
+    /// The value of `key` in one array's chain, walked with acquire loads.
+    ///
+    /// # Safety
+    /// `b` is one of the table's arrays, pinned by `guard`.
+    #[inline]
+    unsafe fn find_in<'g, Q>(b: &'g Buckets<K, V>, h: u64, key: &Q, guard: &'g LocalGuard<'_>) -> Option<&'g V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let mut p = guard.protect(&b.heads[(h as usize) & (b.heads.len() - 1)], Ordering::Acquire);
+        // Nodes visited, counted in debug builds (the test suite's probe counts).
+        let mut probes = 0u64;
+        while !p.is_null() {
+            probes += 1;
+            // SAFETY: nodes reachable from a pinned array are freed only through the
+            // collector (see `get`).
+            let n = unsafe { &*p };
+            if n.hash == h && n.key.borrow() == key {
+                count_probes(probes);
+                return Some(&n.value);
+            }
+            p = guard.protect(&n.next, Ordering::Acquire);
+        }
+        count_probes(probes);
         None
     }
 
@@ -246,21 +292,28 @@ where
     pub(crate) fn drain(&self, rcu: &Rcu) -> Vec<V> {
         let _w = WriterCheck::enter(&self.writing);
         let old = self.buckets.swap(Box::into_raw(Box::new(Buckets::new(4))), Ordering::AcqRel);
+        let future = self.future.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        self.moved.store(0, Ordering::Relaxed);
         let mut out = Vec::with_capacity(self.len.load(Ordering::Relaxed));
-        // SAFETY: `old` was the current array, which only the (serialized) writer frees;
-        // its nodes are alive until it is reclaimed.
-        unsafe {
-            for h in (*old).heads.iter() {
-                let mut p = h.load(Ordering::Acquire);
-                while !p.is_null() {
-                    out.push((*p).value.clone());
-                    p = (*p).next.load(Ordering::Acquire);
+        for arr in [old, future] {
+            if arr.is_null() {
+                continue;
+            }
+            // SAFETY: `arr` was one of the table's arrays, which only the (serialized)
+            // writer frees; its nodes are alive until it is reclaimed.
+            unsafe {
+                for h in (*arr).heads.iter() {
+                    let mut p = h.load(Ordering::Acquire);
+                    while !p.is_null() {
+                        out.push((*p).value.clone());
+                        p = (*p).next.load(Ordering::Acquire);
+                    }
                 }
             }
+            // SAFETY: `arr` came from `Box::into_raw` and is no longer published.
+            unsafe { rcu.retire_box(arr) };
         }
         self.len.store(0, Ordering::Relaxed);
-        // SAFETY: `old` came from `Box::into_raw` and is no longer published.
-        unsafe { rcu.retire_box(old) };
         out
     }
 
@@ -271,22 +324,32 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let _w = WriterCheck::enter(&self.writing);
-        self.remove_locked(key, rcu)
+        let v = self.remove_locked(key, rcu);
+        self.grow_step(rcu);
+        v
     }
 
     fn push(&self, key: K, value: V, rcu: &Rcu) -> *mut Node<K, V> {
         let h = self.hash(&key);
         let n = self.len.load(Ordering::Relaxed) + 1;
-        // SAFETY: only the (serialized) writer replaces the array.
-        let mut b = unsafe { &*self.buckets.load(Ordering::Acquire) };
-        if n > b.heads.len() {
-            b = self.grow(b, b.heads.len() * 2, rcu);
-        }
+        // SAFETY: only the (serialized) writer replaces or frees the arrays.
+        let b = unsafe {
+            let f = self.future.load(Ordering::Acquire);
+            if !f.is_null() {
+                &*f
+            } else {
+                let b = &*self.buckets.load(Ordering::Acquire);
+                if n > b.heads.len() { self.grow_start(b.heads.len() * 2) } else { b }
+            }
+        };
         let head = &b.heads[(h as usize) & (b.heads.len() - 1)];
         let node =
             Box::into_raw(Box::new(Node { hash: h, key, value, next: AtomicPtr::new(head.load(Ordering::Relaxed)) }));
         head.store(node, Ordering::Release);
         self.len.store(n, Ordering::Relaxed);
+        // The node is in the new array if a growth is under way: the step moves only old
+        // nodes, and frees none.
+        self.grow_step(rcu);
         node
     }
 
@@ -298,60 +361,91 @@ where
         let h = self.hash(key);
         // SAFETY: the writer owns the chains' shape; nodes are freed only via the collector.
         unsafe {
-            let b = &*self.buckets.load(Ordering::Acquire);
-            let mut link: &AtomicPtr<Node<K, V>> = &b.heads[(h as usize) & (b.heads.len() - 1)];
-            loop {
-                let p = link.load(Ordering::Relaxed);
-                if p.is_null() {
-                    return None;
+            for arr in [self.buckets.load(Ordering::Acquire), self.future.load(Ordering::Acquire)] {
+                if arr.is_null() {
+                    continue;
                 }
-                let n = &*p;
-                if n.hash == h && n.key.borrow() == key {
-                    link.store(n.next.load(Ordering::Relaxed), Ordering::Release);
-                    let v = n.value.clone();
-                    self.len.store(self.len.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
-                    rcu.retire_box(p);
-                    return Some(v);
+                let b = &*arr;
+                let mut link: &AtomicPtr<Node<K, V>> = &b.heads[(h as usize) & (b.heads.len() - 1)];
+                loop {
+                    let p = link.load(Ordering::Relaxed);
+                    if p.is_null() {
+                        break;
+                    }
+                    let n = &*p;
+                    if n.hash == h && n.key.borrow() == key {
+                        link.store(n.next.load(Ordering::Relaxed), Ordering::Release);
+                        let v = n.value.clone();
+                        self.len.store(self.len.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+                        rcu.retire_box(p);
+                        return Some(v);
+                    }
+                    link = &n.next;
                 }
-                link = &n.next;
             }
+            None
         }
     }
 
-    /// Moves every node into a larger array, publishes it, retires the old array (emptied)
-    /// through the collector. Inside the resize sequence: readers' misses meanwhile are
-    /// not trusted by [`RHashTable::get_sure`].
-    fn grow<'b>(&'b self, old: &Buckets<K, V>, size: usize, rcu: &Rcu) -> &'b Buckets<K, V> {
+    /// Starts a growth: publishes an empty array of `size` buckets for new entries and for
+    /// the old ones the next steps move. The writer holds the table.
+    fn grow_start(&self, size: usize) -> &Buckets<K, V> {
+        let f = Box::into_raw(Box::new(Buckets::new(size)));
+        self.moved.store(0, Ordering::Relaxed);
+        // Published complete (empty) before any node goes in.
+        self.future.store(f, Ordering::Release);
+        // SAFETY: just published; only this writer frees or replaces it.
+        unsafe { &*f }
+    }
+
+    /// One step of a growth under way (none: nothing to do): moves the chains of the next
+    /// [`MOVE_PER_INSERT`] old buckets into the new array; the step that moves the last
+    /// one publishes the new array and retires the old one (emptied) through the
+    /// collector. Inside the resize sequence: readers' misses meanwhile are not trusted by
+    /// [`RHashTable::get_sure`].
+    fn grow_step(&self, rcu: &Rcu) {
+        let f = self.future.load(Ordering::Relaxed);
+        if f.is_null() {
+            return;
+        }
+        // SAFETY: only this (serialized) writer replaces or frees the arrays.
+        let (old, new) = unsafe { (&*self.buckets.load(Ordering::Relaxed), &*f) };
         let seq = self.resizing.load(Ordering::Relaxed);
         self.resizing.store(seq + 1, Ordering::Relaxed);
         // Seqlock write side: the odd count is visible before any node moves.
         fence(Ordering::Release);
-        let new = Buckets::new(size);
-        for head in old.heads.iter() {
+        let start = self.moved.load(Ordering::Relaxed);
+        let end = (start + MOVE_PER_INSERT).min(old.heads.len());
+        let mask = new.heads.len() - 1;
+        for head in &old.heads[start..end] {
             let mut p = head.load(Ordering::Relaxed);
             while !p.is_null() {
                 // SAFETY: the writer owns the chains' shape; nodes are freed only through
                 // the collector, and none is freed here.
                 let n = unsafe { &*p };
                 let next = n.next.load(Ordering::Relaxed);
-                let slot = &new.heads[(n.hash as usize) & (size - 1)];
+                let slot = &new.heads[(n.hash as usize) & mask];
                 // A reader standing on `n` now continues in its new chain (moved nodes only
-                // lead to moved nodes, so it ends).
+                // lead to nodes of the new array, so it ends).
                 n.next.store(slot.load(Ordering::Relaxed), Ordering::Release);
-                slot.store(p, Ordering::Relaxed);
+                slot.store(p, Ordering::Release);
                 p = next;
             }
             // The old array must not own (and free) what moved.
             head.store(std::ptr::null_mut(), Ordering::Release);
         }
-        let new = Box::into_raw(Box::new(new));
-        // Publishes the new array with every chain complete.
-        let old = self.buckets.swap(new, Ordering::AcqRel);
-        self.resizing.store(seq + 2, Ordering::Release);
-        // SAFETY: `old` is unpublished and empty; readers still on it are waited for.
-        unsafe { rcu.retire_box(old) };
-        // SAFETY: just published; only this writer replaces it.
-        unsafe { &*new }
+        self.moved.store(end, Ordering::Relaxed);
+        if end == old.heads.len() {
+            // Readers start in the new array from now on; one that started in the old
+            // array and finds no growth under way is inside this step's sequence.
+            let old = self.buckets.swap(f, Ordering::AcqRel);
+            self.future.store(std::ptr::null_mut(), Ordering::Release);
+            self.resizing.store(seq + 2, Ordering::Release);
+            // SAFETY: `old` is unpublished and empty; readers still on it are waited for.
+            unsafe { rcu.retire_box(old) };
+        } else {
+            self.resizing.store(seq + 2, Ordering::Release);
+        }
     }
 }
 
@@ -408,5 +502,59 @@ mod tests {
         assert_eq!(t.remove(b"nope".as_slice(), &rcu), None);
         assert_eq!(*t.get_or_insert(b"3".to_vec(), 99, &rcu, &g), 3);
         assert_eq!(*t.get_or_insert(b"x".to_vec(), 99, &rcu, &g), 99);
+    }
+
+    /// Growth is spread over inserts: no insert moves more than [`MOVE_PER_INSERT`] old
+    /// buckets, every entry is found (and sure) between steps, entries added or removed
+    /// while a growth is under way are where they should be, and the table ends in one
+    /// array twice the old size.
+    #[test]
+    fn growth_moves_a_few_buckets_per_insert() {
+        let rcu = Rcu::new();
+        let t: RHashTable<Vec<u8>, usize> = RHashTable::new();
+        let key = |i: usize| i.to_string().into_bytes();
+        // Smaller under Miri, which runs it about a thousand times slower.
+        let total = if cfg!(miri) { 300 } else { 3000 };
+        let mut growths = 0;
+        for i in 0..total {
+            let before = t.moved.load(Ordering::Relaxed);
+            let was_growing = !t.future.load(Ordering::Relaxed).is_null();
+            t.insert(key(i), i, &rcu);
+            let growing = !t.future.load(Ordering::Relaxed).is_null();
+            let after = t.moved.load(Ordering::Relaxed);
+            if was_growing {
+                assert!(
+                    after <= before + MOVE_PER_INSERT || !growing,
+                    "{before} -> {after} buckets moved at insert {i}"
+                );
+            } else if growing {
+                growths += 1;
+                assert!(after <= MOVE_PER_INSERT, "a growth's first insert moved {after} buckets");
+            }
+            if i % 7 == 0 {
+                assert_eq!(t.remove(key(i / 2).as_slice(), &rcu), Some(i / 2), "remove {} at insert {i}", i / 2);
+                t.insert(key(i / 2), i / 2, &rcu);
+            }
+            let g = rcu.pin();
+            for j in [0, i / 3, i / 2, i] {
+                assert_eq!(t.get_sure(key(j).as_slice(), &g), Some(Some(&j)), "entry {j} after insert {i}");
+            }
+            assert_eq!(t.get_sure(b"absent".as_slice(), &g), Some(None));
+        }
+        // Growths of 16 buckets and more take more than one insert: 16 -> 32 ... 2048 -> 4096.
+        assert!(growths >= if cfg!(miri) { 5 } else { 8 }, "{growths} growths");
+        assert_eq!(t.len(), total);
+        let g = rcu.pin();
+        assert!((0..total).all(|i| t.get(key(i).as_slice(), &g) == Some(&i)));
+        // Drained in the middle of a growth: every value once.
+        let mut n = total;
+        while t.future.load(Ordering::Relaxed).is_null() {
+            t.insert(key(n), n, &rcu);
+            n += 1;
+        }
+        let mut all = t.drain(&rcu);
+        all.sort_unstable();
+        assert_eq!(all, (0..n).collect::<Vec<_>>());
+        assert!(t.is_empty());
     }
 }
