@@ -60,7 +60,12 @@ struct Buckets<K, V> {
 
 impl<K, V> Buckets<K, V> {
     fn new(n: usize) -> Buckets<K, V> {
-        Buckets { heads: (0..n).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect() }
+        // Zeroed memory (all null heads) from the allocator, not written here: a large array
+        // comes from fresh pages, which the kernel fills lazily as chains are moved in,
+        // instead of a write pass over megabytes in the insert that starts a growth.
+        let heads = Box::<[AtomicPtr<Node<K, V>>]>::new_zeroed_slice(n);
+        // SAFETY: an all-zero `AtomicPtr` is a null pointer, a valid value.
+        Buckets { heads: unsafe { heads.assume_init() } }
     }
 }
 
