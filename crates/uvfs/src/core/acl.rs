@@ -424,6 +424,12 @@ impl AclSlot {
         AclSlot { ptr: AtomicPtr::new(p) }
     }
 
+    /// Whether the slot knows the inode has no ACL (one load, nothing dereferenced).
+    #[inline]
+    pub(crate) fn known_none(&self) -> bool {
+        self.ptr.load(Ordering::Acquire).is_null()
+    }
+
     /// Reads the state without a lock, for as long as both `guard` and the slot are
     /// borrowed.
     #[inline]
