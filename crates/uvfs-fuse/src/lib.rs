@@ -17,7 +17,7 @@
 //! | [`nodes`] | FUSE node ids to `O_PATH` descriptors of the server task, lookup counts |
 //! | [`ident`] | the caller's identity (uid, gid, groups from `/proc`) as a cached uvfs task |
 //! | `server` | the request handlers: one or two uvfs calls each, panics answered EIO |
-//! | `locks` | file locks (GETLK, SETLK, SETLKW, flock), answered by uvfs's lock manager; SETLKW waits off the transport threads |
+//! | `locks` | file locks (GETLK, SETLK, SETLKW, flock), answered by uvfs's lock manager where the server sees opens (not under [`Levers::NO_OPEN`], where the kernel keeps them); SETLKW waits off the transport threads |
 //! | `watch` | kernel cache invalidation for in-process changes |
 //! | [`cli`] | `uvfs mount`: options, checks with one-line errors, signals, daemon |
 //!
