@@ -2,7 +2,8 @@
 //! file costs the server no round trip (the kernel stops sending OPEN, FLUSH and RELEASE
 //! after the first ENOSYS), and everything done through such a descriptor stays right:
 //! appends from two descriptors, `O_TRUNC`, I/O after an unlink, `fsync`, `fallocate`,
-//! `SEEK_DATA`/`SEEK_HOLE`, `copy_file_range`, and what uvfs sees in-process. Counts of
+//! `SEEK_DATA`/`SEEK_HOLE`, `copy_file_range`, writes through a shared mapping, and what
+//! uvfs sees in-process. Counts of
 //! requests by opcode, never times.
 
 mod common;
@@ -94,6 +95,14 @@ i = os.open("src", os.O_RDONLY); o = os.open("dst", os.O_WRONLY)
 n = os.copy_file_range(i, o, 5000, 10, 0)
 os.close(i); os.close(o)
 print("copied", n, get("dst")[:12].decode(), os.stat("dst").st_size)
+# Pages written through a shared mapping reach the server (written back on handle 0).
+import mmap
+put("m", b"a" * 8192)
+fd = os.open("m", os.O_RDWR)
+mm = mmap.mmap(fd, 8192)
+mm[0:5] = b"hello"; mm[4096:4101] = b"world"
+mm.flush(); mm.close(); os.close(fd)
+print("mapped", get("m")[:5].decode(), get("m")[4096:4101].decode())
 # A descriptor opened read-only cannot write (the kernel's check).
 fd = os.open("a", os.O_RDONLY)
 try:
@@ -116,6 +125,7 @@ fn what_unopened_files_do_stays_right() {
          unlinked still here 0\n\
          size 1052672 data 1048576 hole 8192\n\
          copied 5000 012345678901 5000\n\
+         mapped hello world\n\
          write 9\n",
     );
     // uvfs sees what the mount's processes wrote.
@@ -132,6 +142,11 @@ fn what_unopened_files_do_stays_right() {
     assert_eq!(read(b"/t"), b"short");
     assert_eq!(t.stat(b"/s").unwrap().size, 1052672);
     assert_eq!(t.stat(b"/u"), Err(uvfs::Errno::ENOENT));
+    let mut page = vec![0u8; 8192];
+    let fd = t.open(b"/m", OpenFlags::RDONLY, 0).unwrap();
+    assert_eq!(t.read(fd, &mut page).unwrap(), 8192);
+    t.close(fd).unwrap();
+    assert_eq!((&page[..5], &page[4096..4101]), (&b"hello"[..], &b"world"[..]), "mapped writes in-process");
     let h = m.handle.as_ref().unwrap();
     assert!(count(h, "OPEN") <= 1, "{:?}", h.requests());
 }
