@@ -189,3 +189,29 @@ fn flagged_files_refuse_the_write_instead_of_the_open() {
         "{out}"
     );
 }
+
+/// What an in-process watch sees of a write through the mount to an existing file (the
+/// lever's documented trade-off): the server's open for the request, the MODIFY, and its
+/// close-write, so a watcher waiting for `IN_CLOSE_WRITE` still learns the data is there.
+#[test]
+fn in_process_watches_see_each_request_as_an_open_and_a_close() {
+    use uvfs::{EventMask, InotifyFlags};
+    let m = Mounted::new(MountOptions::default());
+    let t = m.vfs.root_task();
+    let fd = t.open(b"/w", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+    t.close(fd).unwrap();
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    let mask = EventMask::OPEN | EventMask::MODIFY | EventMask::CLOSE_WRITE | EventMask::CLOSE_NOWRITE;
+    t.inotify_add_watch(&ino, b"/w", mask).unwrap();
+    let mut f = std::fs::OpenOptions::new().write(true).open(m.path().join("w")).unwrap();
+    std::io::Write::write_all(&mut f, b"data").unwrap();
+    drop(f);
+    let mut seen = EventMask::empty();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.contains(EventMask::CLOSE_WRITE) && std::time::Instant::now() < deadline {
+        for e in ino.read_events(16, Some(std::time::Duration::from_millis(50))).unwrap_or_default() {
+            seen |= e.mask;
+        }
+    }
+    assert!(seen.contains(EventMask::OPEN | EventMask::MODIFY | EventMask::CLOSE_WRITE), "{seen:?}");
+}
