@@ -313,14 +313,14 @@ impl VfsInner {
         crate::core::fsnotify::d_instantiate_flags(parent, &d);
         let pos = locked.next_pos;
         locked.next_pos += 1;
-        d.cold.pos.store(pos, Ordering::Relaxed);
+        d.pos.store(pos, Ordering::Relaxed);
         if d.inode().is_some() {
             locked.order.insert(pos, d.clone());
             locked.count += 1;
         }
         if let Some(old) = dir.children.insert(Name::new(name), d, &self.rcu) {
             if old.inode().is_some() {
-                locked.order.remove(&old.cold.pos.load(Ordering::Relaxed));
+                locked.order.remove(&old.pos.load(Ordering::Relaxed));
                 locked.count -= 1;
             }
             old.set_flag(DENTRY_DEAD);
@@ -352,7 +352,7 @@ impl VfsInner {
         let dir = parent.dir().expect("parent is a directory");
         let old = dir.children.remove(name, &self.rcu)?;
         if old.inode().is_some() {
-            locked.order.remove(&old.cold.pos.load(Ordering::Relaxed));
+            locked.order.remove(&old.pos.load(Ordering::Relaxed));
             locked.count -= 1;
         }
         Some(old)

@@ -7,10 +7,11 @@
 //! complete in the cache). A directory's dentry owns the map of its children, which
 //! lockless lookups probe; every change to the map happens under the directory's lock.
 //!
-//! Layout (seed 004): the fields a lookup reads are in [`DentryHot`], on the first cache
-//! line of the dentry; what changes while others look up (the readdir position, and the
-//! `Arc` strong count, which `align(64)` places on the cache line *before* the dentry)
-//! never shares that line. `tests/layout.rs` asserts the offsets.
+//! Layout (seed 004): a dentry is one cache line, the fields a lookup reads
+//! ([`DentryHot`]) and the readdir position (written only when the dentry is linked, as
+//! its name and parent are); what changes while others look up (the `Arc` strong count,
+//! which `align(64)` places on the cache line *before* the dentry, and hostfs's `d_time`,
+//! behind `cold`) never shares that line. The checks at the end of this file assert it.
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
@@ -146,20 +147,31 @@ pub const DENTRY_PARENT_WATCHED: u32 = 1 << 2;
 /// Linux's `DCACHE_OP_REVALIDATE`). Read with the other flags the walk loads anyway.
 pub const DENTRY_OP_REVALIDATE: u32 = 1 << 4;
 
-/// A dentry. Only ever constructed as `Arc<Dentry>` (the walk relies on it).
+/// A dentry. Only ever constructed as `Arc<Dentry>` (the walk relies on it). One cache
+/// line (`align(64)`), so that with its `Arc` counts on the line before it the whole
+/// object is 128 bytes, a size the allocator hands out 64-aligned from its fast path.
 #[repr(C, align(64))]
 pub struct Dentry {
     /// Read by lockless lookups; see the module docs.
     pub(crate) hot: DentryHot,
-    /// Written while others look up; kept off the hot line.
-    pub(crate) cold: DentryCold,
+    /// Position in the parent's readdir order; set under the parent's dir lock when the
+    /// dentry is linked (create, rename), as `parent` and `name` are.
+    pub(crate) pos: AtomicU64,
+    /// What only some filesystems' dentries use, among it what lookups write (hostfs's
+    /// `d_time`), in an allocation of its own; made once, at the dentry's creation for a
+    /// counted one, else by the first `d_time`.
+    pub(crate) cold: once_cell::race::OnceBox<DentryCold>,
 }
 
-/// The lookup-read part of a dentry: one cache line.
+/// The lookup-read part of a dentry.
 #[repr(C)]
 pub struct DentryHot {
     /// Atomic: `DENTRY_*` flags.
     pub(crate) flags: AtomicU32,
+    /// Number of mounts on this dentry (in any parent mount); changed under the rename lock
+    /// and the parent directory's lock (so rmdir/unlink, which hold the latter, see it).
+    /// Beside the flags (its `DENTRY_MOUNTED` is what walks test), in their padding.
+    pub(crate) mounts: AtomicU32,
     /// Immutable: the inode, `None` for a negative dentry.
     pub(crate) inode: Option<Arc<Inode>>,
     /// Immutable: the children of a directory (`None` for anything else).
@@ -171,14 +183,9 @@ pub struct DentryHot {
     pub(crate) name: RcuBox<Name>,
 }
 
-/// The part of a dentry written while others look up.
-#[repr(C, align(64))]
+/// The part of a dentry that few use and lookups may write, off the dentry's line.
+#[derive(Default)]
 pub struct DentryCold {
-    /// Position in the parent's readdir order; protected by the parent's dir lock.
-    pub(crate) pos: AtomicU64,
-    /// Number of mounts on this dentry (in any parent mount); changed under the rename lock
-    /// and the parent directory's lock (so rmdir/unlink, which hold the latter, see it).
-    pub(crate) mounts: AtomicU32,
     /// Immutable: the instance's evictable-dentry counts this dentry is counted in (a
     /// dentry a lookup cached for a filesystem that is not dcache-complete), `None`
     /// otherwise. Decremented when the dentry is freed.
@@ -209,7 +216,7 @@ impl DcacheCounts {
 
 impl Drop for Dentry {
     fn drop(&mut self) {
-        if let Some(c) = &self.cold.counted {
+        if let Some(c) = self.cold.get().and_then(|c| c.counted.as_ref()) {
             c.slot(self.hot.inode.is_some()).fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -271,12 +278,20 @@ impl Dentry {
         Arc::new(Dentry {
             hot: DentryHot {
                 flags: AtomicU32::new(flags),
+                mounts: AtomicU32::new(0),
                 inode,
                 dir,
                 parent: parent.map(RcuArc::new),
                 name: RcuBox::new(Name::new(name)),
             },
-            cold: DentryCold { pos: AtomicU64::new(0), mounts: AtomicU32::new(0), counted, time: AtomicU64::new(0) },
+            pos: AtomicU64::new(0),
+            cold: match counted {
+                Some(c) => once_cell::race::OnceBox::with_value(Box::new(DentryCold {
+                    counted: Some(c),
+                    ..Default::default()
+                })),
+                None => once_cell::race::OnceBox::new(),
+            },
         })
     }
 
@@ -335,7 +350,7 @@ impl Dentry {
     /// [`FileSystem::d_revalidate`](crate::core::superblock::FileSystem::d_revalidate).
     #[inline]
     pub fn d_time(&self) -> &AtomicU64 {
-        &self.cold.time
+        &self.cold.get_or_init(Box::default).time
     }
 
     /// Whether cached lookups of this dentry are revalidated by its filesystem.
@@ -434,13 +449,13 @@ impl std::fmt::Debug for Dentry {
 
 // Seed 004, checked at compile time: the lookup-read fields share no cache line with
 // anything written during a lookup or by reference counting. `align(64)` makes the dentry
-// start a cache line, so an `Arc`'s counts (strong, weak) sit on the line before it.
+// start a cache line, so an `Arc`'s counts (strong, weak) sit on the line before it, and
+// the dentry is that one line: what lookups may write (`d_time`) is behind `cold`.
 const _: () = {
     use std::mem::{align_of, offset_of, size_of};
     assert!(align_of::<Dentry>() == 64);
+    assert!(size_of::<Dentry>() == 64);
     assert!(offset_of!(Dentry, hot) == 0);
-    assert!(size_of::<DentryHot>() <= 64);
-    assert!(offset_of!(Dentry, cold) == 64);
     assert!(offset_of!(DentryHot, flags) < 64);
     assert!(offset_of!(DentryHot, inode) < 64);
     assert!(offset_of!(DentryHot, dir) < 64);

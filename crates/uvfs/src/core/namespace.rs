@@ -52,7 +52,7 @@ impl VfsInner {
     /// The caller holds the rename lock (as `tree`) and is inside the rename sequence.
     pub(crate) fn attach(&self, tree: &mut MountTree, parent: &Mount, mp: &Dentry, m: Arc<Mount>) {
         debug_assert!(self.rename_seq.in_write_section(), "attach outside the rename sequence");
-        mp.cold.mounts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        mp.hot.mounts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         parent.sb.mountpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         mp.set_flag(DENTRY_MOUNTED);
         let old = self.mounts.insert((parent.id(), mp as *const Dentry as usize), m.clone(), &self.rcu);
@@ -87,7 +87,7 @@ impl VfsInner {
             if let Some((p, mp)) = v.parent(guard) {
                 self.mounts.remove(&(p.id(), mp as *const Dentry as usize), &self.rcu);
                 p.sb.mountpoints.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                if mp.cold.mounts.fetch_sub(1, std::sync::atomic::Ordering::Relaxed) == 1 {
+                if mp.hot.mounts.fetch_sub(1, std::sync::atomic::Ordering::Relaxed) == 1 {
                     mp.clear_mounted();
                 }
             }

@@ -127,7 +127,7 @@ impl Task {
     /// `lock_mount`: the topmost mount on the target, which must not be removed (ENOENT)
     /// and must be in the tree (EINVAL). Caller holds the rename lock. The returned lock of
     /// the target's parent directory, held until the mount is attached, orders the mount
-    /// with a concurrent rmdir or unlink (which check `cold.mounts` and mark the dentry
+    /// with a concurrent rmdir or unlink (which check `hot.mounts` and mark the dentry
     /// dead under that lock).
     fn lock_target<'g>(
         &'g self,

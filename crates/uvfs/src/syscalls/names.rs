@@ -284,7 +284,7 @@ impl Task {
         let victim = victim.ok_or(Errno::ENOENT)?;
         let inode = victim.inode().expect("positive").clone();
         may_delete(creds, dir_inode, &inode, false, vfs.fast, &guard)?;
-        if victim.cold.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+        if victim.hot.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
             return Err(Errno::EBUSY);
         }
         p.parent.mnt.sb.fs().unlink(dir_inode, name, &inode)?;
@@ -328,7 +328,7 @@ impl Task {
             vfs.lookup_excl(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, &guard)?.ok_or(Errno::ENOENT)?;
         let inode = victim.inode().expect("positive").clone();
         may_delete(creds, dir_inode, &inode, true, vfs.fast, &guard)?;
-        if victim.cold.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+        if victim.hot.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
             return Err(Errno::EBUSY);
         }
         let vdir = victim.dir().ok_or(Errno::ENOTDIR)?;
@@ -559,7 +559,7 @@ impl Rename<'_> {
                 generic_permission(creds, ti, MAY_WRITE, fast, guard)?;
             }
         }
-        let mounted = |d: &Dentry| d.cold.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0;
+        let mounted = |d: &Dentry| d.hot.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0;
         if mounted(self.src) || self.tgt.is_some_and(|t| mounted(t)) {
             return Err(Errno::EBUSY);
         }
