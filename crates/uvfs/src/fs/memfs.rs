@@ -26,8 +26,8 @@
 
 use std::any::Any;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::{FallocFlags, FsFlags, Timespec};
@@ -164,10 +164,27 @@ fn page_mut(pages: &mut BTreeMap<u64, Page>, idx: u64) -> &mut [u8; PAGE as usiz
     Arc::make_mut(slot.get_or_insert_with(zeroed_page)).as_mut()
 }
 
+/// A regular file's contents: page index -> page, behind a leaf lock, both made by the
+/// file's first data operation, so that an empty file carries no map and no lock.
+#[derive(Default)]
+struct FilePages(once_cell::race::OnceBox<RwLock<BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }>>);
+
+impl FilePages {
+    fn lock(&self) -> &RwLock<BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }> {
+        self.0.get_or_init(Box::default)
+    }
+    fn read(&self) -> crate::sync::RwLockReadGuard<'_, BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }> {
+        self.lock().read()
+    }
+    fn write(&self) -> crate::sync::RwLockWriteGuard<'_, BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }> {
+        self.lock().write()
+    }
+}
+
 /// Per-inode private data.
 enum Node {
-    /// Regular file contents: page index -> page. Leaf lock.
-    File(RwLock<BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }>),
+    /// Regular file contents.
+    File(FilePages),
     /// Symlink body (the filesystem's own copy; the inode caches one too).
     Link(Box<[u8]>),
     /// Directories and special files carry nothing.
@@ -191,7 +208,7 @@ struct MemNode {
     node: Node,
     /// Set once, by the first xattr or ACL the inode gets: an inode without either (most
     /// files) carries no empty map and no locks for them.
-    meta: OnceLock<Box<MemMeta>>,
+    meta: once_cell::race::OnceBox<MemMeta>,
     usage: Arc<Usage>,
     /// Atomic: the space was given back (evict), so the final drop must not again.
     evicted: AtomicBool,
@@ -215,7 +232,9 @@ impl MemNode {
         if self.evicted.swap(true, Ordering::AcqRel) {
             return;
         }
-        if let Node::File(pages) = &self.node {
+        if let Node::File(FilePages(made)) = &self.node
+            && let Some(pages) = made.get()
+        {
             let mut pages = pages.write();
             self.usage.pages.fetch_sub(pages.len() as u64, Ordering::Relaxed);
             pages.clear();
@@ -273,7 +292,7 @@ impl MemFs {
         self.usage.reserve_ispace(self.max_inodes, BOGO_INODE_SIZE)?;
         let now = Timespec::now();
         let (node, size, blocks, link) = match ftype {
-            FileType::Regular => (Node::File(RwLock::new(BTreeMap::new())), 0, 0, None),
+            FileType::Regular => (Node::File(FilePages::default()), 0, 0, None),
             FileType::Directory => (Node::Other, 2 * DIRENT_SIZE, 0, None),
             FileType::Symlink => {
                 let t = args.target.unwrap_or_default();
@@ -296,7 +315,7 @@ impl MemFs {
             default_acl: AclInit::Known(args.default_acl.clone()),
             link,
         };
-        let meta = OnceLock::new();
+        let meta = once_cell::race::OnceBox::new();
         if args.acl.is_some() || args.default_acl.is_some() {
             let acls = Mutex::new([args.acl.clone(), args.default_acl.clone()]);
             let _ = meta.set(Box::new(MemMeta { acls, ..Default::default() }));
@@ -782,3 +801,7 @@ impl FileSystem for MemFs {
         self
     }
 }
+
+// An empty file's node fits the allocator's 64-byte class: its pages and its xattrs and
+// ACLs live behind pointers made on first use.
+const _: () = assert!(std::mem::size_of::<MemNode>() <= 64);
