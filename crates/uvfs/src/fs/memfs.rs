@@ -167,7 +167,11 @@ fn page_mut(pages: &mut BTreeMap<u64, Page>, idx: u64) -> &mut [u8; PAGE as usiz
 /// A regular file's contents: page index -> page, behind a leaf lock, both made by the
 /// file's first data operation, so that an empty file carries no map and no lock.
 #[derive(Default)]
-struct FilePages(once_cell::race::OnceBox<RwLock<BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }>>);
+struct FilePages(
+    /// Set once (an atomic pointer), by the first data operation; the map under its own
+    /// leaf lock.
+    once_cell::race::OnceBox<RwLock<BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }>>,
+);
 
 impl FilePages {
     fn lock(&self) -> &RwLock<BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }> {
