@@ -8,6 +8,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
+use uvfs::fs::tarfs;
 use uvfs::{AtFlags, DirFd, Errno, FileType, OpenFlags, Task};
 
 fn io(e: std::io::Error) -> Errno {
@@ -50,12 +51,7 @@ pub fn export_tree(task: &Task, dir: &[u8], exclude: &[Vec<u8>], out: impl Write
             continue;
         }
         let name = PathBuf::from(OsStr::from_bytes(if rel.is_empty() { b"./" } else { &rel }));
-        let mut h = tar::Header::new_gnu();
-        h.set_mode(st.mode & 0o7777);
-        h.set_uid(u64::from(st.uid));
-        h.set_gid(u64::from(st.gid));
-        h.set_mtime(st.mtime.sec.max(0) as u64);
-        h.set_size(0);
+        let mut h = tarfs::entry_header(&st);
         if ftype != FileType::Directory && st.nlink > 1 {
             if let Some(first) = seen.get(&(st.dev, st.ino)) {
                 h.set_entry_type(tar::EntryType::Link);
@@ -73,20 +69,7 @@ pub fn export_tree(task: &Task, dir: &[u8], exclude: &[Vec<u8>], out: impl Write
                 let len = task.lgetxattr(&path, k, &mut v)?;
                 xattrs.push((k.to_vec(), v[..len].to_vec()));
             }
-            if !xattrs.is_empty() {
-                let keyed: Vec<(Vec<u8>, Vec<u8>)> =
-                    xattrs.into_iter().map(|(k, v)| ([b"SCHILY.xattr.".as_slice(), &k].concat(), v)).collect();
-                let records =
-                    uvfs::fs::tarfs::pax_records(&keyed.iter().map(|(k, v)| (k.clone(), &v[..])).collect::<Vec<_>>());
-                let mut x = tar::Header::new_ustar();
-                x.set_entry_type(tar::EntryType::XHeader);
-                x.set_mode(0o644);
-                x.set_uid(0);
-                x.set_gid(0);
-                x.set_mtime(0);
-                x.set_size(records.len() as u64);
-                tar.append_data(&mut x, "PaxHeader", &records[..]).map_err(io)?;
-            }
+            tarfs::append_xattrs(&mut tar, &xattrs).map_err(io)?;
         }
         match ftype {
             FileType::Directory => {
@@ -117,14 +100,7 @@ pub fn export_tree(task: &Task, dir: &[u8], exclude: &[Vec<u8>], out: impl Write
                 tar.append_link(&mut h, &name, OsStr::from_bytes(&target[..n])).map_err(io)?;
             }
             t => {
-                h.set_entry_type(match t {
-                    FileType::CharDevice => tar::EntryType::Char,
-                    FileType::BlockDevice => tar::EntryType::Block,
-                    _ => tar::EntryType::Fifo,
-                });
-                let (major, minor) = (libc::major(st.rdev), libc::minor(st.rdev));
-                h.set_device_major(major).map_err(io)?;
-                h.set_device_minor(minor).map_err(io)?;
+                tarfs::set_special(&mut h, t, st.rdev).map_err(io)?;
                 tar.append_data(&mut h, &name, std::io::empty()).map_err(io)?;
             }
         }

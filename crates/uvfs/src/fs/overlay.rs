@@ -302,6 +302,21 @@ impl OverlayFs {
         Ok(self.lookup_lower(&n.lower_dirs, name)?.is_some())
     }
 
+    /// Takes `name` out of the merged `dir` (unlink, rmdir): `dir` is copied up, and the
+    /// name leaves a whiteout where a lower layer has it.
+    fn remove_entry(&self, dir: &Inode, name: &[u8]) -> Result<()> {
+        self.copy_up(dir)?;
+        let lower_has = self.lower_has(dir, name)?;
+        let mut st = node(dir).state.lock();
+        st.cache.remove(name);
+        if lower_has {
+            st.entries.insert(name.into(), Entry::Whiteout);
+        } else {
+            st.entries.remove(name);
+        }
+        Ok(())
+    }
+
     /// A new object of the upper layer.
     fn new_upper(&self, sb: &Arc<SuperBlock>, args: &CreateArgs<'_>, nlink: u32) -> Result<Arc<Inode>> {
         let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
@@ -676,17 +691,7 @@ impl FileSystem for OverlayFs {
     }
 
     fn unlink(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
-        self.copy_up(dir)?;
-        let lower_has = self.lower_has(dir, name)?;
-        {
-            let mut st = node(dir).state.lock();
-            st.cache.remove(name);
-            if lower_has {
-                st.entries.insert(name.into(), Entry::Whiteout);
-            } else {
-                st.entries.remove(name);
-            }
-        }
+        self.remove_entry(dir, name)?;
         let now = Timespec::now();
         inode.update(|w| {
             let a = w.get();
@@ -701,17 +706,7 @@ impl FileSystem for OverlayFs {
         if !self.list(inode)?.is_empty() {
             return Err(Errno::ENOTEMPTY);
         }
-        self.copy_up(dir)?;
-        let lower_has = self.lower_has(dir, name)?;
-        {
-            let mut st = node(dir).state.lock();
-            st.cache.remove(name);
-            if lower_has {
-                st.entries.insert(name.into(), Entry::Whiteout);
-            } else {
-                st.entries.remove(name);
-            }
-        }
+        self.remove_entry(dir, name)?;
         inode.update(|w| w.set_nlink(0));
         OverlayFs::dir_changed(dir, Timespec::now(), -1, true);
         Ok(())
@@ -1018,7 +1013,7 @@ impl FileSystem for OverlayFs {
 /// The header of an empty marker member (a whiteout, an opaque directory's mark, a PAX
 /// header): every numeric field set, as readers parse them all.
 fn marker(ty: tar::EntryType, size: u64) -> tar::Header {
-    let mut h = if ty == tar::EntryType::XHeader { tar::Header::new_ustar() } else { tar::Header::new_gnu() };
+    let mut h = tar::Header::new_gnu();
     h.set_entry_type(ty);
     h.set_mode(0o644);
     h.set_uid(0);
@@ -1086,12 +1081,7 @@ impl OverlayFs {
                 };
                 let p = at(&name);
                 let st = i.stat();
-                let mut h = tar::Header::new_gnu();
-                h.set_mode(st.mode & 0o7777);
-                h.set_uid(u64::from(st.uid));
-                h.set_gid(u64::from(st.gid));
-                h.set_mtime(st.mtime.sec.max(0) as u64);
-                h.set_size(0);
+                let mut h = crate::fs::tarfs::entry_header(&st);
                 if i.file_type() != FileType::Directory && st.nlink > 1 {
                     if let Some(first) = seen.get(&st.ino) {
                         h.set_entry_type(tar::EntryType::Link);
@@ -1100,20 +1090,9 @@ impl OverlayFs {
                     }
                     seen.insert(st.ino, p.clone());
                 }
-                let xattrs: Vec<(Vec<u8>, Box<[u8]>)> = node(&i)
-                    .state
-                    .lock()
-                    .xattrs
-                    .iter()
-                    .map(|(k, v)| ([b"SCHILY.xattr.".as_slice(), k].concat(), v.clone()))
-                    .collect();
-                if !xattrs.is_empty() {
-                    let records = crate::fs::tarfs::pax_records(
-                        &xattrs.iter().map(|(k, v)| (k.clone(), &v[..])).collect::<Vec<_>>(),
-                    );
-                    let mut x = marker(tar::EntryType::XHeader, records.len() as u64);
-                    tar.append_data(&mut x, "PaxHeader", &records[..]).map_err(io)?;
-                }
+                let xattrs: Vec<(Vec<u8>, Vec<u8>)> =
+                    node(&i).state.lock().xattrs.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+                crate::fs::tarfs::append_xattrs(&mut tar, &xattrs).map_err(io)?;
                 match i.file_type() {
                     FileType::Directory => {
                         h.set_entry_type(tar::EntryType::Directory);
@@ -1136,14 +1115,7 @@ impl OverlayFs {
                         tar.append_link(&mut h, path(&p), path(&target)).map_err(io)?;
                     }
                     t => {
-                        h.set_entry_type(match t {
-                            FileType::CharDevice => tar::EntryType::Char,
-                            FileType::BlockDevice => tar::EntryType::Block,
-                            _ => tar::EntryType::Fifo,
-                        });
-                        let (major, minor) = crate::abi::stat::major_minor(st.rdev);
-                        h.set_device_major(major).map_err(io)?;
-                        h.set_device_minor(minor).map_err(io)?;
+                        crate::fs::tarfs::set_special(&mut h, t, st.rdev).map_err(io)?;
                         tar.append_data(&mut h, path(&p), std::io::empty()).map_err(io)?;
                     }
                 }

@@ -524,9 +524,57 @@ impl FileSystem for TarFs {
     }
 }
 
-/// A PAX extended header's records (`"LEN key=value\n"`, LEN counting itself), for
-/// writers of archives (the overlay's export, the frontend's tree export).
-pub fn pax_records(pairs: &[(Vec<u8>, &[u8])]) -> Vec<u8> {
+// ---- writing archives: what the overlay's export and the frontend's tree export share ----
+
+/// The header of an archive entry for an object with attributes `st`: mode, owner and
+/// modification time, size 0. The caller sets the type (and a regular file's size).
+pub fn entry_header(st: &crate::abi::stat::Stat) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_mode(st.mode & 0o7777);
+    h.set_uid(u64::from(st.uid));
+    h.set_gid(u64::from(st.gid));
+    h.set_mtime(st.mtime.sec.max(0) as u64);
+    h.set_size(0);
+    h
+}
+
+/// Makes `h` the entry of a device node or fifo of type `ftype` (device number `rdev`).
+pub fn set_special(h: &mut tar::Header, ftype: FileType, rdev: u64) -> std::io::Result<()> {
+    h.set_entry_type(match ftype {
+        FileType::CharDevice => tar::EntryType::Char,
+        FileType::BlockDevice => tar::EntryType::Block,
+        _ => tar::EntryType::Fifo,
+    });
+    let (major, minor) = crate::abi::stat::major_minor(rdev);
+    h.set_device_major(major)?;
+    h.set_device_minor(minor)
+}
+
+/// Appends a PAX extended header carrying `xattrs` (full names, values) as
+/// `SCHILY.xattr.` records, for the entry appended next (GNU tar's form); nothing when
+/// there are none.
+pub fn append_xattrs<W: std::io::Write>(
+    tar: &mut tar::Builder<W>,
+    xattrs: &[(Vec<u8>, Vec<u8>)],
+) -> std::io::Result<()> {
+    if xattrs.is_empty() {
+        return Ok(());
+    }
+    let keyed: Vec<(Vec<u8>, &[u8])> =
+        xattrs.iter().map(|(k, v)| ([b"SCHILY.xattr.".as_slice(), k].concat(), &v[..])).collect();
+    let records = pax_records(&keyed);
+    let mut x = tar::Header::new_ustar();
+    x.set_entry_type(tar::EntryType::XHeader);
+    x.set_mode(0o644);
+    x.set_uid(0);
+    x.set_gid(0);
+    x.set_mtime(0);
+    x.set_size(records.len() as u64);
+    tar.append_data(&mut x, "PaxHeader", &records[..])
+}
+
+/// A PAX extended header's records (`"LEN key=value\n"`, LEN counting itself).
+fn pax_records(pairs: &[(Vec<u8>, &[u8])]) -> Vec<u8> {
     let mut out = Vec::new();
     for (k, v) in pairs {
         let body = k.len() + v.len() + 3; // space, '=', newline
