@@ -540,6 +540,18 @@ fn an_empty_file_allocates_its_objects_only() {
     assert_eq!(long - short, 2000, "allocations beyond a file's objects: {short} short, {long} long");
     assert_eq!(long_bytes - short_bytes, 2 * 40 * 1000, "bytes: {short_bytes} short, {long_bytes} long");
     assert!(short <= 5300, "allocations of 1000 empty files: {short}");
+    // Reading an empty file makes no page map: an open, a read and a close allocate the
+    // open file and nothing else.
+    let mut buf = [0u8; 16];
+    let paths: Vec<String> = (0..100).map(|i| format!("/short/{i:0>8}")).collect();
+    let a0 = allocs();
+    for p in &paths {
+        let fd = t.open(p.as_bytes(), OpenFlags::RDONLY, 0).unwrap();
+        assert_eq!(t.read(fd, &mut buf), Ok(0));
+        t.close(fd).unwrap();
+    }
+    let reads = allocs() - a0;
+    assert!(reads <= 100 + 5, "open + read + close of 100 empty files: {reads} allocations");
     // 555 bytes a file when measured (the inode 256 with its counts, the dentry 128, the
     // memfs node 64 without page map or xattr and ACL room, the map node 40, the name box
     // 16, growth): no more.

@@ -165,11 +165,12 @@ fn page_mut(pages: &mut BTreeMap<u64, Page>, idx: u64) -> &mut [u8; PAGE as usiz
 }
 
 /// A regular file's contents: page index -> page, behind a leaf lock, both made by the
-/// file's first data operation, so that an empty file carries no map and no lock.
+/// first operation that writes the file (write, truncate, fallocate, a copy into it), so
+/// that an empty file carries no map and no lock, and reading one makes none.
 #[derive(Default)]
 struct FilePages(
-    /// Set once (an atomic pointer), by the first data operation; the map under its own
-    /// leaf lock.
+    /// Set once (an atomic pointer), by the first operation that writes; the map under its
+    /// own leaf lock.
     once_cell::race::OnceBox<RwLock<BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }>>,
 );
 
@@ -177,11 +178,34 @@ impl FilePages {
     fn lock(&self) -> &RwLock<BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }> {
         self.0.get_or_init(Box::default)
     }
-    fn read(&self) -> crate::sync::RwLockReadGuard<'_, BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }> {
-        self.lock().read()
+    /// The pages for reading: a file never written has none, and reading it makes none.
+    fn read(&self) -> PagesRead<'_> {
+        match self.0.get() {
+            Some(l) => PagesRead::Locked(l.read()),
+            None => PagesRead::Never,
+        }
     }
     fn write(&self) -> crate::sync::RwLockWriteGuard<'_, BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }> {
         self.lock().write()
+    }
+}
+
+/// A file's pages held for reading (see [`FilePages::read`]).
+enum PagesRead<'a> {
+    /// The file has had no data operation: no pages.
+    Never,
+    /// The file's map, its lock held shared.
+    Locked(crate::sync::RwLockReadGuard<'a, BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }>),
+}
+
+impl std::ops::Deref for PagesRead<'_> {
+    type Target = BTreeMap<u64, Page>;
+    fn deref(&self) -> &Self::Target {
+        static NONE: BTreeMap<u64, Page> = BTreeMap::new();
+        match self {
+            PagesRead::Never => &NONE,
+            PagesRead::Locked(g) => g,
+        }
     }
 }
 
