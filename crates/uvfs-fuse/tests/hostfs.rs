@@ -130,6 +130,13 @@ fn passthrough_case(changes: uvfs::fs::hostfs::HostChanges, opts: MountOptions) 
     use std::io::Write;
     std::fs::OpenOptions::new().append(true).open(m.join("old")).unwrap().write_all(b"+more").unwrap();
     assert_eq!(std::fs::read(host.path().join("old")).unwrap(), b"host data+more");
+    // uvfs re-reads the host file when the kernel releases the open, and the kernel sends
+    // RELEASE after `close` returns, without waiting: so the in-process view reaches the
+    // new size a moment after the close (it raced the assertion under a loaded gate run).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while vfs.root_task().stat(b"/old").unwrap().size != 14 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
     assert_eq!(vfs.root_task().stat(b"/old").unwrap().size, 14);
     handle.unmount().unwrap();
 }
