@@ -19,7 +19,7 @@ pub const AFTER_HELP: &str = "\
 Cases: openneg, readlink1, stat, open1, stat2, write1, messaging, fstree (alone: --case fstree),
   workloads (alone: --case workloads), scale (alone: --case scale).
 Targets: kernel, uvfs, fuse (root), uvfs-no-lockless, uvfs-no-failed-open,
-  uvfs-no-symlink-cache, uvfs-no-acl, uvfs-no-notify, uvfs-no-inode-hash.
+  uvfs-no-symlink-cache, uvfs-no-acl, uvfs-no-notify, uvfs-no-inode-hash, uvfs-no-path-cache.
 By default each case runs on kernel, uvfs and the uvfs-no-* switches relevant to it.
 fstree always runs kernel, uvfs, uvfs-no-inode-hash (hostfs trusting its caches) and
   uvfs-revalidate (hostfs checking cached names against the host, its default).

@@ -12,7 +12,8 @@
 //! | `create in a big directory` | `open(O_CREAT)` + `close` of 10,000 more files in a directory of `big_dir` entries |
 //! | `slowest create while filling` | the longest single `mknod` among the `big_dir` that fill that directory, in microseconds (a table that grows all at once shows here) |
 //! | `stat of a random name in a big directory` | `fstatat` of names drawn at random (seeded) from that directory |
-//! | `cached stat, depth D` | `fstatat` of a file D directories deep, relative to a directory descriptor, the same path again and again (D = 1, 8, 64) |
+//! | `cached stat, depth D` | `fstatat` of a file D directories deep, relative to a directory descriptor, the same path again and again (D = 1, 8, 64); uvfs answers from its path cache |
+//! | `cached stat, depth 64, path cache off` | the same with `FastPaths::PATH_CACHE` off: uvfs walks component by component |
 //!
 //! Times are nanoseconds per operation (one pass over a fixed amount of work, after a
 //! warm-up pass for the stat rows), lower is better; memory is bytes per file. `--quick`
@@ -27,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use uvfs::{AtFlags, DirFd, Fd, OpenFlags, Task, Vfs, VfsConfig};
+use uvfs::{AtFlags, DirFd, FastPaths, Fd, OpenFlags, Task, Vfs, VfsConfig};
 
 use crate::alloc;
 
@@ -196,17 +197,26 @@ pub fn run(tmpfs: &Path, s: ScaleSizes, say: &dyn Fn(&str)) -> Result<ScaleRepor
     });
 
     say("deep paths");
+    let mut k64 = None;
     for depth in [1usize, 8, 64] {
-        let u = uvfs_deep_stat(depth, s.stats);
+        let u = uvfs_deep_stat(depth, s.stats, FastPaths::all());
         let k = host.deep_stat(depth, s.stats)?;
+        k64 = Some(k);
         rows.push(Row {
             measure: format!("cached stat, path depth {depth}"),
             unit: "ns/op",
             uvfs: Some(u),
             kernel: Some(k),
-            note: String::new(),
+            note: "uvfs: answered by the path cache".into(),
         });
     }
+    rows.push(Row {
+        measure: "cached stat, path depth 64, path cache off".into(),
+        unit: "ns/op",
+        uvfs: Some(uvfs_deep_stat(64, s.stats, FastPaths::all() - FastPaths::PATH_CACHE)),
+        kernel: k64,
+        note: "uvfs: the lockless walk, component by component".into(),
+    });
 
     say("fork a tree");
     let fork_files = s.files / 10;
@@ -398,8 +408,9 @@ fn deep_path(depth: usize) -> Vec<u8> {
     p
 }
 
-fn uvfs_deep_stat(depth: usize, stats: usize) -> f64 {
-    let (_vfs, t) = vfs();
+fn uvfs_deep_stat(depth: usize, stats: usize, fast: FastPaths) -> f64 {
+    let _vfs = Vfs::new(VfsConfig { fast_paths: fast, ..VfsConfig::default() });
+    let t = _vfs.root_task();
     t.mkdir(b"/base", 0o755).expect("mkdir");
     let mut dir = b"/base".to_vec();
     for _ in 0..depth {

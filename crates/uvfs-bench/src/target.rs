@@ -63,6 +63,7 @@ pub const TARGETS: &[Target] = &[
     uvfs_off("uvfs-no-acl", FastPaths::ACL),
     uvfs_off("uvfs-no-notify", FastPaths::NOTIFY),
     uvfs_off("uvfs-no-inode-hash", FastPaths::INODE_HASH),
+    uvfs_off("uvfs-no-path-cache", FastPaths::PATH_CACHE),
 ];
 
 /// Looks a target up by name.

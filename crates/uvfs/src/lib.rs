@@ -12,7 +12,7 @@
 //! | `sync/` | the primitives: counting, rank-checked locks (`lock.rs`), reclamation (`rcu.rs`), sequence counts, the lockless hash table, the per-thread [`counters`] | nothing |
 //! | `abi/` | what crosses the API: [`Errno`], flags ([`OpenFlags`], [`AtFlags`], ...), [`Credentials`], [`VfsConfig`], [`Stat`], [`limits`] | `sync` |
 //! | `core/` | the objects and what keeps them consistent (below) | `sync`, `abi` |
-//! | `walk/` | `namei.rs`: the path walk over a `WalkCtx` (instance, credentials, root/cwd, descriptors), not a `Task` | `core`, `abi`, `sync` |
+//! | `walk/` | `namei.rs`: the path walk over a `WalkCtx` (instance, credentials, root/cwd, descriptors), not a `Task`; `pathcache.rs`: the per-thread table of whole paths in front of it | `core`, `abi`, `sync` |
 //! | `fs/` | the filesystems, [`fs::memfs`], [`fs::hostfs`] and [`fs::tarfs`] (a tar archive, read-only), [`fs::overlay`] (a writable layer in memory over read-only layers, overlayfs's semantics): the filesystem API of `core` only | `core` (`superblock`, `inode`, `dentry`, `acl`, `icache`, `xattr`, `file`), `abi`, `sync` |
 //! | `syscalls/` | the calls on [`Task`], one file per family (`open`, `attr`, `stat`, `names`, `read_write`, `readdir`, `utimes`, `xattr`, `acl`, `mount`, `inotify`, `locks`, `fd`, `ioctl`, `fs_struct`) | everything below; the only layer besides the top that names a concrete filesystem |
 //! | top level | `lib.rs` (this map), `vfs.rs` ([`Vfs`]), `task.rs` ([`Task`]) | everything |
@@ -55,7 +55,10 @@
 //! freed only after every reader pinned at the time has left: every reference that makes
 //! an object reachable without a lock is dropped through the instance's
 //! `seize` collector. That is what lets a walk read everything with plain loads and
-//! take no reference count. Details in `sync/rcu.rs`.
+//! take no reference count. Details in `sync/rcu.rs`. The path cache holds dentries with
+//! no count and no pin: an entry answers only while its filesystem's names stamp says no
+//! name has left the tree since its walk began, and every change marks itself there
+//! before it retires anything (`SuperBlock::names_change`, `walk/pathcache.rs`).
 //!
 //! ## Fast paths (see `shared/DESIGN.md`), each with a [`FastPaths`] switch
 //! - **Lockless walk, no shared write on lookup** (seed 004): `walk/namei.rs`. A stat, access,
@@ -78,6 +81,12 @@
 //! - **Nobody locks** (no switch: nothing to fall back to): `core/locks.rs`. A file nobody
 //!   ever locked has no lock context; close tests the inode's pointer to its extras (made
 //!   by a first lock or inotify mark; no lock, no allocation), open and write test nothing.
+//! - **Whole-path cache** (not a seed; Tsai et al., SOSP 2015): `walk/pathcache.rs`. A
+//!   path whose every directory lets everyone search it, within one mount of memfs, is
+//!   learned by its first lockless walk and then answered by one probe of a per-thread
+//!   table (key: instance, start, root, flags, the path's bytes), checked against the
+//!   rename sequence and the filesystem's names stamp, which renames, removals, mounts and
+//!   a directory's mode or access ACL move. Needs the lockless walk and the no-ACL check.
 //! - **No-ACL permission check** (seed 001): the ACL slot (`core/acl.rs`), read by `core/permission.rs`
 //!   without a lock; "known none" (or a check the mode decides: the owner, or no group
 //!   bits) touches no ACL data, a cached ACL is evaluated in place.
@@ -117,7 +126,8 @@
 //!   of the VFS counts itself), walks answered by the lockless tier and by the locked tier,
 //!   walks redone because a rename overlapped, symlink bodies read from the filesystem,
 //!   notify locks, dentries the filesystem's revalidation dropped, entries the dcache
-//!   eviction looked at, and (debug builds) hash-table probes. A fast path that fell back
+//!   eviction looked at, walks the path cache answered and learned, and (debug builds)
+//!   hash-table probes. A fast path that fell back
 //!   shows as `walk_locked` growing, or `locks` above zero for a cached stat; the tests
 //!   assert these counts, never times.
 //! - **Caches**: [`Vfs::dcache_counts`] and [`Vfs::cached_inodes`] for the bounded caches
@@ -146,7 +156,8 @@
 //!   does not change (`HostChanges::Never`): correct, and a system call per cached lookup.
 //! - A directory of a hostfs that changed on the host is not dropped from the cache while
 //!   anything is mounted inside that hostfs (Linux would detach those mounts).
-//! - Deep paths cost one hash probe per component; there is no whole-path cache.
+//! - The path cache serves memfs only, paths of at most 255 bytes, and directories that
+//!   everyone may search; other deep paths cost one hash probe per component.
 //!
 //! ## Example
 //! ```

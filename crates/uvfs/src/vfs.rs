@@ -48,6 +48,7 @@ impl Vfs {
         let tree = MountTree::new(root.clone());
         Ok(Vfs {
             inner: Arc::new(VfsInner {
+                id: crate::core::instance::next_instance_id(),
                 fast: config.fast_paths,
                 config,
                 rcu,

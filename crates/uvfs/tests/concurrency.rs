@@ -184,6 +184,11 @@ impl WalkCount {
         if !lockless {
             assert_eq!(free, 0, "the lockless walk is switched off");
         }
+        // The path cache answers in the lockless tier only (and its answers are judged
+        // with the rest: these races are what its stamps are for).
+        let hits = c.path_cache_hits - self.before.path_cache_hits;
+        assert!(hits <= free, "path cache hits {hits}, lockless walks {free}");
+        eprintln!("reader: {free} lockless walks, {hits} answered by the path cache");
         (free, locked, retries)
     }
 }

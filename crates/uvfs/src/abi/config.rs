@@ -23,6 +23,12 @@ bitflags! {
         const NOTIFY = 1 << 4;
         /// The lockless inode-cache probe (seed 004, hash half). Off: probe under the lock.
         const INODE_HASH = 1 << 5;
+        /// A cached path answered by one probe of a per-thread table of whole paths
+        /// (Tsai et al., "How to Get More Value From Your File System Directory Cache",
+        /// SOSP 2015) when every directory on it may be searched by everyone; not one
+        /// of the seeds. Needs `LOCKLESS_WALK` and `ACL` (its permission shortcut). Off:
+        /// every walk goes component by component.
+        const PATH_CACHE = 1 << 6;
     }
 }
 

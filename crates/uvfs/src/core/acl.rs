@@ -509,6 +509,14 @@ fn slot(inode: &Inode, ty: AclType) -> &AclSlot {
     }
 }
 
+/// Publishes `acl` in the inode's slot. A directory's access ACL appearing may take away
+/// search permission that the path cache relied on (see `SuperBlock::names_change`); one
+/// going away gives permission, which no cached answer depends on.
+fn publish(inode: &Inode, ty: AclType, acl: Option<Arc<Acl>>) {
+    let _change = (ty == AclType::Access && acl.is_some() && inode.is_dir()).then(|| inode.sb().names_change());
+    slot(inode, ty).set(acl, &inode.sb().rcu());
+}
+
 /// Whether the inode can carry ACLs: the filesystem supports them (`IS_POSIXACL`) and the
 /// inode is not a symlink (Linux's symlinks have no ACL operations).
 pub(crate) fn supported(inode: &Inode) -> bool {
@@ -523,7 +531,7 @@ pub(crate) fn supported(inode: &Inode) -> bool {
 pub(crate) fn load_locked(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
     debug_assert!(inode.lock.is_locked());
     let acl = inode.sb().fs().get_acl(inode, ty)?;
-    slot(inode, ty).set(acl.clone(), &inode.sb().rcu());
+    publish(inode, ty, acl.clone());
     Ok(acl)
 }
 
@@ -602,7 +610,7 @@ pub(crate) fn set_posix_acl(creds: &Credentials, inode: &Inode, ty: AclType, acl
         w.set_mode(mode);
         w.set_ctime(now);
     });
-    slot(inode, ty).set(acl, &inode.sb().rcu());
+    publish(inode, ty, acl);
     if mode != old_mode {
         fs.setattr(inode, &SetAttr { mode: Some(mode & !S_IFMT), ..Default::default() })?;
     }
@@ -625,7 +633,7 @@ pub(crate) fn posix_acl_chmod_locked(inode: &Inode, mode: u32) -> Result<()> {
     acl.chmod_masq(mode);
     let acl = Arc::new(acl);
     inode.sb().fs().set_acl(inode, AclType::Access, Some(&acl))?;
-    slot(inode, AclType::Access).set(Some(acl), &inode.sb().rcu());
+    publish(inode, AclType::Access, Some(acl));
     Ok(())
 }
 

@@ -119,7 +119,7 @@ impl VfsInner {
         counters::bump(|c| c.dentries_invalidated += 1);
         self.d_remove(parent, locked, name, guard);
         if let Some(dd) = d.dir() {
-            self.d_prune(&mut dd.lock.write(), dd);
+            self.d_prune(sb, &mut dd.lock.write(), dd);
         }
         true
     }
@@ -129,8 +129,10 @@ impl VfsInner {
     /// reachable only through it, and each holds it (as its parent) while its map holds
     /// them: without this the subtree would be a cycle, never freed. Children still in use
     /// (an open file, a cwd) keep what they hold. Locks go downwards only, one directory
-    /// at a time below the caller's, as the lock order allows.
-    pub(crate) fn d_prune(&self, locked: &mut DirLocked, dir: &crate::core::dentry::Dir) {
+    /// at a time below the caller's, as the lock order allows. `sb` is the directory's
+    /// instance: what leaves the tree here leaves its path cache.
+    pub(crate) fn d_prune(&self, sb: &SuperBlock, locked: &mut DirLocked, dir: &crate::core::dentry::Dir) {
+        let _change = sb.names_change();
         locked.order.clear();
         locked.count = 0;
         let mut stack: Vec<Arc<Dentry>> = dir.children.drain(&self.rcu);
@@ -324,6 +326,17 @@ impl VfsInner {
                 locked.count -= 1;
             }
             old.set_flag(DENTRY_DEAD);
+            // Not for a complete instance, where a name is removed before another takes
+            // its place (`d_unhash` marks that change). Should one be replaced: the map
+            // retired its node before the change could be marked, so the dentry is held
+            // until the readers pinned by then are gone (a path cache entry may still
+            // answer with it until the mark; see `crate::walk::pathcache`).
+            let sb = parent.inode().expect("directories are positive").sb();
+            debug_assert!(!sb.dcache_complete(), "a complete directory's name replaced in place");
+            if sb.dcache_complete() {
+                drop(sb.names_change());
+                self.rcu.defer_drop_arc(old);
+            }
         }
     }
 
@@ -350,6 +363,8 @@ impl VfsInner {
         _guard: &LocalGuard<'_>,
     ) -> Option<Arc<Dentry>> {
         let dir = parent.dir().expect("parent is a directory");
+        // Marked from before the map retires anything: see `SuperBlock::names_change`.
+        let _change = parent.inode().expect("directories are positive").sb().names_change();
         let old = dir.children.remove(name, &self.rcu)?;
         if old.inode().is_some() {
             locked.order.remove(&old.pos.load(Ordering::Relaxed));

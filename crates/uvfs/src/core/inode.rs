@@ -244,6 +244,8 @@ impl Inode {
     /// permission check loads them again.
     pub fn forget_cached_acls(&self) {
         let _g = self.lock.lock();
+        // A directory no longer known to have no ACL: see `SuperBlock::names_change`.
+        let _change = (self.ftype == FileType::Directory).then(|| self.sb.names_change());
         self.acl_access.forget(&self.sb.rcu());
         self.acl_default.forget(&self.sb.rcu());
     }
@@ -569,6 +571,9 @@ impl AttrWriter<'_> {
         if m != old {
             self.inode.set_nosec(false);
         }
+        // Whether everyone may search a directory may change: see `SuperBlock::names_change`.
+        let _change =
+            ((m ^ old) & 0o111 != 0 && self.inode.ftype == FileType::Directory).then(|| self.inode.sb.names_change());
         self.inode.mode.store(m, Ordering::Relaxed);
     }
     /// Sets the owner.

@@ -18,6 +18,9 @@ use std::sync::atomic::AtomicUsize;
 pub(crate) type MountKey = (crate::core::mount::MountId, usize);
 
 pub(crate) struct VfsInner {
+    /// Immutable: unique among the process's instances, never reused (the path cache
+    /// keys its entries by it).
+    pub(crate) id: u64,
     /// Immutable: the reclamation domain.
     pub(crate) rcu: Rcu,
     /// Immutable: the configuration.
@@ -49,6 +52,12 @@ pub(crate) struct VfsInner {
     pub(crate) next_pid: std::sync::atomic::AtomicI32,
     /// The pipes of the fifos open in this instance.
     pub(crate) fifos: crate::core::pipe::Fifos,
+}
+
+/// A new instance id: 1, 2, ...; never 0, which marks an empty path cache entry.
+pub(crate) fn next_instance_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Drop for VfsInner {

@@ -331,6 +331,19 @@ pub struct RenameReq<'a> {
 
 static NEXT_DEV: AtomicU64 = AtomicU64::new(1);
 
+/// A change to an instance's names in progress (see [`SuperBlock::names_change`]).
+pub(crate) struct NamesChange<'a>(&'a SuperBlock);
+
+impl Drop for NamesChange<'_> {
+    fn drop(&mut self) {
+        if self.0.complete {
+            // Done first: a reader that sees no change in progress sees this one counted.
+            self.0.names_done.fetch_add(1, Ordering::SeqCst);
+            self.0.names_busy.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
 /// One filesystem instance.
 pub struct SuperBlock {
     /// Immutable: device number reported in `st_dev` (anonymous devices, major 0).
@@ -351,6 +364,16 @@ pub struct SuperBlock {
     /// Set once, by the VFS, before the first inode is made, for a filesystem that is not
     /// dcache-complete: the instance's counts its inodes are counted in (the inode limit).
     pub(crate) counts: std::sync::OnceLock<Arc<crate::core::dentry::DcacheCounts>>,
+    /// Immutable: `fs.dcache_complete()`, at hand for the dcache's writers.
+    complete: bool,
+    /// Atomic: changes in progress to the names of a dcache-complete instance (see
+    /// [`SuperBlock::names_change`]); the path cache ([`crate::walk::pathcache`]) neither
+    /// answers nor learns while it is not 0. Always 0 for other instances, which it does
+    /// not serve.
+    names_busy: AtomicU64,
+    /// Atomic: such changes done; a path cache entry answers only while it is what it was
+    /// when the entry's walk started.
+    names_done: AtomicU64,
 }
 
 impl SuperBlock {
@@ -362,6 +385,7 @@ impl SuperBlock {
         config: &crate::abi::config::VfsConfig,
     ) -> Arc<SuperBlock> {
         let minor = NEXT_DEV.fetch_add(1, Ordering::Relaxed);
+        let complete = fs.dcache_complete();
         Arc::new(SuperBlock {
             dev: crate::abi::stat::makedev(0, 0x40 + minor as u32),
             fs,
@@ -372,6 +396,9 @@ impl SuperBlock {
             ),
             mountpoints: Default::default(),
             counts: std::sync::OnceLock::new(),
+            complete,
+            names_busy: AtomicU64::new(0),
+            names_done: AtomicU64::new(0),
         })
     }
 
@@ -400,6 +427,38 @@ impl SuperBlock {
     #[inline]
     pub fn fs(&self) -> &dyn FileSystem {
         &*self.fs
+    }
+
+    /// Whether the filesystem's directories are complete in the dcache (memfs).
+    #[inline]
+    pub(crate) fn dcache_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// The names stamp: the count of changes done, or `None` while one is in progress
+    /// (or for an instance the path cache does not serve). Sequentially consistent, as
+    /// [`SuperBlock::names_change`]'s updates: a reader pinned before it reads a stamp
+    /// that no change has begun since is pinned before anything such a change retires.
+    #[inline]
+    pub(crate) fn names_stamp(&self) -> Option<u64> {
+        if !self.complete || self.names_busy.load(Ordering::SeqCst) != 0 {
+            return None;
+        }
+        Some(self.names_done.load(Ordering::SeqCst))
+    }
+
+    /// Marks a change to this instance's names (a name leaving the tree: unhash, replace,
+    /// prune) or to a directory's search permission for everyone (its mode's execute
+    /// bits, its access ACL), for as long as the guard lives. Begun before the change, so
+    /// before anything it retires; path cache entries made before it stop answering.
+    /// Creates do not need one: a new name changes no path that resolved. Nothing for an
+    /// instance the path cache does not serve.
+    #[inline]
+    pub(crate) fn names_change(&self) -> NamesChange<'_> {
+        if self.complete {
+            self.names_busy.fetch_add(1, Ordering::SeqCst);
+        }
+        NamesChange(self)
     }
 
     /// The reclamation domain: the instance's while it lives, else the orphans'.

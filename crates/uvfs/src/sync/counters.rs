@@ -26,12 +26,16 @@ pub struct Counters {
     pub dcache_scanned: u64,
     /// Hash-table nodes lockless lookups visited (debug builds only; 0 in release).
     pub hash_probes: u64,
+    /// Walks the path cache answered (counted in `walk_lockless` too).
+    pub path_cache_hits: u64,
+    /// Walks whose answer the path cache learned.
+    pub path_cache_fills: u64,
 }
 
 thread_local! {
     static COUNTERS: Cell<Counters> = const { Cell::new(Counters {
         locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0, notify_locks: 0,
-        dentries_invalidated: 0, dcache_scanned: 0, hash_probes: 0,
+        dentries_invalidated: 0, dcache_scanned: 0, hash_probes: 0, path_cache_hits: 0, path_cache_fills: 0,
     }) };
 }
 

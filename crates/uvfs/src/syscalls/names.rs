@@ -339,7 +339,7 @@ impl Task {
         p.parent.mnt.sb.fs().rmdir(dir_inode, name, &inode)?;
         victim.set_flag(DENTRY_DEAD);
         // What a filesystem that is not complete cached below it (misses) goes with it.
-        vfs.d_prune(&mut vlocked, vdir);
+        vfs.d_prune(&p.parent.mnt.sb, &mut vlocked, vdir);
         drop(vlocked);
         vfs.d_remove(&p.parent.dentry, &mut locked, name, &guard);
         notify_removed(vfs.fast, p.parent.pos(), name, &inode, &guard);
@@ -619,7 +619,7 @@ impl Rename<'_> {
             }
         }
         if let (Some(l), Some(t)) = (tl.as_mut(), self.tgt) {
-            vfs.d_prune(l, t.dir().expect("replaced directory"));
+            vfs.d_prune(t.inode().expect("replaced directory").sb(), l, t.dir().expect("replaced directory"));
         }
         Ok(())
     }

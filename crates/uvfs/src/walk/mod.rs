@@ -2,3 +2,4 @@
 //! path names, through the lockless and the locked tier. Imports `core`, `abi`, `sync`.
 
 pub(crate) mod namei;
+pub(crate) mod pathcache;

@@ -33,7 +33,7 @@ use bitflags::bitflags;
 use crate::abi::config::FastPaths;
 use crate::abi::cred::Credentials;
 use crate::abi::errno::{Errno, Result};
-use crate::core::dentry::{DENTRY_MOUNTED, Dentry};
+use crate::core::dentry::{DENTRY_DEAD, DENTRY_MOUNTED, Dentry};
 use crate::core::file::DirFd;
 
 use crate::abi::flags::AtFlags;
@@ -50,6 +50,7 @@ use crate::core::permission::{MAY_EXEC, generic_permission};
 use crate::sync::counters;
 use crate::sync::rcu::{ArcBorrow, LocalGuard};
 use crate::sync::rcu::{RcuArc, RcuBox};
+use crate::walk::pathcache::{self, Probe, Stamps};
 
 bitflags! {
     /// How to walk (`LOOKUP_*`).
@@ -341,6 +342,10 @@ struct Nameidata<'a, 't> {
     /// `cur` was reached by a name lookup (which revalidated it), not by `..`, a mount
     /// crossing or the start: see [`Nameidata::found`].
     fresh: bool,
+    /// The path cache may learn this walk's answer: it was asked, and so far the walk
+    /// stayed in its start's mount and every directory it searched lets everyone search
+    /// it (see [`crate::walk::pathcache`]).
+    cacheable: bool,
 }
 
 impl<'a, 't: 'a> Nameidata<'a, 't> {
@@ -403,11 +408,13 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
     /// handling of MAY_EXEC", November 2025). It reads the ACL slot, so it is part of the
     /// ACL fast path's switch.
     #[inline(always)]
-    fn may_lookup(&self) -> Result<()> {
+    fn may_lookup(&mut self) -> Result<()> {
         let inode = self.cur.inode();
         if self.fast.contains(FastPaths::ACL) && inode.mode() & 0o111 == 0o111 && inode.acl_access.known_none() {
             return Ok(());
         }
+        // The answer now depends on who asks.
+        self.cacheable = false;
         generic_permission(self.creds, inode, MAY_EXEC, self.fast, self.guard)
     }
 
@@ -434,6 +441,7 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
                     }
                     self.cur = Pos { mnt: m, dentry: ArcBorrow::from_arc(&m.get().root) };
                     self.fresh = false;
+                    self.cacheable = false;
                 }
                 None => break,
             }
@@ -455,6 +463,7 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
             return self.dotdot_in_root();
         }
         if std::ptr::eq(self.cur.dentry.as_ptr(), &*self.cur.mnt.root) {
+            self.cacheable = false;
             // `choose_mountpoint`: the mountpoint below this mount, skipping mounts stacked
             // on a mount's root; none if that would be the root itself or the top.
             let mut m = self.cur.mnt;
@@ -512,8 +521,11 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
         if self.flags.contains(LookupFlags::BENEATH) {
             return Err(Stop::Err(Errno::EXDEV));
         }
-        if self.flags.contains(LookupFlags::NO_XDEV) && !self.cur.mnt.ptr_eq(self.root.mnt) {
-            return Err(Stop::Err(Errno::EXDEV));
+        if !self.cur.mnt.ptr_eq(self.root.mnt) {
+            if self.flags.contains(LookupFlags::NO_XDEV) {
+                return Err(Stop::Err(Errno::EXDEV));
+            }
+            self.cacheable = false;
         }
         self.cur = self.root;
         Ok(())
@@ -528,8 +540,11 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
                 let d = ArcBorrow::from_arc(d);
                 // `d_revalidate` in RCU mode: a dentry its filesystem no longer vouches for
                 // is replaced by the locked tier.
-                if d.needs_revalidate() && !revalidate(self.cur, name, &d)? {
-                    return Err(Stop::Fallback);
+                if d.needs_revalidate() {
+                    self.cacheable = false;
+                    if !revalidate(self.cur, name, &d)? {
+                        return Err(Stop::Fallback);
+                    }
                 }
                 return Ok(if d.inode().is_some() { Some(d) } else { None });
             }
@@ -591,8 +606,9 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
     /// since an `Outcome` carries a 255-byte name and a copy of it (then read back in
     /// parts) cost a cached readlink a third of its speed.
     #[inline(always)]
-    fn check_found(&self) -> std::result::Result<(), Stop> {
+    fn check_found(&mut self) -> std::result::Result<(), Stop> {
         if !self.fresh && self.cur.dentry.needs_revalidate() {
+            self.cacheable = false;
             return refresh_attrs(self.cur).map_err(Stop::Err);
         }
         Ok(())
@@ -729,7 +745,8 @@ impl<'t> WalkCtx<'t> {
             for _ in 0..2 {
                 let guard = vfs.rcu.pin();
                 let Some(seq) = vfs.rename_seq.try_read_begin() else { break };
-                match self.walk_tier(&guard, dirfd, path, flags, false) {
+                let mut learn = None;
+                match self.walk_tier(&guard, dirfd, path, flags, Some((seq, &mut learn))) {
                     Err(Stop::Fallback) => break,
                     res => {
                         let r = match res {
@@ -739,6 +756,10 @@ impl<'t> WalkCtx<'t> {
                         };
                         if !vfs.rename_seq.read_retry(seq) {
                             counters::bump(|c| c.walk_lockless += 1);
+                            if let Some(l) = learn {
+                                l.probe.fill(l.stamps, l.found);
+                                counters::bump(|c| c.path_cache_fills += 1);
+                            }
                             return r;
                         }
                         counters::bump(|c| c.walk_retries += 1);
@@ -762,7 +783,7 @@ impl<'t> WalkCtx<'t> {
             let guard = vfs.rcu.pin();
             // Poisoned: a rename panicked halfway; nothing the dcache says can be trusted.
             let seq = vfs.rename_seq.read_begin().map_err(|_| Errno::EIO)?;
-            let r = match self.walk_tier(&guard, dirfd, path, flags, true) {
+            let r = match self.walk_tier(&guard, dirfd, path, flags, None) {
                 Ok(o) => f(o),
                 Err(Stop::Err(e)) => Err(e),
                 Err(Stop::Fallback) => Err(Errno::EIO),
@@ -779,17 +800,21 @@ impl<'t> WalkCtx<'t> {
         }
     }
 
+    /// One attempt: the lockless tier when `lockless` gives the rename sequence it
+    /// started under and where to leave what the path cache may learn, else the locked
+    /// tier.
     fn walk_tier<'a>(
         &self,
         guard: &'a LocalGuard<'a>,
         dirfd: DirFd<'a>,
         path: &'a [u8],
         flags: LookupFlags,
-        locked: bool,
+        lockless: Option<(u32, &mut Option<Learn<'a>>)>,
     ) -> std::result::Result<Outcome<'a>, Stop>
     where
         't: 'a,
     {
+        let locked = lockless.is_none();
         let creds = self.as_creds.unwrap_or_else(|| self.creds.load(guard).get());
         let fsx = self.fs.load(guard);
         let mut root = Pos::of(&fsx.root);
@@ -833,6 +858,23 @@ impl<'t> WalkCtx<'t> {
             getattr(start)?;
             return Ok(Outcome::Found(start));
         }
+        let mut probe = None;
+        if let Some((seq, _)) = &lockless
+            && let Some(p) = self.path_cache_probe(start, root, path, flags, *seq)
+        {
+            if let Some(found) = p.0.lookup(p.1) {
+                counters::bump(|c| c.path_cache_hits += 1);
+                // SAFETY: an entry holds a dentry its walk found in the tree, and answers
+                // only under the stamps that walk started under, read now after pinning
+                // `guard`: no change that could take the dentry out of the tree (and so
+                // retire its last count) has begun since, so whatever retires it does so
+                // after `guard` was pinned (see `crate::walk::pathcache`). The mount is the
+                // start's, which the walk stayed in.
+                let dentry = unsafe { ArcBorrow::from_raw(found) };
+                return Ok(Outcome::Found(Pos { mnt: start.mnt, dentry }));
+            }
+            probe = Some(p);
+        }
         let scoped = flags.intersects(LookupFlags::SCOPED);
         if scoped {
             root = start;
@@ -852,7 +894,19 @@ impl<'t> WalkCtx<'t> {
             links: 0,
             stack: SegStack::new(path),
             fresh: false,
+            cacheable: probe.is_some(),
         };
+        if let Some((probe, stamps)) = probe {
+            let out = nd.run();
+            if nd.cacheable
+                && let Ok(Outcome::Found(p)) = &out
+                && p.mnt.ptr_eq(start.mnt)
+                && let Some((_, learn)) = lockless
+            {
+                *learn = Some(Learn { probe, stamps, found: p.dentry.as_ptr() });
+            }
+            return out;
+        }
         if !scoped {
             // Returned straight from `run`: an `Outcome` carries a 255-byte name, and a
             // cached stat should not copy it once more.
@@ -871,6 +925,35 @@ impl<'t> WalkCtx<'t> {
         Ok(out)
     }
 
+    /// The path cache's probe for this walk and the stamps it starts under, if the cache
+    /// may answer or learn it (see [`crate::walk::pathcache`]): no flags but `FOLLOW`,
+    /// `DIRECTORY` and `EMPTY`, a short path, a start in an attached mount of a
+    /// filesystem whose names no change is in progress on, and not in a removed
+    /// directory (whose address could be reused while it is the key).
+    #[inline]
+    fn path_cache_probe<'a>(
+        &self,
+        start: Pos<'a>,
+        root: Pos<'a>,
+        path: &'a [u8],
+        flags: LookupFlags,
+        rename: u32,
+    ) -> Option<(Probe<'a>, Stamps)> {
+        const CACHED_FLAGS: LookupFlags = LookupFlags::FOLLOW.union(LookupFlags::DIRECTORY).union(LookupFlags::EMPTY);
+        const NEEDS: FastPaths = FastPaths::PATH_CACHE.union(FastPaths::ACL);
+        if !self.vfs.fast.contains(NEEDS)
+            || !CACHED_FLAGS.contains(flags)
+            || path.len() > pathcache::MAX_PATH
+            || start.dentry.flags() & DENTRY_DEAD != 0
+            || !start.mnt.is_attached()
+        {
+            return None;
+        }
+        let names = start.mnt.sb.names_stamp()?;
+        let key = pathcache::Key::new(self.vfs.id, &start, &root, flags.bits());
+        Some((Probe::new(key, path), Stamps { rename, names }))
+    }
+
     /// Resolves a path to a counted reference.
     pub(crate) fn resolve(&self, dirfd: DirFd, path: &[u8], flags: LookupFlags) -> Result<PathRef> {
         self.walk(dirfd, path, flags, |o| match o {
@@ -878,6 +961,14 @@ impl<'t> WalkCtx<'t> {
             _ => Err(Errno::ENOENT),
         })
     }
+}
+
+/// What the path cache may learn from a lockless walk, once the rename sequence has
+/// validated it.
+struct Learn<'p> {
+    probe: Probe<'p>,
+    stamps: Stamps,
+    found: *const Dentry,
 }
 
 /// Lookup flags of the `AT_SYMLINK_NOFOLLOW`/`AT_EMPTY_PATH` calls.

@@ -1,0 +1,165 @@
+//! The path cache: a deep cached path answered by one probe instead of a step per
+//! component. After Tsai et al., "How to Get More Value From Your File System Directory
+//! Cache" (SOSP 2015), whose direct lookup table maps a whole path to its dentry and
+//! whose prefix check caches that the prefix may be searched; Linux has no such table.
+//!
+//! # What is cached
+//! A successful lockless walk ([`crate::walk::namei`]) of a path of at most
+//! [`MAX_PATH`] bytes, with no flags but `FOLLOW`, `DIRECTORY` and `EMPTY`, that stayed in
+//! one mount of a dcache-complete filesystem (memfs), and on which every directory it
+//! searched lets everyone search it (mode `x` for all classes, no ACL: the walk's
+//! `may_lookup` shortcut). Its answer then depends on neither the credentials nor anything
+//! outside that filesystem's tree, so it is keyed by the instance, the start and root
+//! positions, the flags and the path bytes, and holds the dentry the walk found.
+//!
+//! # Why an answer stays exact
+//! An entry holds the two stamps its walk started under: the instance's rename sequence
+//! (every rename and mount change moves it) and the filesystem's names stamp
+//! ([`SuperBlock::names_stamp`](crate::core::superblock::SuperBlock::names_stamp)), which
+//! a change marks from before it begins until after it is done: a name leaving the tree
+//! (unhash, replace, prune) and a directory's search permission for everyone changing (the
+//! execute bits of its mode, its access ACL appearing). Creates mark nothing: a new name
+//! changes no path that resolved. An entry answers only while both stamps are what they
+//! were and no change is in progress, that is while the tree its walk saw, and the
+//! permissions it relied on, are still there.
+//!
+//! # Why a hit may read the dentry (the reclamation rule)
+//! The entry holds a plain pointer, no count. A hit pins the collector, then reads the
+//! stamps (sequentially consistent). A stamp no change has begun since means every
+//! change that could take the dentry out of the tree begins after that read, so after the
+//! pin; what such a change retires is then freed only after the hit unpins. A change
+//! marks itself before it retires anything (`d_unhash` before the map retires its node;
+//! `d_prune` before it drains), and a mount or rename moves the rename sequence inside
+//! its write section. The start and root positions are only compared, never read.
+//!
+//! # Where it lives
+//! One table per thread, made by the thread's first cacheable walk: [`SLOTS`] entries,
+//! direct mapped, the path bytes inline (one allocation per thread, none afterwards).
+//! Nothing in it is shared, so a hit writes no memory another thread reads; a fill writes
+//! only this thread's table. Entries of an instance that is gone are never matched again
+//! (instance ids are not reused) and are overwritten in time.
+
+use std::cell::RefCell;
+use std::hash::BuildHasher;
+
+use crate::core::dentry::Dentry;
+use crate::core::path::Pos;
+
+/// Entries per thread.
+pub(crate) const SLOTS: usize = 64;
+
+/// The longest path cached, in bytes. A 64-deep path of 2-byte components fits; longer
+/// paths walk component by component.
+pub(crate) const MAX_PATH: usize = 255;
+
+/// What identifies a cached walk besides its path bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Key {
+    /// The instance ([`crate::core::instance::VfsInner::id`]); 0 marks an empty entry.
+    vfs: u64,
+    /// Start and root positions, as addresses (compared, never read).
+    start_mnt: usize,
+    start: usize,
+    root_mnt: usize,
+    root: usize,
+    /// The walk's flags (`LookupFlags` bits).
+    flags: u32,
+}
+
+impl Key {
+    pub(crate) fn new(vfs: u64, start: &Pos<'_>, root: &Pos<'_>, flags: u32) -> Key {
+        Key {
+            vfs,
+            start_mnt: start.mnt.as_ptr() as usize,
+            start: start.dentry.as_ptr() as usize,
+            root_mnt: root.mnt.as_ptr() as usize,
+            root: root.dentry.as_ptr() as usize,
+            flags,
+        }
+    }
+
+    fn hash(&self, path: &[u8]) -> u64 {
+        let h = foldhash::fast::FixedState::with_seed(0x7061_7468_6361_6368).hash_one(path);
+        // Positions are 64-byte aligned allocations: drop the low bits before mixing.
+        let k = (self.start as u64 >> 6)
+            ^ (self.root as u64 >> 6).rotate_left(17)
+            ^ (self.flags as u64).rotate_left(41)
+            ^ self.vfs.rotate_left(53);
+        (h ^ k).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+/// The stamps a walk started under (see the module docs).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamps {
+    /// The instance's rename sequence (even).
+    pub(crate) rename: u32,
+    /// The filesystem's names stamp.
+    pub(crate) names: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key: Key,
+    stamps: Stamps,
+    /// The dentry the walk found.
+    found: *const Dentry,
+    len: u8,
+    path: [u8; MAX_PATH],
+}
+
+const EMPTY: Entry = Entry {
+    key: Key { vfs: 0, start_mnt: 0, start: 0, root_mnt: 0, root: 0, flags: 0 },
+    stamps: Stamps { rename: 0, names: 0 },
+    found: std::ptr::null(),
+    len: 0,
+    path: [0; MAX_PATH],
+};
+
+thread_local! {
+    /// This thread's table, made by its first fill.
+    static TABLE: RefCell<Option<Box<[Entry; SLOTS]>>> = const { RefCell::new(None) };
+}
+
+/// A cacheable walk's key and path, and the slot its hash picks.
+pub(crate) struct Probe<'p> {
+    key: Key,
+    path: &'p [u8],
+    slot: usize,
+}
+
+impl<'p> Probe<'p> {
+    /// `path` must be at most [`MAX_PATH`] bytes.
+    #[inline]
+    pub(crate) fn new(key: Key, path: &'p [u8]) -> Probe<'p> {
+        debug_assert!(path.len() <= MAX_PATH);
+        let slot = (key.hash(path) >> 58) as usize % SLOTS;
+        Probe { key, path, slot }
+    }
+
+    /// The dentry cached for this walk under exactly these stamps. The caller must be
+    /// pinned since before it read `stamps` (see the module docs): the dentry is then
+    /// alive for as long as it stays pinned.
+    #[inline]
+    pub(crate) fn lookup(&self, stamps: Stamps) -> Option<*const Dentry> {
+        TABLE.with(|t| {
+            let t = t.borrow();
+            let e = &t.as_ref()?[self.slot];
+            (e.key == self.key && e.stamps == stamps && &e.path[..e.len as usize] == self.path).then_some(e.found)
+        })
+    }
+
+    /// Learns that this walk, started under `stamps`, found `found`.
+    pub(crate) fn fill(&self, stamps: Stamps, found: *const Dentry) {
+        TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            let t = t.get_or_insert_with(|| Box::new([EMPTY; SLOTS]));
+            let e = &mut t[self.slot];
+            e.key = self.key;
+            e.stamps = stamps;
+            e.found = found;
+            e.len = self.path.len() as u8;
+            e.path[..self.path.len()].copy_from_slice(self.path);
+        });
+    }
+}

@@ -1,0 +1,311 @@
+//! The path cache (`FastPaths::PATH_CACHE`, Tsai et al.'s whole-path table): a cached
+//! path is answered by one probe, and every change that could change its answer is seen
+//! at once: renames, removals, a directory's mode and ACL, mounts, the working directory,
+//! the root, other instances. Counts come from `uvfs::counters()` (per thread).
+
+use uvfs::{
+    Acl, AclEntry, AclTag, AclType, AtFlags, Credentials, DirFd, Errno, FastPaths, Gid, MountSource, OpenFlags,
+    RenameFlags, Task, Uid, Vfs, VfsConfig, counters,
+};
+
+const DEEP: &[u8] = b"/base/d1/d2/d3/d4/d5/d6/d7/d8/f";
+
+fn vfs(fast: FastPaths) -> Vfs {
+    Vfs::new(VfsConfig { fast_paths: fast, ..VfsConfig::default() })
+}
+
+/// `/base/d1/.../d8/f`, every directory 0755, the file holding `content`.
+fn tree(t: &Task, content: &[u8]) {
+    let mut p = b"/base".to_vec();
+    t.mkdir(&p, 0o755).unwrap();
+    for i in 1..=8 {
+        p.extend_from_slice(format!("/d{i}").as_bytes());
+        t.mkdir(&p, 0o755).unwrap();
+    }
+    write(t, DEEP, content);
+}
+
+fn write(t: &Task, path: &[u8], content: &[u8]) {
+    let fd = t.open(path, OpenFlags::CREAT | OpenFlags::TRUNC | OpenFlags::WRONLY, 0o644).unwrap();
+    assert_eq!(t.write(fd, content).unwrap(), content.len());
+    t.close(fd).unwrap();
+}
+
+fn size(t: &Task, path: &[u8]) -> Result<u64, Errno> {
+    t.fstatat(DirFd::Cwd, path, AtFlags::empty()).map(|s| s.size)
+}
+
+fn hits() -> u64 {
+    counters().path_cache_hits
+}
+
+fn fills() -> u64 {
+    counters().path_cache_fills
+}
+
+fn user(t: &Task) -> Task {
+    t.with_credentials(Credentials::new(Uid(2000), Gid(2000), &[]))
+}
+
+#[test]
+fn a_deep_path_is_learned_once_then_answered_by_the_cache() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"12345");
+    let (h, f) = (hits(), fills());
+    assert_eq!(size(&t, DEEP), Ok(5));
+    assert_eq!((hits() - h, fills() - f), (0, 1), "the first walk fills");
+    let (h, f, l) = (hits(), fills(), counters().locks);
+    for _ in 0..100 {
+        assert_eq!(size(&t, DEEP), Ok(5));
+    }
+    assert_eq!((hits() - h, fills() - f), (100, 0), "the next ones hit");
+    assert_eq!(counters().locks, l, "a hit takes no lock");
+    // Another user shares the answer: every directory lets everyone search it.
+    let u = user(&t);
+    let h = hits();
+    assert_eq!(size(&u, DEEP), Ok(5));
+    assert_eq!(hits() - h, 1);
+    // lstat and stat, and opens, are different walks of the same path.
+    let (h, f) = (hits(), fills());
+    t.fstatat(DirFd::Cwd, DEEP, AtFlags::SYMLINK_NOFOLLOW).unwrap();
+    t.fstatat(DirFd::Cwd, DEEP, AtFlags::SYMLINK_NOFOLLOW).unwrap();
+    assert_eq!((hits() - h, fills() - f), (1, 1));
+    let fd = t.open(DEEP, OpenFlags::RDONLY, 0).unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(t.read(fd, &mut buf).unwrap(), 5);
+    t.close(fd).unwrap();
+}
+
+#[test]
+fn switched_off_it_neither_learns_nor_answers() {
+    for off in [FastPaths::PATH_CACHE, FastPaths::ACL, FastPaths::LOCKLESS_WALK] {
+        let v = vfs(FastPaths::all() - off);
+        let t = v.root_task();
+        tree(&t, b"x");
+        let (h, f) = (hits(), fills());
+        for _ in 0..10 {
+            assert_eq!(size(&t, DEEP), Ok(1));
+        }
+        assert_eq!((hits() - h, fills() - f), (0, 0), "{off:?} off");
+    }
+}
+
+#[test]
+fn renames_of_any_directory_on_the_path_are_seen_at_once() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"abc");
+    t.mkdir(b"/other", 0o755).unwrap();
+    assert_eq!(size(&t, DEEP), Ok(3));
+    assert_eq!(size(&t, DEEP), Ok(3));
+    t.rename(b"/base/d1/d2/d3", b"/other/d3").unwrap();
+    assert_eq!(size(&t, DEEP), Err(Errno::ENOENT));
+    assert_eq!(size(&t, b"/other/d3/d4/d5/d6/d7/d8/f"), Ok(3));
+    // Something else takes the old place.
+    t.mkdir(b"/base/d1/d2/d3", 0o755).unwrap();
+    assert_eq!(size(&t, DEEP), Err(Errno::ENOENT));
+    t.rmdir(b"/base/d1/d2/d3").unwrap();
+    t.rename(b"/other/d3", b"/base/d1/d2/d3").unwrap();
+    assert_eq!(size(&t, DEEP), Ok(3));
+    // An exchange of two directories with the same shape.
+    t.mkdir(b"/base/d1/e2", 0o755).unwrap();
+    let mut p = b"/base/d1/e2".to_vec();
+    for i in 3..=8 {
+        p.extend_from_slice(format!("/d{i}").as_bytes());
+        t.mkdir(&p, 0o755).unwrap();
+    }
+    p.extend_from_slice(b"/f");
+    write(&t, &p, b"exchanged");
+    assert_eq!(size(&t, DEEP), Ok(3));
+    t.renameat2(DirFd::Cwd, b"/base/d1/d2", DirFd::Cwd, b"/base/d1/e2", RenameFlags::EXCHANGE).unwrap();
+    assert_eq!(size(&t, DEEP), Ok(9));
+    // `..` follows the directory's parent of the moment.
+    let dotdot = b"/base/d1/d2/d3/../d3/d4/d5/d6/d7/d8/f";
+    assert_eq!(size(&t, dotdot), Ok(9));
+    assert_eq!(size(&t, dotdot), Ok(9));
+    t.rename(b"/base/d1/d2/d3", b"/other/d3").unwrap();
+    assert_eq!(size(&t, dotdot), Err(Errno::ENOENT));
+}
+
+#[test]
+fn removed_and_replaced_files_are_seen_at_once() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"one");
+    let ino = t.stat(DEEP).unwrap().ino;
+    assert_eq!(t.stat(DEEP).unwrap().ino, ino);
+    t.unlink(DEEP).unwrap();
+    assert_eq!(size(&t, DEEP), Err(Errno::ENOENT));
+    write(&t, DEEP, b"second");
+    assert_ne!(t.stat(DEEP).unwrap().ino, ino);
+    assert_eq!(size(&t, DEEP), Ok(6));
+    // Replaced by a rename over it.
+    write(&t, b"/base/new", b"renamed over");
+    assert_eq!(size(&t, DEEP), Ok(6));
+    t.rename(b"/base/new", DEEP).unwrap();
+    assert_eq!(size(&t, DEEP), Ok(12));
+    // A directory on the path removed and made again, empty.
+    t.unlink(DEEP).unwrap();
+    assert_eq!(size(&t, b"/base/d1/d2/d3/d4/d5/d6/d7/d8"), Ok(size(&t, b"/base/d1/d2/d3/d4/d5/d6/d7/d8").unwrap()));
+    t.rmdir(b"/base/d1/d2/d3/d4/d5/d6/d7/d8").unwrap();
+    assert_eq!(size(&t, b"/base/d1/d2/d3/d4/d5/d6/d7/d8"), Err(Errno::ENOENT));
+    t.mkdir(b"/base/d1/d2/d3/d4/d5/d6/d7/d8", 0o755).unwrap();
+    assert_eq!(size(&t, DEEP), Err(Errno::ENOENT));
+}
+
+#[test]
+fn symlinks_on_the_path_are_followed_anew_when_replaced() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"deep");
+    t.mkdir(b"/flat", 0o755).unwrap();
+    write(&t, b"/flat/f", b"flat file");
+    t.symlink(b"base/d1/d2/d3/d4/d5/d6/d7/d8", b"/link").unwrap();
+    assert_eq!(size(&t, b"/link/f"), Ok(4));
+    assert_eq!(size(&t, b"/link/f"), Ok(4));
+    t.unlink(b"/link").unwrap();
+    t.symlink(b"/flat", b"/link").unwrap();
+    assert_eq!(size(&t, b"/link/f"), Ok(9));
+    assert_eq!(size(&t, b"/link/f"), Ok(9));
+    // The last component: stat follows, lstat does not.
+    t.symlink(b"/flat/f", b"/flat/l").unwrap();
+    assert_eq!(size(&t, b"/flat/l"), Ok(9));
+    assert_eq!(t.fstatat(DirFd::Cwd, b"/flat/l", AtFlags::SYMLINK_NOFOLLOW).unwrap().size, 7);
+    assert_eq!(size(&t, b"/flat/l"), Ok(9));
+}
+
+#[test]
+fn a_directory_closed_to_others_is_closed_at_once() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"secret");
+    let u = user(&t);
+    assert_eq!(size(&u, DEEP), Ok(6));
+    assert_eq!(size(&u, DEEP), Ok(6));
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o750, AtFlags::empty()).unwrap();
+    assert_eq!(size(&u, DEEP), Err(Errno::EACCES));
+    assert_eq!(size(&t, DEEP), Ok(6), "root still may");
+    // Walks that needed the owner or a capability are not learned: the user still gets
+    // EACCES after root's walk.
+    assert_eq!(size(&u, DEEP), Err(Errno::EACCES));
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o755, AtFlags::empty()).unwrap();
+    assert_eq!(size(&u, DEEP), Ok(6));
+    assert_eq!(size(&u, DEEP), Ok(6));
+    // An ACL that names the user without search permission, mode bits unchanged for
+    // everyone else.
+    let deny = Acl::new(vec![
+        AclEntry::new(AclTag::UserObj, 7),
+        AclEntry::new(AclTag::User(2000), 4),
+        AclEntry::new(AclTag::GroupObj, 5),
+        AclEntry::new(AclTag::Mask, 5),
+        AclEntry::new(AclTag::Other, 5),
+    ]);
+    t.set_acl(DirFd::Cwd, b"/base/d1/d2/d3/d4", AclType::Access, &deny, AtFlags::empty()).unwrap();
+    assert_eq!(size(&u, DEEP), Err(Errno::EACCES));
+    assert_eq!(size(&t.with_credentials(Credentials::new(Uid(3000), Gid(3000), &[])), DEEP), Ok(6));
+}
+
+#[test]
+fn mounts_on_the_path_are_seen_at_once() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"under");
+    assert_eq!(size(&t, DEEP), Ok(5));
+    assert_eq!(size(&t, DEEP), Ok(5));
+    t.mount(MountSource::MemFs(Default::default()), b"/base/d1/d2/d3/d4/d5", uvfs::MountFlags::empty()).unwrap();
+    assert_eq!(size(&t, DEEP), Err(Errno::ENOENT));
+    t.mkdir(b"/base/d1/d2/d3/d4/d5/d6", 0o755).unwrap();
+    t.mkdir(b"/base/d1/d2/d3/d4/d5/d6/d7", 0o755).unwrap();
+    t.mkdir(b"/base/d1/d2/d3/d4/d5/d6/d7/d8", 0o755).unwrap();
+    write(&t, DEEP, b"on top");
+    assert_eq!(size(&t, DEEP), Ok(6));
+    assert_eq!(size(&t, DEEP), Ok(6));
+    t.umount(b"/base/d1/d2/d3/d4/d5").unwrap();
+    assert_eq!(size(&t, DEEP), Ok(5));
+    // A walk that crosses into a mount is not learned.
+    t.mount(MountSource::MemFs(Default::default()), b"/base/d1/d2/d3/d4/d5/d6/d7/d8", uvfs::MountFlags::empty())
+        .unwrap();
+    write(&t, DEEP, b"in the mount");
+    let (h, f) = (hits(), fills());
+    assert_eq!(size(&t, DEEP), Ok(12));
+    assert_eq!(size(&t, DEEP), Ok(12));
+    assert_eq!((hits() - h, fills() - f), (0, 0));
+}
+
+#[test]
+fn the_start_and_root_are_part_of_the_key() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    for d in [&b"/a"[..], b"/a/x", b"/b", b"/b/x"] {
+        t.mkdir(d, 0o755).unwrap();
+    }
+    write(&t, b"/a/x/f", b"a");
+    write(&t, b"/b/x/f", b"bb");
+    t.chdir(b"/a").unwrap();
+    assert_eq!(size(&t, b"x/f"), Ok(1));
+    assert_eq!(size(&t, b"x/f"), Ok(1));
+    t.chdir(b"/b").unwrap();
+    assert_eq!(size(&t, b"x/f"), Ok(2));
+    assert_eq!(size(&t, b"x/f"), Ok(2));
+    let a = t.open(b"/a", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    assert_eq!(t.fstatat(DirFd::Fd(a), b"x/f", AtFlags::empty()).unwrap().size, 1);
+    assert_eq!(t.fstatat(DirFd::Fd(a), b"x/f", AtFlags::empty()).unwrap().size, 1);
+    t.close(a).unwrap();
+    // The same absolute path under another root, and `..` at the root.
+    let c = t.fork();
+    c.chroot(b"/b").unwrap();
+    assert_eq!(size(&t, b"/x/f"), Err(Errno::ENOENT));
+    assert_eq!(size(&c, b"/x/f"), Ok(2));
+    assert_eq!(size(&c, b"/x/f"), Ok(2));
+    assert_eq!(size(&c, b"/../../x/f"), Ok(2));
+    assert_eq!(size(&c, b"/../../x/f"), Ok(2));
+    assert_eq!(size(&t, b"/../../a/x/f"), Ok(1));
+    // Another instance with the same shape, on the same thread.
+    let w = vfs(FastPaths::all());
+    let wt = w.root_task();
+    for d in [&b"/a"[..], b"/a/x"] {
+        wt.mkdir(d, 0o755).unwrap();
+    }
+    write(&wt, b"/a/x/f", b"other instance");
+    assert_eq!(size(&t, b"/a/x/f"), Ok(1));
+    assert_eq!(size(&wt, b"/a/x/f"), Ok(14));
+    assert_eq!(size(&t, b"/a/x/f"), Ok(1));
+    assert_eq!(size(&wt, b"/a/x/f"), Ok(14));
+}
+
+#[test]
+fn a_removed_working_directory_is_never_a_key() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    t.mkdir(b"/gone", 0o755).unwrap();
+    t.chdir(b"/gone").unwrap();
+    t.rmdir(b"/gone").unwrap();
+    let (h, f) = (hits(), fills());
+    assert_eq!(t.stat(b".").unwrap().nlink, 0);
+    assert_eq!(t.stat(b".").unwrap().nlink, 0);
+    assert_eq!((hits() - h, fills() - f), (0, 0));
+}
+
+#[test]
+fn what_the_walk_checks_last_is_part_of_the_answer() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"f");
+    // O_DIRECTORY and a trailing slash on a file: ENOTDIR every time.
+    for _ in 0..3 {
+        assert_eq!(t.open(DEEP, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).map(|_| ()), Err(Errno::ENOTDIR));
+        let mut slash = DEEP.to_vec();
+        slash.push(b'/');
+        assert_eq!(size(&t, &slash), Err(Errno::ENOTDIR));
+    }
+    // A path over the cache's length still resolves.
+    let mut long = b"/base".to_vec();
+    for _ in 0..60 {
+        long.extend_from_slice(b"/d1/..");
+    }
+    long.extend_from_slice(b"/d1/d2/d3/d4/d5/d6/d7/d8/f");
+    assert!(long.len() > 255);
+    assert_eq!(size(&t, &long), Ok(1));
+    assert_eq!(size(&t, &long), Ok(1));
+}
