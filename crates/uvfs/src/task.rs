@@ -51,7 +51,7 @@ impl Task {
         let pid = vfs.next_pid.fetch_add(1, Ordering::Relaxed);
         Task {
             pid,
-            creds: RcuArc::new(Arc::new(creds)),
+            creds: RcuArc::new(Arc::new(creds.installed())),
             umask: AtomicU32::new(0o022),
             fs: RcuBox::new(FsContext { root: root.clone(), cwd: root }),
             fs_lock: Mutex::new(()),
@@ -79,7 +79,7 @@ impl Task {
     /// opened by either is seen by both. Umask, root and cwd start as copies. A server
     /// acting for many callers (the FUSE frontend) keeps one such task per caller identity.
     pub fn with_credentials(&self, creds: Credentials) -> Task {
-        self.clone_task(Arc::new(creds), self.files.clone(), self.pid)
+        self.clone_task(Arc::new(creds.installed()), self.files.clone(), self.pid)
     }
 
     /// A new task with `creds` and `files`, and copies of this one's umask, root and cwd
@@ -117,7 +117,7 @@ impl Task {
 
     /// Replaces the credentials (setuid/setgroups/capset in one step).
     pub fn set_credentials(&self, creds: Credentials) {
-        self.creds.replace(Arc::new(creds), &self.vfs.rcu);
+        self.creds.replace(Arc::new(creds.installed()), &self.vfs.rcu);
     }
 
     /// `umask(2)`: sets the mask, returns the previous one.

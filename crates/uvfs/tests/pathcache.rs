@@ -61,10 +61,15 @@ fn a_deep_path_is_learned_once_then_answered_by_the_cache() {
     }
     assert_eq!((hits() - h, fills() - f), (100, 0), "the next ones hit");
     assert_eq!(counters().locks, l, "a hit takes no lock");
-    // Another user shares the answer: every directory lets everyone search it.
+    // Other credentials are another key: learned once for them too.
     let u = user(&t);
-    let h = hits();
+    let (h, f) = (hits(), fills());
     assert_eq!(size(&u, DEEP), Ok(5));
+    assert_eq!(size(&u, DEEP), Ok(5));
+    assert_eq!((hits() - h, fills() - f), (1, 1));
+    // A fork shares its parent's credentials, and so its answers.
+    let h = hits();
+    assert_eq!(size(&t.fork(), DEEP), Ok(5));
     assert_eq!(hits() - h, 1);
     // lstat and stat, and opens, are different walks of the same path.
     let (h, f) = (hits(), fills());
@@ -186,8 +191,8 @@ fn a_directory_closed_to_others_is_closed_at_once() {
     t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o750, AtFlags::empty()).unwrap();
     assert_eq!(size(&u, DEEP), Err(Errno::EACCES));
     assert_eq!(size(&t, DEEP), Ok(6), "root still may");
-    // Walks that needed the owner or a capability are not learned: the user still gets
-    // EACCES after root's walk.
+    assert_eq!(size(&t, DEEP), Ok(6));
+    // Root's answer needed its capability: it is root's alone.
     assert_eq!(size(&u, DEEP), Err(Errno::EACCES));
     t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o755, AtFlags::empty()).unwrap();
     assert_eq!(size(&u, DEEP), Ok(6));
@@ -308,4 +313,67 @@ fn what_the_walk_checks_last_is_part_of_the_answer() {
     assert!(long.len() > 255);
     assert_eq!(size(&t, &long), Ok(1));
     assert_eq!(size(&t, &long), Ok(1));
+}
+
+#[test]
+fn answers_that_depend_on_who_asks_are_kept_per_credentials() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"group");
+    // d3 searchable by its group only.
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o750, AtFlags::empty()).unwrap();
+    t.fchownat(DirFd::Cwd, b"/base/d1/d2/d3", Some(Uid(0)), Some(Gid(100)), AtFlags::empty()).unwrap();
+    let member = t.with_credentials(Credentials::new(Uid(1000), Gid(100), &[]));
+    let outsider = t.with_credentials(Credentials::new(Uid(1001), Gid(200), &[]));
+    let (h, f) = (hits(), fills());
+    assert_eq!(size(&member, DEEP), Ok(5));
+    assert_eq!(size(&member, DEEP), Ok(5));
+    assert_eq!((hits() - h, fills() - f), (1, 1), "the member's walk is learned for the member");
+    assert_eq!(size(&outsider, DEEP), Err(Errno::EACCES));
+    assert_eq!(size(&outsider, DEEP), Err(Errno::EACCES));
+    // The same ids installed again are other credentials: learned anew, same answer.
+    member.set_credentials(Credentials::new(Uid(1001), Gid(200), &[]));
+    assert_eq!(size(&member, DEEP), Err(Errno::EACCES));
+    member.set_credentials(Credentials::new(Uid(1000), Gid(100), &[]));
+    assert_eq!(size(&member, DEEP), Ok(5));
+    assert_eq!(size(&member, DEEP), Ok(5));
+    // The directory's group changes: the member is out at once, the outsider in.
+    t.fchownat(DirFd::Cwd, b"/base/d1/d2/d3", None, Some(Gid(200)), AtFlags::empty()).unwrap();
+    assert_eq!(size(&member, DEEP), Err(Errno::EACCES));
+    assert_eq!(size(&outsider, DEEP), Ok(5));
+    assert_eq!(size(&outsider, DEEP), Ok(5));
+    // Its owner changes to the outsider, group bits gone: still in, as the owner.
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o700, AtFlags::empty()).unwrap();
+    assert_eq!(size(&outsider, DEEP), Err(Errno::EACCES));
+    t.fchownat(DirFd::Cwd, b"/base/d1/d2/d3", Some(Uid(1001)), None, AtFlags::empty()).unwrap();
+    assert_eq!(size(&outsider, DEEP), Ok(5));
+    assert_eq!(size(&outsider, DEEP), Ok(5));
+    t.fchownat(DirFd::Cwd, b"/base/d1/d2/d3", Some(Uid(0)), None, AtFlags::empty()).unwrap();
+    assert_eq!(size(&outsider, DEEP), Err(Errno::EACCES));
+    // An ACL entry for the member, then its removal.
+    let allow = Acl::new(vec![
+        AclEntry::new(AclTag::UserObj, 7),
+        AclEntry::new(AclTag::User(1000), 5),
+        AclEntry::new(AclTag::GroupObj, 0),
+        AclEntry::new(AclTag::Mask, 5),
+        AclEntry::new(AclTag::Other, 0),
+    ]);
+    t.set_acl(DirFd::Cwd, b"/base/d1/d2/d3", AclType::Access, &allow, AtFlags::empty()).unwrap();
+    assert_eq!(size(&member, DEEP), Ok(5));
+    assert_eq!(size(&member, DEEP), Ok(5));
+    let none = Acl::new(vec![
+        AclEntry::new(AclTag::UserObj, 7),
+        AclEntry::new(AclTag::User(1000), 4),
+        AclEntry::new(AclTag::GroupObj, 0),
+        AclEntry::new(AclTag::Mask, 4),
+        AclEntry::new(AclTag::Other, 0),
+    ]);
+    t.set_acl(DirFd::Cwd, b"/base/d1/d2/d3", AclType::Access, &none, AtFlags::empty()).unwrap();
+    assert_eq!(size(&member, DEEP), Err(Errno::EACCES));
+    // access(2) checks with credentials no task installed: the member's real ids.
+    t.set_acl(DirFd::Cwd, b"/base/d1/d2/d3", AclType::Access, &allow, AtFlags::empty()).unwrap();
+    for _ in 0..3 {
+        assert_eq!(member.faccessat(DirFd::Cwd, DEEP, uvfs::AccessMode::R_OK, AtFlags::empty()), Ok(()));
+        assert_eq!(outsider.faccessat(DirFd::Cwd, DEEP, uvfs::AccessMode::F_OK, AtFlags::empty()), Err(Errno::EACCES));
+    }
 }

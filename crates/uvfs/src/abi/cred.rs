@@ -37,7 +37,8 @@ bitflags! {
 
 /// What a task is to permission checks. Immutable once built; a task replaces its
 /// credentials as a whole (like `commit_creds`), so checks never see a half-changed set.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Equal when their ids, groups and capabilities are (the install serial aside).
+#[derive(Clone, Debug)]
 pub struct Credentials {
     /// Real user id (used by `access(2)` without `AT_EACCESS`).
     pub ruid: Uid,
@@ -51,7 +52,20 @@ pub struct Credentials {
     groups: Box<[Gid]>,
     /// Effective capabilities.
     pub caps: Capabilities,
+    /// Set when a task installs them (then they are behind an `Arc` and cannot change):
+    /// unique per installation, 0 before. The path cache keys answers that depended on
+    /// who asked by it.
+    serial: u64,
 }
+
+impl PartialEq for Credentials {
+    fn eq(&self, o: &Credentials) -> bool {
+        (self.ruid, self.rgid, self.uid, self.gid, &self.groups, self.caps)
+            == (o.ruid, o.rgid, o.uid, o.gid, &o.groups, o.caps)
+    }
+}
+
+impl Eq for Credentials {}
 
 impl Credentials {
     /// Root with every capability.
@@ -71,7 +85,21 @@ impl Credentials {
             gid,
             groups: g.into_boxed_slice(),
             caps: if uid.0 == 0 { Capabilities::all() } else { Capabilities::empty() },
+            serial: 0,
         }
+    }
+
+    /// These credentials as a task installs them: with a serial of their own.
+    pub(crate) fn installed(mut self) -> Credentials {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        self.serial = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+
+    /// The install serial (0: not installed by a task, such as `access(2)`'s).
+    #[inline]
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// The same credentials with another capability set.
@@ -106,6 +134,7 @@ impl Credentials {
     /// no capabilities (Linux drops them unless the real uid is 0).
     pub fn for_access(&self) -> Credentials {
         let mut c = self.clone();
+        c.serial = 0;
         c.uid = self.ruid;
         c.gid = self.rgid;
         if self.ruid.0 != 0 {

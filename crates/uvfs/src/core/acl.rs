@@ -509,11 +509,10 @@ fn slot(inode: &Inode, ty: AclType) -> &AclSlot {
     }
 }
 
-/// Publishes `acl` in the inode's slot. A directory's access ACL appearing may take away
-/// search permission that the path cache relied on (see `SuperBlock::names_change`); one
-/// going away gives permission, which no cached answer depends on.
+/// Publishes `acl` in the inode's slot. A directory's access ACL changing changes who may
+/// search it, which path cache answers depend on (see `SuperBlock::names_change`).
 fn publish(inode: &Inode, ty: AclType, acl: Option<Arc<Acl>>) {
-    let _change = (ty == AclType::Access && acl.is_some() && inode.is_dir()).then(|| inode.sb().names_change());
+    let _change = (ty == AclType::Access && inode.is_dir()).then(|| inode.sb().names_change());
     slot(inode, ty).set(acl, &inode.sb().rcu());
 }
 

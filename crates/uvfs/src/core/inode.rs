@@ -571,18 +571,26 @@ impl AttrWriter<'_> {
         if m != old {
             self.inode.set_nosec(false);
         }
-        // Whether everyone may search a directory may change: see `SuperBlock::names_change`.
+        // Who may search a directory may change: see `SuperBlock::names_change`.
         let _change =
             ((m ^ old) & 0o111 != 0 && self.inode.ftype == FileType::Directory).then(|| self.inode.sb.names_change());
         self.inode.mode.store(m, Ordering::Relaxed);
     }
     /// Sets the owner.
     pub fn set_uid(&mut self, uid: u32) {
+        let _change = self.dir_owner_change(&self.inode.uid, uid);
         self.inode.uid.store(uid, Ordering::Relaxed);
     }
     /// Sets the group.
     pub fn set_gid(&mut self, gid: u32) {
+        let _change = self.dir_owner_change(&self.inode.gid, gid);
         self.inode.gid.store(gid, Ordering::Relaxed);
+    }
+    /// A directory's owner or group changing changes who may search it: see
+    /// `SuperBlock::names_change`.
+    fn dir_owner_change(&self, field: &AtomicU32, new: u32) -> Option<crate::core::superblock::NamesChange<'_>> {
+        (self.inode.ftype == FileType::Directory && field.load(Ordering::Relaxed) != new)
+            .then(|| self.inode.sb.names_change())
     }
     /// Sets the link count.
     pub fn set_nlink(&mut self, n: u32) {

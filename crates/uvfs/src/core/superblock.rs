@@ -448,8 +448,8 @@ impl SuperBlock {
     }
 
     /// Marks a change to this instance's names (a name leaving the tree: unhash, replace,
-    /// prune) or to a directory's search permission for everyone (its mode's execute
-    /// bits, its access ACL), for as long as the guard lives. Begun before the change, so
+    /// prune) or to who may search a directory (its mode's execute bits, its owner or
+    /// group, its access ACL), for as long as the guard lives. Begun before the change, so
     /// before anything it retires; path cache entries made before it stop answering.
     /// Creates do not need one: a new name changes no path that resolved. Nothing for an
     /// instance the path cache does not serve.

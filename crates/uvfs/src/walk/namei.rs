@@ -343,9 +343,13 @@ struct Nameidata<'a, 't> {
     /// crossing or the start: see [`Nameidata::found`].
     fresh: bool,
     /// The path cache may learn this walk's answer: it was asked, and so far the walk
-    /// stayed in its start's mount and every directory it searched lets everyone search
-    /// it (see [`crate::walk::pathcache`]).
+    /// stayed in its start's mount, and needed no permission check that depends on who
+    /// asks unless the credentials are part of the key (see [`crate::walk::pathcache`]).
     cacheable: bool,
+    /// The path cache's key names the credentials (they have an install serial).
+    cred_keyed: bool,
+    /// The walk ended on `Outcome::Found(cur)`.
+    found: bool,
 }
 
 impl<'a, 't: 'a> Nameidata<'a, 't> {
@@ -414,7 +418,9 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
             return Ok(());
         }
         // The answer now depends on who asks.
-        self.cacheable = false;
+        if !self.cred_keyed {
+            self.cacheable = false;
+        }
         generic_permission(self.creds, inode, MAY_EXEC, self.fast, self.guard)
     }
 
@@ -611,6 +617,7 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
             self.cacheable = false;
             return refresh_attrs(self.cur).map_err(Stop::Err);
         }
+        self.found = true;
         Ok(())
     }
 
@@ -860,7 +867,7 @@ impl<'t> WalkCtx<'t> {
         }
         let mut probe = None;
         if let Some((seq, _)) = &lockless
-            && let Some(p) = self.path_cache_probe(start, root, path, flags, *seq)
+            && let Some(p) = self.path_cache_probe(creds, start, root, path, flags, *seq)
         {
             if let Some(found) = p.0.lookup(p.1) {
                 counters::bump(|c| c.path_cache_hits += 1);
@@ -895,22 +902,27 @@ impl<'t> WalkCtx<'t> {
             stack: SegStack::new(path),
             fresh: false,
             cacheable: probe.is_some(),
+            cred_keyed: creds.serial() != 0,
+            found: false,
         };
-        if let Some((probe, stamps)) = probe {
+        if !scoped {
+            // Returned as `run` made it: an `Outcome` carries a 255-byte name, and a cached
+            // stat should not copy it once more (so what the cache learns is read from
+            // `nd`, not from the outcome).
             let out = nd.run();
-            if nd.cacheable
-                && let Ok(Outcome::Found(p)) = &out
-                && p.mnt.ptr_eq(start.mnt)
+            if nd.found
+                && nd.cacheable
+                && let Some((probe, stamps)) = probe
                 && let Some((_, learn)) = lockless
+                && nd.cur.mnt.ptr_eq(start.mnt)
+                // A removed directory's address, or a detached mount's, could be reused
+                // while the entry still names it: such a start is never a key.
+                && start.dentry.flags() & DENTRY_DEAD == 0
+                && start.mnt.is_attached()
             {
-                *learn = Some(Learn { probe, stamps, found: p.dentry.as_ptr() });
+                *learn = Some(Learn { probe, stamps, found: nd.cur.dentry.as_ptr() });
             }
             return out;
-        }
-        if !scoped {
-            // Returned straight from `run`: an `Outcome` carries a 255-byte name, and a
-            // cached stat should not copy it once more.
-            return nd.run();
         }
         let out = nd.run()?;
         {
@@ -927,12 +939,12 @@ impl<'t> WalkCtx<'t> {
 
     /// The path cache's probe for this walk and the stamps it starts under, if the cache
     /// may answer or learn it (see [`crate::walk::pathcache`]): no flags but `FOLLOW`,
-    /// `DIRECTORY` and `EMPTY`, a short path, a start in an attached mount of a
-    /// filesystem whose names no change is in progress on, and not in a removed
-    /// directory (whose address could be reused while it is the key).
+    /// `DIRECTORY` and `EMPTY`, a short path, a start in a filesystem whose names no
+    /// change is in progress on. (What only a fill must check is checked then.)
     #[inline]
     fn path_cache_probe<'a>(
         &self,
+        creds: &Credentials,
         start: Pos<'a>,
         root: Pos<'a>,
         path: &'a [u8],
@@ -941,16 +953,11 @@ impl<'t> WalkCtx<'t> {
     ) -> Option<(Probe<'a>, Stamps)> {
         const CACHED_FLAGS: LookupFlags = LookupFlags::FOLLOW.union(LookupFlags::DIRECTORY).union(LookupFlags::EMPTY);
         const NEEDS: FastPaths = FastPaths::PATH_CACHE.union(FastPaths::ACL);
-        if !self.vfs.fast.contains(NEEDS)
-            || !CACHED_FLAGS.contains(flags)
-            || path.len() > pathcache::MAX_PATH
-            || start.dentry.flags() & DENTRY_DEAD != 0
-            || !start.mnt.is_attached()
-        {
+        if !self.vfs.fast.contains(NEEDS) || !CACHED_FLAGS.contains(flags) || path.len() > pathcache::MAX_PATH {
             return None;
         }
         let names = start.mnt.sb.names_stamp()?;
-        let key = pathcache::Key::new(self.vfs.id, &start, &root, flags.bits());
+        let key = pathcache::Key::new(self.vfs.id, creds.serial(), &start, &root, flags.bits());
         Some((Probe::new(key, path), Stamps { rename, names }))
     }
 

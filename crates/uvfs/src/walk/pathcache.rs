@@ -6,19 +6,22 @@
 //! # What is cached
 //! A successful lockless walk ([`crate::walk::namei`]) of a path of at most
 //! [`MAX_PATH`] bytes, with no flags but `FOLLOW`, `DIRECTORY` and `EMPTY`, that stayed in
-//! one mount of a dcache-complete filesystem (memfs), and on which every directory it
-//! searched lets everyone search it (mode `x` for all classes, no ACL: the walk's
-//! `may_lookup` shortcut). Its answer then depends on neither the credentials nor anything
-//! outside that filesystem's tree, so it is keyed by the instance, the start and root
-//! positions, the flags and the path bytes, and holds the dentry the walk found.
+//! one mount of a dcache-complete filesystem (memfs), from a start that is not a removed
+//! directory, in an attached mount. Its answer then depends on nothing outside that
+//! filesystem's tree but the credentials' search permission on its directories, so it
+//! is keyed by the instance, the credentials (their install serial: installed credentials
+//! never change), the start and root positions, the flags and the path bytes, and holds
+//! the dentry the walk found. Credentials no task installed (`access(2)`'s) have serial 0:
+//! their walks are learned only when every directory let everyone search it (the walk's
+//! `may_lookup` shortcut), which makes the answer anyone's.
 //!
 //! # Why an answer stays exact
 //! An entry holds the two stamps its walk started under: the instance's rename sequence
 //! (every rename and mount change moves it) and the filesystem's names stamp
 //! ([`SuperBlock::names_stamp`](crate::core::superblock::SuperBlock::names_stamp)), which
 //! a change marks from before it begins until after it is done: a name leaving the tree
-//! (unhash, replace, prune) and a directory's search permission for everyone changing (the
-//! execute bits of its mode, its access ACL appearing). Creates mark nothing: a new name
+//! (unhash, replace, prune) and who may search a directory changing (the execute bits of
+//! its mode, its owner or group, its access ACL). Creates mark nothing: a new name
 //! changes no path that resolved. An entry answers only while both stamps are what they
 //! were and no change is in progress, that is while the tree its walk saw, and the
 //! permissions it relied on, are still there.
@@ -33,14 +36,15 @@
 //! its write section. The start and root positions are only compared, never read.
 //!
 //! # Where it lives
-//! One table per thread, made by the thread's first cacheable walk: [`SLOTS`] entries,
-//! direct mapped, the path bytes inline (one allocation per thread, none afterwards).
+//! One table per thread, made by the thread's first fill: [`SLOTS`] entries, direct
+//! mapped, the path bytes inline (one allocation per thread, none afterwards; freed when
+//! the thread exits).
 //! Nothing in it is shared, so a hit writes no memory another thread reads; a fill writes
 //! only this thread's table. Entries of an instance that is gone are never matched again
 //! (instance ids are not reused) and are overwritten in time.
 
-use std::cell::RefCell;
-use std::hash::BuildHasher;
+use std::cell::Cell;
+use std::hash::{BuildHasher, Hasher};
 
 use crate::core::dentry::Dentry;
 use crate::core::path::Pos;
@@ -57,6 +61,8 @@ pub(crate) const MAX_PATH: usize = 255;
 pub(crate) struct Key {
     /// The instance ([`crate::core::instance::VfsInner::id`]); 0 marks an empty entry.
     vfs: u64,
+    /// The credentials' install serial (0: answers that are anyone's).
+    creds: u64,
     /// Start and root positions, as addresses (compared, never read).
     start_mnt: usize,
     start: usize,
@@ -67,9 +73,10 @@ pub(crate) struct Key {
 }
 
 impl Key {
-    pub(crate) fn new(vfs: u64, start: &Pos<'_>, root: &Pos<'_>, flags: u32) -> Key {
+    pub(crate) fn new(vfs: u64, creds: u64, start: &Pos<'_>, root: &Pos<'_>, flags: u32) -> Key {
         Key {
             vfs,
+            creds,
             start_mnt: start.mnt.as_ptr() as usize,
             start: start.dentry.as_ptr() as usize,
             root_mnt: root.mnt.as_ptr() as usize,
@@ -79,10 +86,13 @@ impl Key {
     }
 
     fn hash(&self, path: &[u8]) -> u64 {
-        let h = foldhash::fast::FixedState::with_seed(0x7061_7468_6361_6368).hash_one(path);
+        let mut h = foldhash::fast::FixedState::with_seed(0x7061_7468_6361_6368).build_hasher();
+        h.write(path);
+        let h = h.finish();
         // Positions are 64-byte aligned allocations: drop the low bits before mixing.
         let k = (self.start as u64 >> 6)
             ^ (self.root as u64 >> 6).rotate_left(17)
+            ^ self.creds.rotate_left(29)
             ^ (self.flags as u64).rotate_left(41)
             ^ self.vfs.rotate_left(53);
         (h ^ k).wrapping_mul(0x9e37_79b9_7f4a_7c15)
@@ -109,16 +119,30 @@ struct Entry {
 }
 
 const EMPTY: Entry = Entry {
-    key: Key { vfs: 0, start_mnt: 0, start: 0, root_mnt: 0, root: 0, flags: 0 },
+    key: Key { vfs: 0, creds: 0, start_mnt: 0, start: 0, root_mnt: 0, root: 0, flags: 0 },
     stamps: Stamps { rename: 0, names: 0 },
     found: std::ptr::null(),
     len: 0,
     path: [0; MAX_PATH],
 };
 
+type Table = [Entry; SLOTS];
+
+/// This thread's table: null until the first fill, then a `Box` it owns.
+struct Holder(Cell<*mut Table>);
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let p = self.0.get();
+        if !p.is_null() {
+            // SAFETY: `p` came from `Box::into_raw` in `fill` and nothing else frees it.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
 thread_local! {
-    /// This thread's table, made by its first fill.
-    static TABLE: RefCell<Option<Box<[Entry; SLOTS]>>> = const { RefCell::new(None) };
+    static TABLE: Holder = const { Holder(Cell::new(std::ptr::null_mut())) };
 }
 
 /// A cacheable walk's key and path, and the slot its hash picks.
@@ -142,19 +166,31 @@ impl<'p> Probe<'p> {
     /// alive for as long as it stays pinned.
     #[inline]
     pub(crate) fn lookup(&self, stamps: Stamps) -> Option<*const Dentry> {
-        TABLE.with(|t| {
-            let t = t.borrow();
-            let e = &t.as_ref()?[self.slot];
-            (e.key == self.key && e.stamps == stamps && &e.path[..e.len as usize] == self.path).then_some(e.found)
-        })
+        TABLE
+            .try_with(|h| {
+                let t = h.0.get();
+                if t.is_null() {
+                    return None;
+                }
+                // SAFETY: this thread's table, alive while its holder is; the only other
+                // reference to it is `fill`'s, on this thread and never held across calls.
+                let e = unsafe { &(*t)[self.slot] };
+                (e.key == self.key && e.stamps == stamps && &e.path[..e.len as usize] == self.path).then_some(e.found)
+            })
+            .ok()
+            .flatten()
     }
 
     /// Learns that this walk, started under `stamps`, found `found`.
     pub(crate) fn fill(&self, stamps: Stamps, found: *const Dentry) {
-        TABLE.with(|t| {
-            let mut t = t.borrow_mut();
-            let t = t.get_or_insert_with(|| Box::new([EMPTY; SLOTS]));
-            let e = &mut t[self.slot];
+        let _ = TABLE.try_with(|h| {
+            let mut t = h.0.get();
+            if t.is_null() {
+                t = Box::into_raw(Box::new([EMPTY; SLOTS]));
+                h.0.set(t);
+            }
+            // SAFETY: as in `lookup`; no other reference to the table exists meanwhile.
+            let e = unsafe { &mut (*t)[self.slot] };
             e.key = self.key;
             e.stamps = stamps;
             e.found = found;
