@@ -2,11 +2,11 @@
 //!
 //! | case | seed | loop | fast paths switched off |
 //! |---|---|---|---|
-//! | `openneg` | 003 | `open("a/b/c/d/e/missing")` → ENOENT, 1 thread | `FAILED_OPEN`, `LOCKLESS_WALK` |
+//! | `openneg` | 003 | `open("a/b/c/d/e/missing")` → ENOENT, 1 thread | `FAILED_OPEN`, `LOCKLESS_WALK`, `PATH_CACHE` (a miss is not cached: what its probe costs) |
 //! | `readlink1` | 002 | `readlink("link")`, 1 and N threads | `SYMLINK_CACHE` |
-//! | `stat` | 001 | `stat("a/b/c/d/e/file")` as owner / non-owner, 1 thread | `LOCKLESS_WALK`, `ACL` |
-//! | `open1` | 001 | `open` + `close` of the same path, as owner / non-owner | `LOCKLESS_WALK`, `ACL` |
-//! | `stat2` | 004 | N threads `stat` the same file, N = 1..=cores | `LOCKLESS_WALK` |
+//! | `stat` | 001 | `stat("a/b/c/d/e/file")` as owner / non-owner, 1 thread | `LOCKLESS_WALK`, `ACL`, `PATH_CACHE` |
+//! | `open1` | 001 | `open` + `close` of the same path, as owner / non-owner | `LOCKLESS_WALK`, `ACL`, `PATH_CACHE` |
+//! | `stat2` | 004 | N threads `stat` the same file, N = 1..=cores | `LOCKLESS_WALK`, `PATH_CACHE` |
 //! | `write1` | 000 | each thread `pwrite`s 1 byte at offset 0 of its own file | (`NOTIFY` later) |
 //! | `messaging` | 000 | hackbench shape: 20 senders x 20 receivers per group, 100-byte messages through files; wall time | (`NOTIFY` later) |
 //! | `fstree` | 004 | T threads scan their own D x F tree, cold caches (own runner: [`crate::fstree`]) | `INODE_HASH` (and hostfs revalidation on: `uvfs-revalidate`) |
@@ -115,7 +115,7 @@ pub const CASES: &[Case] = &[
         title: "open of a missing file a/b/c/d/e/missing (ENOENT), 1 thread",
         kind: Kind::OpenNeg,
         unit: Unit::OpsPerSec,
-        switches: FastPaths::FAILED_OPEN.union(FastPaths::LOCKLESS_WALK),
+        switches: FastPaths::FAILED_OPEN.union(FastPaths::LOCKLESS_WALK).union(FastPaths::PATH_CACHE),
         pending: &[],
         unavailable: None,
     },
@@ -135,7 +135,7 @@ pub const CASES: &[Case] = &[
         title: "stat a/b/c/d/e/file as owner and as non-owner (group access), 1 thread",
         kind: Kind::Stat,
         unit: Unit::OpsPerSec,
-        switches: FastPaths::LOCKLESS_WALK.union(FastPaths::ACL),
+        switches: FastPaths::LOCKLESS_WALK.union(FastPaths::ACL).union(FastPaths::PATH_CACHE),
         pending: &[],
         unavailable: None,
     },
@@ -145,7 +145,7 @@ pub const CASES: &[Case] = &[
         title: "open + close of a/b/c/d/e/file as owner and as non-owner, 1 thread",
         kind: Kind::OpenClose,
         unit: Unit::OpsPerSec,
-        switches: FastPaths::LOCKLESS_WALK.union(FastPaths::ACL),
+        switches: FastPaths::LOCKLESS_WALK.union(FastPaths::ACL).union(FastPaths::PATH_CACHE),
         pending: &[],
         unavailable: None,
     },
@@ -155,7 +155,7 @@ pub const CASES: &[Case] = &[
         title: "N threads stat the same file a/b/c/d/e/file",
         kind: Kind::Stat2,
         unit: Unit::OpsPerSec,
-        switches: FastPaths::LOCKLESS_WALK,
+        switches: FastPaths::LOCKLESS_WALK.union(FastPaths::PATH_CACHE),
         pending: &[],
         unavailable: None,
     },

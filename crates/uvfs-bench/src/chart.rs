@@ -34,6 +34,7 @@ fn color(target: &str) -> &'static str {
         "uvfs-no-symlink-cache" => "#9467bd",
         "uvfs-no-acl" => "#8c564b",
         "uvfs-no-notify" => "#e377c2",
+        "uvfs-no-path-cache" => "#aec7e8",
         "tmpfs" => "#7f7f7f",
         "hostdir" => "#8c564b",
         "uvfs-memfs" => "#1f77b4",

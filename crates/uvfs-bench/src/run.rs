@@ -312,13 +312,21 @@ mod tests {
                 ("uvfs", true),
                 ("fuse", fuse),
                 ("uvfs-no-lockless", true),
-                ("uvfs-no-failed-open", true)
+                ("uvfs-no-failed-open", true),
+                ("uvfs-no-path-cache", true)
             ]
         );
         let t = case_targets(cases::case("stat").unwrap(), &p);
         assert_eq!(
             names(&t),
-            [("kernel", true), ("uvfs", true), ("fuse", fuse), ("uvfs-no-lockless", true), ("uvfs-no-acl", true)]
+            [
+                ("kernel", true),
+                ("uvfs", true),
+                ("fuse", fuse),
+                ("uvfs-no-lockless", true),
+                ("uvfs-no-acl", true),
+                ("uvfs-no-path-cache", true)
+            ]
         );
         let t = case_targets(cases::case("readlink1").unwrap(), &p);
         assert_eq!(names(&t), [("kernel", true), ("uvfs", true), ("fuse", fuse), ("uvfs-no-symlink-cache", true)]);
