@@ -141,4 +141,76 @@ mod tests {
         assert!(events.iter().any(|e| e.mask.contains(crate::EventMask::CLOSE_WRITE)), "{events:?}");
         drop(ino);
     }
+
+    fn small_vfs() -> Vfs {
+        // Explicit limits: no `sysinfo` call, which Miri does not have.
+        Vfs::new(VfsConfig { root_size_limit: Some(0), root_inode_limit: Some(0), ..Default::default() })
+    }
+
+    fn size(t: &crate::Task, p: &[u8]) -> crate::Result<u64> {
+        t.fstatat(DirFd::Cwd, p, crate::AtFlags::empty()).map(|s| s.size)
+    }
+
+    /// Path cache entries (`walk/pathcache.rs`) whose dentries were removed, replaced, pruned or torn down with their
+    /// instance are never read again.
+    #[test]
+    fn path_cache_entries_outlived_by_nothing_they_name() {
+        let v = small_vfs();
+        let t = v.root_task();
+        t.mkdir(b"/a", 0o755).unwrap();
+        t.mkdir(b"/a/b", 0o755).unwrap();
+        for round in 0..4u64 {
+            let fd = t.open(b"/a/b/f", OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC, 0o644).unwrap();
+            t.write(fd, &vec![b'x'; round as usize]).unwrap();
+            t.close(fd).unwrap();
+            let h = crate::counters().path_cache_hits;
+            assert_eq!(size(&t, b"/a/b/f"), Ok(round));
+            assert_eq!(size(&t, b"/a/b/f"), Ok(round));
+            assert_eq!(crate::counters().path_cache_hits, h + 1);
+            t.unlink(b"/a/b/f").unwrap();
+            assert_eq!(size(&t, b"/a/b/f"), Err(crate::Errno::ENOENT));
+        }
+        // A cached directory removed with its subtree moved away, then the instance.
+        t.mkdir(b"/a/b/c", 0o755).unwrap();
+        assert!(size(&t, b"/a/b/c").is_ok());
+        assert!(size(&t, b"/a/b/c").is_ok());
+        t.rename(b"/a/b", b"/moved").unwrap();
+        assert_eq!(size(&t, b"/a/b/c"), Err(crate::Errno::ENOENT));
+        t.rmdir(b"/moved/c").unwrap();
+        assert_eq!(size(&t, b"/moved/c"), Err(crate::Errno::ENOENT));
+        assert!(size(&t, b"/moved").is_ok());
+        drop(t);
+        drop(v);
+        // A new instance on this thread: the old entries name nothing it has.
+        let w = small_vfs();
+        let t = w.root_task();
+        t.mkdir(b"/moved", 0o700).unwrap();
+        assert!(size(&t, b"/moved").is_ok());
+    }
+
+    /// A reader hitting the path cache while a writer removes and makes again what it names.
+    #[test]
+    fn path_cache_hits_race_removals() {
+        let v = small_vfs();
+        let t = v.root_task();
+        t.mkdir(b"/d", 0o755).unwrap();
+        let make = |t: &crate::Task| t.close(t.open(b"/d/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap());
+        make(&t).unwrap();
+        let rounds = if cfg!(miri) { 20 } else { 2000 };
+        std::thread::scope(|s| {
+            let r = t.fork();
+            s.spawn(move || {
+                for _ in 0..rounds {
+                    match size(&r, b"/d/f") {
+                        Ok(0) | Err(crate::Errno::ENOENT) => {}
+                        other => panic!("{other:?}"),
+                    }
+                }
+            });
+            for _ in 0..rounds {
+                t.unlink(b"/d/f").unwrap();
+                make(&t).unwrap();
+            }
+        });
+    }
 }
