@@ -30,19 +30,20 @@ use crate::core::superblock::SuperBlock;
 use crate::core::superblock::{CreateArgs, RenameReq};
 use crate::sync::rcu::LocalGuard;
 use crate::task::Task;
-use crate::walk::namei::{LastType, LookupFlags, NameBuf, Outcome, check_path};
+use crate::walk::namei::{LastName, LastType, LookupFlags, Outcome, check_path};
 
 /// The parent of a name, with a reference, as a parent walk leaves it.
-struct ParentOf {
+struct ParentOf<'p> {
     parent: PathRef,
     last: LastType,
-    name: NameBuf,
+    /// The last name (borrowed from the path walked, as a parent walk's always is).
+    name: std::borrow::Cow<'p, [u8]>,
     trailing_slash: bool,
     /// The last name is over `NAME_MAX`: ENAMETOOLONG where Linux looks it up.
     too_long: bool,
 }
 
-impl ParentOf {
+impl ParentOf<'_> {
     /// Linux's lookup of the last name (`lookup_one_qstr_excl`) fails first on its length.
     fn check_len(&self) -> Result<()> {
         if self.too_long { Err(Errno::ENAMETOOLONG) } else { Ok(()) }
@@ -50,9 +51,13 @@ impl ParentOf {
 }
 
 impl Task {
-    fn parent_of(&self, dirfd: DirFd, path: &[u8]) -> Result<ParentOf> {
+    fn parent_of<'p>(&self, dirfd: DirFd, path: &'p [u8]) -> Result<ParentOf<'p>> {
         self.walk(dirfd, path, LookupFlags::PARENT, |o| match o {
             Outcome::Parent { parent, last, name, trailing_slash, too_long } => {
+                let name = match name {
+                    LastName::InPath(s, e) => std::borrow::Cow::Borrowed(&path[s as usize..e as usize]),
+                    LastName::Copied(b) => std::borrow::Cow::Owned(b.into_vec()),
+                };
                 Ok(ParentOf { parent: parent.to_path(), last, name, trailing_slash, too_long })
             }
             _ => Err(Errno::ENOENT),
@@ -74,7 +79,7 @@ impl Task {
             return Err(Errno::EEXIST);
         }
         p.check_len()?;
-        let name = p.name.as_bytes();
+        let name = &*p.name;
         let vfs = &*self.vfs;
         let guard = vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
@@ -266,7 +271,7 @@ impl Task {
         }
         p.parent.mnt.want_write()?;
         p.check_len()?;
-        let name = p.name.as_bytes();
+        let name = &*p.name;
         let vfs = &*self.vfs;
         let guard = vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
@@ -317,7 +322,7 @@ impl Task {
         }
         p.parent.mnt.want_write()?;
         p.check_len()?;
-        let name = p.name.as_bytes();
+        let name = &*p.name;
         let vfs = &*self.vfs;
         let guard = vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
@@ -379,7 +384,7 @@ impl Task {
         let _rename = vfs.rename_lock.lock();
         let guard = vfs.rcu.pin();
         let (od, nd) = (&op.parent.dentry, &np.parent.dentry);
-        let (oname, nname) = (op.name.as_bytes(), np.name.as_bytes());
+        let (oname, nname) = (&*op.name, &*np.name);
         let mut locks = RenameLocks::lock(od, nd, &guard)?;
         let sb = &op.parent.mnt.sb;
         op.check_len()?;

@@ -40,7 +40,7 @@ use crate::walk::namei::{LookupFlags, Outcome};
 #[allow(clippy::large_enum_variant)]
 enum OpenTarget {
     Existing(PathRef),
-    Create { parent: PathRef, name: crate::walk::namei::NameBuf },
+    Create { parent: PathRef, name: crate::walk::namei::LastName },
 }
 
 impl Task {
@@ -179,7 +179,7 @@ impl Task {
             };
             let opened = match target {
                 OpenTarget::Existing(p) => self.do_open(p, flags).map(Some),
-                OpenTarget::Create { parent, name } => self.open_create(&parent, name.as_bytes(), flags, mode),
+                OpenTarget::Create { parent, name } => self.open_create(&parent, name.bytes(path), flags, mode),
             };
             match opened {
                 Ok(Some(f)) => return Ok((f, slot)),

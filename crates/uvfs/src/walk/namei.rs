@@ -105,9 +105,10 @@ pub enum LastType {
     Root,
 }
 
-/// A component copied out of the walk (a name has at most 255 bytes): no allocation.
+/// A component copied out of a symlink body the filesystem returned (a name has at most
+/// 255 bytes): no allocation.
 #[derive(Clone, Copy)]
-pub struct NameBuf {
+struct NameBuf {
     len: u8,
     buf: [u8; NAME_MAX],
 }
@@ -119,8 +120,32 @@ impl NameBuf {
         n
     }
     /// The bytes.
-    pub fn as_bytes(&self) -> &[u8] {
+    fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len as usize]
+    }
+}
+
+/// The last name of a walk that stopped before it (`PARENT`) or did not find it
+/// (`MISSING_OK`): where it is in the caller's path, or, when it came from a symlink body
+/// the walk read, a copy. No name is copied on the common path: a parent walk's last name
+/// is always the path's own (a last component is not followed), and a create's is unless
+/// it names a dangling symlink.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LastName {
+    /// `path[start..end]` of the path the walk was given.
+    InPath(u16, u16),
+    /// From a symlink body (or empty, for a last component that is not a name).
+    Copied(Box<[u8]>),
+}
+
+impl LastName {
+    /// The bytes, given the path the walk was given.
+    #[inline]
+    pub fn bytes<'p>(&'p self, path: &'p [u8]) -> &'p [u8] {
+        match self {
+            LastName::InPath(s, e) => &path[*s as usize..*e as usize],
+            LastName::Copied(b) => b,
+        }
     }
 }
 
@@ -133,7 +158,7 @@ pub enum Outcome<'a> {
         /// The directory it would be in.
         parent: Pos<'a>,
         /// Its name.
-        name: NameBuf,
+        name: LastName,
         /// The path ended in a slash.
         trailing_slash: bool,
     },
@@ -144,7 +169,7 @@ pub enum Outcome<'a> {
         /// The kind of last component.
         last: LastType,
         /// The last component (empty unless `Normal`).
-        name: NameBuf,
+        name: LastName,
         /// The path ended in a slash.
         trailing_slash: bool,
         /// The last component is over `NAME_MAX` (`name` is then empty): ENAMETOOLONG
@@ -405,6 +430,17 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
         }
     }
 
+    /// The last name, `name`, the component at `s` of the top segment: a range when that
+    /// segment is the caller's path, else a copy.
+    fn last_name(&self, s: usize, name: &[u8]) -> LastName {
+        if self.stack.len == 1 {
+            // The bottom segment is the path itself, under PATH_MAX: the range fits.
+            LastName::InPath(s as u16, (s + name.len()) as u16)
+        } else {
+            LastName::Copied(name.into())
+        }
+    }
+
     /// Search permission on the current directory. A directory whose mode lets every class
     /// search it and that has no ACL grants it to anyone: no owner, group, capability or
     /// flag matters then, so the general check is skipped (Linux's
@@ -608,9 +644,9 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
     /// The walk names `cur`. On a filesystem that revalidates, a position no name lookup
     /// of this walk checked (`.`, `..`, a root) gets its attributes refreshed
     /// (`->getattr`), so what the caller reports is current. The caller then returns
-    /// `Outcome::Found(self.cur)` itself: built in place, not returned through a helper,
-    /// since an `Outcome` carries a 255-byte name and a copy of it (then read back in
-    /// parts) cost a cached readlink a third of its speed.
+    /// `Outcome::Found(self.cur)` itself (an `Outcome` once carried a 255-byte name, and
+    /// a copy of it cost a cached readlink a third of its speed). Notes that the walk
+    /// found its answer, for the path cache.
     #[inline(always)]
     fn check_found(&mut self) -> std::result::Result<(), Stop> {
         if !self.fresh && self.cur.dentry.needs_revalidate() {
@@ -631,7 +667,7 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
                     return Ok(Outcome::Parent {
                         parent: self.cur,
                         last: LastType::Root,
-                        name: NameBuf::new(b""),
+                        name: LastName::Copied(Box::default()),
                         trailing_slash: false,
                         too_long: false,
                     });
@@ -661,7 +697,11 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
             // rename, after EROFS).
             let too_long = e - s > NAME_MAX;
             if is_last && flags.contains(LookupFlags::PARENT) {
-                let nb = if kind == LastType::Normal && !too_long { NameBuf::new(name) } else { NameBuf::new(b"") };
+                let nb = if kind == LastType::Normal && !too_long {
+                    self.last_name(s, name)
+                } else {
+                    LastName::Copied(Box::default())
+                };
                 return Ok(Outcome::Parent { parent: self.cur, last: kind, name: nb, trailing_slash, too_long });
             }
             if too_long {
@@ -677,7 +717,11 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
                     let found = self.lookup(name)?;
                     let Some(d) = found else {
                         if is_last && flags.contains(LookupFlags::MISSING_OK) {
-                            return Ok(Outcome::Missing { parent: self.cur, name: NameBuf::new(name), trailing_slash });
+                            return Ok(Outcome::Missing {
+                                parent: self.cur,
+                                name: self.last_name(s, name),
+                                trailing_slash,
+                            });
                         }
                         return Err(Stop::Err(Errno::ENOENT));
                     };
@@ -906,9 +950,7 @@ impl<'t> WalkCtx<'t> {
             found: false,
         };
         if !scoped {
-            // Returned as `run` made it: an `Outcome` carries a 255-byte name, and a cached
-            // stat should not copy it once more (so what the cache learns is read from
-            // `nd`, not from the outcome).
+            // What the path cache learns is read from `nd`, which saw the outcome made.
             let out = nd.run();
             if nd.found
                 && nd.cacheable
