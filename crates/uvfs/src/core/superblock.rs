@@ -331,6 +331,9 @@ pub struct RenameReq<'a> {
 
 static NEXT_DEV: AtomicU64 = AtomicU64::new(1);
 
+/// Where the next instance's names stamp starts (see `SuperBlock::names_done`).
+static NEXT_NAMES_BASE: AtomicU64 = AtomicU64::new(0);
+
 /// A change to an instance's names in progress (see [`SuperBlock::names_change`]).
 pub(crate) struct NamesChange<'a>(&'a SuperBlock);
 
@@ -371,8 +374,8 @@ pub struct SuperBlock {
     /// answers nor learns while it is not 0. Always 0 for other instances, which it does
     /// not serve.
     names_busy: AtomicU64,
-    /// Atomic: such changes done; a path cache entry answers only while it is what it was
-    /// when the entry's walk started.
+    /// Atomic: such changes done, counted from a base of this instance's own; a path
+    /// cache entry answers only while it is what it was when the entry's walk started.
     names_done: AtomicU64,
 }
 
@@ -398,7 +401,9 @@ impl SuperBlock {
             counts: std::sync::OnceLock::new(),
             complete,
             names_busy: AtomicU64::new(0),
-            names_done: AtomicU64::new(0),
+            // Each instance counts from its own base, 2^32 apart: a stamp of one never
+            // equals another's, should an address be reused for a new instance.
+            names_done: AtomicU64::new(NEXT_NAMES_BASE.fetch_add(1 << 32, Ordering::Relaxed)),
         })
     }
 

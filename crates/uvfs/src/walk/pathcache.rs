@@ -24,7 +24,10 @@
 //! its mode, its owner or group, its access ACL). Creates mark nothing: a new name
 //! changes no path that resolved. An entry answers only while both stamps are what they
 //! were and no change is in progress, that is while the tree its walk saw, and the
-//! permissions it relied on, are still there.
+//! permissions it relied on, are still there. The names stamp is 64 bits and counts from
+//! a base of its own per filesystem instance, so it never comes round, and no other
+//! instance's equals it should an address be reused; the rename sequence (32 bits) only
+//! has to tell mount changes apart, together with it.
 //!
 //! # Why a hit may read the dentry (the reclamation rule)
 //! The entry holds a plain pointer, no count. A hit pins the collector, then reads the
