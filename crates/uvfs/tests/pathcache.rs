@@ -43,6 +43,22 @@ fn fills() -> u64 {
     counters().path_cache_fills
 }
 
+/// An access ACL naming `uid` with `perm`; the owner has rwx, the mask lets `perm` or the
+/// group's bits through, whichever is more.
+fn naming(uid: u32, perm: u16, group: u16, other: u16) -> Acl {
+    Acl::new(vec![
+        AclEntry::new(AclTag::UserObj, 7),
+        AclEntry::new(AclTag::User(uid), perm),
+        AclEntry::new(AclTag::GroupObj, group),
+        AclEntry::new(AclTag::Mask, perm | group),
+        AclEntry::new(AclTag::Other, other),
+    ])
+}
+
+fn set_acl(t: &Task, path: &[u8], acl: Acl) {
+    t.set_acl(DirFd::Cwd, path, AclType::Access, &acl, AtFlags::empty()).unwrap();
+}
+
 fn user(t: &Task) -> Task {
     t.with_credentials(Credentials::new(Uid(2000), Gid(2000), &[]))
 }
@@ -199,14 +215,7 @@ fn a_directory_closed_to_others_is_closed_at_once() {
     assert_eq!(size(&u, DEEP), Ok(6));
     // An ACL that names the user without search permission, mode bits unchanged for
     // everyone else.
-    let deny = Acl::new(vec![
-        AclEntry::new(AclTag::UserObj, 7),
-        AclEntry::new(AclTag::User(2000), 4),
-        AclEntry::new(AclTag::GroupObj, 5),
-        AclEntry::new(AclTag::Mask, 5),
-        AclEntry::new(AclTag::Other, 5),
-    ]);
-    t.set_acl(DirFd::Cwd, b"/base/d1/d2/d3/d4", AclType::Access, &deny, AtFlags::empty()).unwrap();
+    set_acl(&t, b"/base/d1/d2/d3/d4", naming(2000, 4, 5, 5));
     assert_eq!(size(&u, DEEP), Err(Errno::EACCES));
     assert_eq!(size(&t.with_credentials(Credentials::new(Uid(3000), Gid(3000), &[])), DEEP), Ok(6));
 }
@@ -351,27 +360,13 @@ fn answers_that_depend_on_who_asks_are_kept_per_credentials() {
     t.fchownat(DirFd::Cwd, b"/base/d1/d2/d3", Some(Uid(0)), None, AtFlags::empty()).unwrap();
     assert_eq!(size(&outsider, DEEP), Err(Errno::EACCES));
     // An ACL entry for the member, then its removal.
-    let allow = Acl::new(vec![
-        AclEntry::new(AclTag::UserObj, 7),
-        AclEntry::new(AclTag::User(1000), 5),
-        AclEntry::new(AclTag::GroupObj, 0),
-        AclEntry::new(AclTag::Mask, 5),
-        AclEntry::new(AclTag::Other, 0),
-    ]);
-    t.set_acl(DirFd::Cwd, b"/base/d1/d2/d3", AclType::Access, &allow, AtFlags::empty()).unwrap();
+    set_acl(&t, b"/base/d1/d2/d3", naming(1000, 5, 0, 0));
     assert_eq!(size(&member, DEEP), Ok(5));
     assert_eq!(size(&member, DEEP), Ok(5));
-    let none = Acl::new(vec![
-        AclEntry::new(AclTag::UserObj, 7),
-        AclEntry::new(AclTag::User(1000), 4),
-        AclEntry::new(AclTag::GroupObj, 0),
-        AclEntry::new(AclTag::Mask, 4),
-        AclEntry::new(AclTag::Other, 0),
-    ]);
-    t.set_acl(DirFd::Cwd, b"/base/d1/d2/d3", AclType::Access, &none, AtFlags::empty()).unwrap();
+    set_acl(&t, b"/base/d1/d2/d3", naming(1000, 4, 0, 0));
     assert_eq!(size(&member, DEEP), Err(Errno::EACCES));
     // access(2) checks with credentials no task installed: the member's real ids.
-    t.set_acl(DirFd::Cwd, b"/base/d1/d2/d3", AclType::Access, &allow, AtFlags::empty()).unwrap();
+    set_acl(&t, b"/base/d1/d2/d3", naming(1000, 5, 0, 0));
     for _ in 0..3 {
         assert_eq!(member.faccessat(DirFd::Cwd, DEEP, uvfs::AccessMode::R_OK, AtFlags::empty()), Ok(()));
         assert_eq!(outsider.faccessat(DirFd::Cwd, DEEP, uvfs::AccessMode::F_OK, AtFlags::empty()), Err(Errno::EACCES));
