@@ -156,8 +156,9 @@
 //!   does not change (`HostChanges::Never`): correct, and a system call per cached lookup.
 //! - A directory of a hostfs that changed on the host is not dropped from the cache while
 //!   anything is mounted inside that hostfs (Linux would detach those mounts).
-//! - The path cache serves memfs only, paths of at most 255 bytes, and directories that
-//!   everyone may search; other deep paths cost one hash probe per component.
+//! - The path cache serves memfs only, walks that stay in one mount, and successful
+//!   walks only (a miss pays its probe, about 110 instructions); other paths cost one hash
+//!   probe per component.
 //!
 //! ## Example
 //! ```

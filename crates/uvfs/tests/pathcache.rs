@@ -313,15 +313,25 @@ fn what_the_walk_checks_last_is_part_of_the_answer() {
         slash.push(b'/');
         assert_eq!(size(&t, &slash), Err(Errno::ENOTDIR));
     }
-    // A path over the cache's length still resolves.
+    // Paths longer than an entry holds inline are learned too, and two long paths that
+    // differ only past the inline part are told apart.
     let mut long = b"/base".to_vec();
     for _ in 0..60 {
         long.extend_from_slice(b"/d1/..");
     }
+    let mut other = long.clone();
     long.extend_from_slice(b"/d1/d2/d3/d4/d5/d6/d7/d8/f");
+    other.extend_from_slice(b"/d1/d2/d3/d4/d5/d6/d7/d8");
     assert!(long.len() > 255);
+    let (h, f) = (hits(), fills());
     assert_eq!(size(&t, &long), Ok(1));
     assert_eq!(size(&t, &long), Ok(1));
+    assert_eq!((hits() - h, fills() - f), (1, 1));
+    let dir = size(&t, &other).unwrap();
+    assert_eq!(size(&t, &other), Ok(dir));
+    assert_eq!(size(&t, &long), Ok(1));
+    t.rename(b"/base/d1/d2", b"/base/moved").unwrap();
+    assert_eq!(size(&t, &long), Err(Errno::ENOENT));
 }
 
 #[test]

@@ -981,8 +981,8 @@ impl<'t> WalkCtx<'t> {
 
     /// The path cache's probe for this walk and the stamps it starts under, if the cache
     /// may answer or learn it (see [`crate::walk::pathcache`]): no flags but `FOLLOW`,
-    /// `DIRECTORY` and `EMPTY`, a short path, a start in a filesystem whose names no
-    /// change is in progress on. (What only a fill must check is checked then.)
+    /// `DIRECTORY` and `EMPTY`, a start in a filesystem whose names no change is in
+    /// progress on. (What only a fill must check is checked then.)
     #[inline]
     fn path_cache_probe<'a>(
         &self,
@@ -995,7 +995,7 @@ impl<'t> WalkCtx<'t> {
     ) -> Option<(Probe<'a>, Stamps)> {
         const CACHED_FLAGS: LookupFlags = LookupFlags::FOLLOW.union(LookupFlags::DIRECTORY).union(LookupFlags::EMPTY);
         const NEEDS: FastPaths = FastPaths::PATH_CACHE.union(FastPaths::ACL);
-        if !self.vfs.fast.contains(NEEDS) || !CACHED_FLAGS.contains(flags) || path.len() > pathcache::MAX_PATH {
+        if !self.vfs.fast.contains(NEEDS) || !CACHED_FLAGS.contains(flags) {
             return None;
         }
         let names = start.mnt.sb.names_stamp()?;

@@ -4,8 +4,7 @@
 //! whose prefix check caches that the prefix may be searched; Linux has no such table.
 //!
 //! # What is cached
-//! A successful lockless walk ([`crate::walk::namei`]) of a path of at most
-//! [`MAX_PATH`] bytes, with no flags but `FOLLOW`, `DIRECTORY` and `EMPTY`, that stayed in
+//! A successful lockless walk ([`crate::walk::namei`]) of a path, with no flags but `FOLLOW`, `DIRECTORY` and `EMPTY`, that stayed in
 //! one mount of a dcache-complete filesystem (memfs), from a start that is not a removed
 //! directory, in an attached mount. Its answer then depends on nothing outside that
 //! filesystem's tree but the credentials' search permission on its directories, so it
@@ -40,8 +39,9 @@
 //!
 //! # Where it lives
 //! One table per thread, made by the thread's first fill: [`SLOTS`] entries, direct
-//! mapped, the path bytes inline (one allocation per thread, none afterwards; freed when
-//! the thread exits).
+//! mapped, paths of up to [`INLINE`] bytes inline, a longer one in a buffer the entry
+//! keeps and grows (so the table allocates once per thread, and an entry once per length
+//! it has not held before; nothing afterwards; all freed when the thread exits).
 //! Nothing in it is shared, so a hit writes no memory another thread reads; a fill writes
 //! only this thread's table. Entries of an instance that is gone are never matched again
 //! (instance ids are not reused) and are overwritten in time.
@@ -55,9 +55,8 @@ use crate::core::path::Pos;
 /// Entries per thread.
 pub(crate) const SLOTS: usize = 64;
 
-/// The longest path cached, in bytes. A 64-deep path of 2-byte components fits; longer
-/// paths walk component by component.
-pub(crate) const MAX_PATH: usize = 255;
+/// Path bytes an entry holds inline; a longer path goes to the entry's own buffer.
+pub(crate) const INLINE: usize = 128;
 
 /// What identifies a cached walk besides its path bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -111,14 +110,34 @@ pub(crate) struct Stamps {
     pub(crate) names: u64,
 }
 
-#[derive(Clone, Copy)]
 struct Entry {
     key: Key,
     stamps: Stamps,
     /// The dentry the walk found.
     found: *const Dentry,
-    len: u8,
-    path: [u8; MAX_PATH],
+    /// The path's length (under `PATH_MAX`).
+    len: u16,
+    /// The path, if it is at most `INLINE` bytes.
+    inline: [u8; INLINE],
+    /// The path, if it is longer: a buffer kept for the next long path too.
+    spill: Vec<u8>,
+}
+
+impl Entry {
+    fn path(&self) -> &[u8] {
+        let n = self.len as usize;
+        if n <= INLINE { &self.inline[..n] } else { &self.spill[..n] }
+    }
+
+    fn set_path(&mut self, p: &[u8]) {
+        self.len = p.len() as u16;
+        if p.len() <= INLINE {
+            self.inline[..p.len()].copy_from_slice(p);
+        } else {
+            self.spill.clear();
+            self.spill.extend_from_slice(p);
+        }
+    }
 }
 
 const EMPTY: Entry = Entry {
@@ -126,7 +145,8 @@ const EMPTY: Entry = Entry {
     stamps: Stamps { rename: 0, names: 0 },
     found: std::ptr::null(),
     len: 0,
-    path: [0; MAX_PATH],
+    inline: [0; INLINE],
+    spill: Vec::new(),
 };
 
 type Table = [Entry; SLOTS];
@@ -156,10 +176,10 @@ pub(crate) struct Probe<'p> {
 }
 
 impl<'p> Probe<'p> {
-    /// `path` must be at most [`MAX_PATH`] bytes.
+    /// `path` is under `PATH_MAX` bytes (the walk checked).
     #[inline]
     pub(crate) fn new(key: Key, path: &'p [u8]) -> Probe<'p> {
-        debug_assert!(path.len() <= MAX_PATH);
+        debug_assert!(path.len() < crate::abi::limits::PATH_MAX);
         let slot = (key.hash(path) >> 58) as usize % SLOTS;
         Probe { key, path, slot }
     }
@@ -178,7 +198,7 @@ impl<'p> Probe<'p> {
                 // SAFETY: this thread's table, alive while its holder is; the only other
                 // reference to it is `fill`'s, on this thread and never held across calls.
                 let e = unsafe { &(*t)[self.slot] };
-                (e.key == self.key && e.stamps == stamps && &e.path[..e.len as usize] == self.path).then_some(e.found)
+                (e.key == self.key && e.stamps == stamps && e.path() == self.path).then_some(e.found)
             })
             .ok()
             .flatten()
@@ -197,8 +217,7 @@ impl<'p> Probe<'p> {
             e.key = self.key;
             e.stamps = stamps;
             e.found = found;
-            e.len = self.path.len() as u8;
-            e.path[..self.path.len()].copy_from_slice(self.path);
+            e.set_path(self.path);
         });
     }
 }
