@@ -52,13 +52,7 @@ pub struct Inode {
     blocks: AtomicU64,
     /// The access ACL slot (atomic; filled under `lock`). See [`crate::core::acl`].
     pub(crate) acl_access: AclSlot,
-    /// Immutable once set: the symlink body, cached for the readlink fast path (seed 002).
-    link: OnceLock<Box<[u8]>>,
-    /// Immutable: the filesystem instance.
-    sb: Arc<SuperBlock>,
-    /// Immutable: device number of a device node.
-    rdev: u64,
-    // ---- times (attribute group) ----
+    // ---- the second line: the rest of what stat reads ----
     atime: AtomicTime,
     mtime: AtomicTime,
     ctime: AtomicTime,
@@ -66,8 +60,15 @@ pub struct Inode {
     /// `i_fsnotify_mask`), read by the notify fast path; recomputed under the marks'
     /// lock (`InodeExtra::marks`).
     mark_mask: AtomicU32,
+    /// Immutable: device number of a device node.
+    rdev: u64,
+    /// Immutable: the filesystem instance.
+    sb: Arc<SuperBlock>,
     /// The default ACL slot (directories; atomic, changed under `lock`).
     pub(crate) acl_default: AclSlot,
+    // ---- the third line: what stat does not read ----
+    /// Immutable once set: the symlink body, cached for the readlink fast path (seed 002).
+    link: OnceLock<Box<[u8]>>,
     /// The inode lock (Linux's `i_rwsem` for attribute changes): serializes attribute
     /// writers, ACL and xattr changes, and the slow-path ACL load.
     pub(crate) lock: Mutex<(), { crate::sync::rank::INODE }>,
@@ -639,9 +640,11 @@ pub(crate) fn new_node_args(
     Ok(CreateArgs { mode: a.mode, uid: creds.uid.0, gid, acl: a.acl, default_acl: a.default_acl, ..Default::default() })
 }
 
-// What stat and the permission check read sits on the first cache line; the lock and the
-// filesystem's data after it; the whole inode in three lines (with its `Arc` counts on a
-// fourth: 256 bytes an inode). Checked at compile time.
+// What the walk and the permission check read sits on the first cache line, the rest of
+// what stat reads (times, device, instance) on the second, so a cold stat misses two
+// lines of the inode, not three; the lock, the open count (written by every open and
+// close) and the filesystem's data on the third. The whole inode in three lines (with its
+// `Arc` counts on a fourth: 256 bytes an inode). Checked at compile time.
 const _: () = {
     use std::mem::{align_of, offset_of, size_of};
     assert!(align_of::<Inode>() == 64);
@@ -651,7 +654,11 @@ const _: () = {
     assert!(offset_of!(Inode, uid) < 64);
     assert!(offset_of!(Inode, gid) < 64);
     assert!(offset_of!(Inode, acl_access) < 64);
-    assert!(offset_of!(Inode, lock) >= 64);
+    assert!(offset_of!(Inode, atime) >= 64);
+    assert!(offset_of!(Inode, ctime) + size_of::<AtomicTime>() <= 128);
+    assert!(offset_of!(Inode, rdev) < 128 && offset_of!(Inode, sb) < 128);
+    assert!(offset_of!(Inode, opens) >= 128);
+    assert!(offset_of!(Inode, lock) >= 128);
     assert!(offset_of!(Inode, private) >= 64);
     assert!(offset_of!(Inode, extra) >= 64);
 };
