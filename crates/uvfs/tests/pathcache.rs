@@ -166,12 +166,17 @@ fn removed_and_replaced_files_are_seen_at_once() {
     assert_eq!(size(&t, DEEP), Ok(6));
     t.rename(b"/base/new", DEEP).unwrap();
     assert_eq!(size(&t, DEEP), Ok(12));
-    // A directory on the path removed and made again, empty.
+    // A directory on the path, its own path cached, removed and made again, empty.
     t.unlink(DEEP).unwrap();
-    assert_eq!(size(&t, b"/base/d1/d2/d3/d4/d5/d6/d7/d8"), Ok(size(&t, b"/base/d1/d2/d3/d4/d5/d6/d7/d8").unwrap()));
-    t.rmdir(b"/base/d1/d2/d3/d4/d5/d6/d7/d8").unwrap();
-    assert_eq!(size(&t, b"/base/d1/d2/d3/d4/d5/d6/d7/d8"), Err(Errno::ENOENT));
-    t.mkdir(b"/base/d1/d2/d3/d4/d5/d6/d7/d8", 0o755).unwrap();
+    let dir = b"/base/d1/d2/d3/d4/d5/d6/d7/d8";
+    let ino = t.stat(dir).unwrap().ino;
+    let h = hits();
+    assert_eq!(t.stat(dir).unwrap().ino, ino);
+    assert_eq!(hits() - h, 1, "the directory's path is cached");
+    t.rmdir(dir).unwrap();
+    assert_eq!(size(&t, dir), Err(Errno::ENOENT));
+    t.mkdir(dir, 0o755).unwrap();
+    assert_ne!(t.stat(dir).unwrap().ino, ino);
     assert_eq!(size(&t, DEEP), Err(Errno::ENOENT));
 }
 
