@@ -387,3 +387,203 @@ fn answers_that_depend_on_who_asks_are_kept_per_credentials() {
         assert_eq!(outsider.faccessat(DirFd::Cwd, DEEP, uvfs::AccessMode::F_OK, AtFlags::empty()), Err(Errno::EACCES));
     }
 }
+
+// ---------------------------------------------------------------- cache on against cache off
+
+mod random {
+    //! Random sequences of the changes an answer depends on, applied to two instances, one
+    //! with the path cache and one without: after every change, every probe path, stated
+    //! twice (the second time from the cache) by root, a user and a group member, follow
+    //! and nofollow, answers the same on both. Inode numbers are allocated in the same
+    //! order on both, so they are compared too.
+
+    use proptest::prelude::*;
+    use uvfs::{
+        Acl, AclEntry, AclTag, AclType, AtFlags, Credentials, DirFd, Errno, FastPaths, Gid, MountFlags, MountSource,
+        OpenFlags, Task, Uid, Vfs, VfsConfig,
+    };
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Mkdir(&'static str),
+        Create(&'static str),
+        Symlink(&'static str, &'static str),
+        Unlink(&'static str),
+        Rmdir(&'static str),
+        Rename(&'static str, &'static str),
+        Chmod(&'static str, u32),
+        Chown(&'static str, u32, u32),
+        DenyAcl(&'static str),
+        Mount(&'static str),
+        Umount(&'static str),
+        Chdir(&'static str),
+    }
+
+    const PATHS: &[&str] = &["/a", "/b", "/a/b", "/a/c", "/b/a", "/a/b/c", "/b/a/c", "/l", "/a/l", "/a/b/l"];
+    const TARGETS: &[&str] = &["a", "/a/b", "..", "b/a", "/nowhere", "c"];
+    const PROBES: &[&str] = &[
+        "/a",
+        "/a/b",
+        "/a/b/c",
+        "/b/a/c",
+        "/l",
+        "/l/b",
+        "/l/c",
+        "/a/l",
+        "/a/l/c",
+        "/a/b/l",
+        "/a/b/l/c",
+        "/a/b/../c",
+        "/a/../b/a",
+        "a/b",
+        "b/c",
+        "../a",
+        "c",
+        "/a/b/c/",
+        "/l/",
+    ];
+
+    fn op() -> impl Strategy<Value = Op> {
+        let path = prop::sample::select(PATHS);
+        let target = prop::sample::select(TARGETS);
+        let id = prop::sample::select(&[0u32, 1000, 2000][..]);
+        prop_oneof![
+            4 => path.clone().prop_map(Op::Mkdir),
+            3 => path.clone().prop_map(Op::Create),
+            2 => (target, path.clone()).prop_map(|(t, p)| Op::Symlink(t, p)),
+            2 => path.clone().prop_map(Op::Unlink),
+            2 => path.clone().prop_map(Op::Rmdir),
+            4 => (path.clone(), path.clone()).prop_map(|(a, b)| Op::Rename(a, b)),
+            4 => (path.clone(), prop::sample::select(&[0o700u32, 0o710, 0o750, 0o755, 0o711, 0o701][..]))
+                .prop_map(|(p, m)| Op::Chmod(p, m)),
+            4 => (path.clone(), id.clone(), id).prop_map(|(p, u, g)| Op::Chown(p, u, g)),
+            1 => path.clone().prop_map(Op::DenyAcl),
+            1 => path.clone().prop_map(Op::Mount),
+            1 => path.clone().prop_map(Op::Umount),
+            1 => prop::sample::select(&["/", "/a", "/a/b", "/b"][..]).prop_map(Op::Chdir),
+        ]
+    }
+
+    fn apply(t: &Task, op: &Op) -> Result<(), Errno> {
+        let b = |s: &str| s.as_bytes().to_vec();
+        match op {
+            Op::Mkdir(p) => t.mkdir(&b(p), 0o755),
+            Op::Create(p) => t.open(&b(p), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).and_then(|fd| t.close(fd)),
+            Op::Symlink(target, p) => t.symlink(&b(target), &b(p)),
+            Op::Unlink(p) => t.unlink(&b(p)),
+            Op::Rmdir(p) => t.rmdir(&b(p)),
+            Op::Rename(a, c) => t.rename(&b(a), &b(c)),
+            Op::Chmod(p, m) => t.fchmodat(DirFd::Cwd, &b(p), *m, AtFlags::empty()),
+            Op::Chown(p, u, g) => t.fchownat(DirFd::Cwd, &b(p), Some(Uid(*u)), Some(Gid(*g)), AtFlags::empty()),
+            Op::DenyAcl(p) => {
+                let acl = Acl::new(vec![
+                    AclEntry::new(AclTag::UserObj, 7),
+                    AclEntry::new(AclTag::User(1000), 0),
+                    AclEntry::new(AclTag::GroupObj, 5),
+                    AclEntry::new(AclTag::Mask, 5),
+                    AclEntry::new(AclTag::Other, 5),
+                ]);
+                t.set_acl(DirFd::Cwd, &b(p), AclType::Access, &acl, AtFlags::empty())
+            }
+            Op::Mount(p) => t.mount(MountSource::MemFs(Default::default()), &b(p), MountFlags::empty()),
+            Op::Umount(p) => t.umount(&b(p)),
+            Op::Chdir(p) => t.chdir(&b(p)),
+        }
+    }
+
+    type Seen = Result<(u64, u32, u64, u32, u32, u32), Errno>;
+
+    fn probe(t: &Task, p: &str, flags: AtFlags) -> Seen {
+        t.fstatat(DirFd::Cwd, p.as_bytes(), flags).map(|s| (s.ino, s.mode, s.size, s.nlink, s.uid, s.gid))
+    }
+
+    /// Root, a user, and a member of group 1000; each a task of its own instance.
+    fn tasks(v: &Vfs) -> Vec<Task> {
+        let root = v.root_task();
+        let user = root.with_credentials(Credentials::new(Uid(1000), Gid(1000), &[]));
+        let member = root.with_credentials(Credentials::new(Uid(2000), Gid(2000), &[Gid(1000)]));
+        vec![root, user, member]
+    }
+
+    /// What every sequence starts from: a tree the probes walk, with symlinks.
+    const START: &[Op] = &[
+        Op::Mkdir("/a"),
+        Op::Mkdir("/b"),
+        Op::Mkdir("/a/b"),
+        Op::Mkdir("/b/a"),
+        Op::Create("/a/b/c"),
+        Op::Create("/b/a/c"),
+        Op::Create("/a/c"),
+        Op::Symlink("a", "/l"),
+        Op::Symlink("/a/b", "/a/l"),
+        Op::Symlink("..", "/a/b/l"),
+    ];
+
+    fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+        let config = |fast| VfsConfig {
+            fast_paths: fast,
+            root_size_limit: Some(0),
+            root_inode_limit: Some(0),
+            ..VfsConfig::default()
+        };
+        let on = Vfs::new(config(FastPaths::all()));
+        let off = Vfs::new(config(FastPaths::all() - FastPaths::PATH_CACHE));
+        let (ton, toff) = (tasks(&on), tasks(&off));
+        for op in START {
+            apply(&ton[0], op).unwrap();
+            apply(&toff[0], op).unwrap();
+        }
+        for (i, op) in ops.iter().enumerate() {
+            // Every change is made by root; the working directory moves for every task.
+            let (a, b) = (apply(&ton[0], op), apply(&toff[0], op));
+            prop_assert_eq!(a, b, "step {} {:?}", i, op);
+            if let Op::Chdir(p) = op {
+                for t in ton.iter().chain(&toff).skip(1) {
+                    let _ = t.chdir(p.as_bytes());
+                }
+            }
+            for (who, (x, y)) in ton.iter().zip(&toff).enumerate() {
+                for p in PROBES {
+                    for flags in [AtFlags::empty(), AtFlags::SYMLINK_NOFOLLOW] {
+                        let want = probe(y, p, flags);
+                        for round in 0..2 {
+                            let got = probe(x, p, flags);
+                            prop_assert_eq!(
+                                &got,
+                                &want,
+                                "after step {} {:?}: task {}, {} {:?}, round {}",
+                                i,
+                                op,
+                                who,
+                                p,
+                                flags,
+                                round
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn random_changes_answer_as_without_the_cache(ops in prop::collection::vec(op(), 1..40)) {
+            run(ops)?;
+        }
+    }
+
+    /// The three changes that must each mark the stamp for a group member's cached answer
+    /// to go (a directory its group may search, then the group changing alone).
+    #[test]
+    fn a_group_change_alone() {
+        run(vec![Op::Chmod("/a", 0o750), Op::Chown("/a", 0, 1000), Op::Chown("/a", 0, 0)]).unwrap();
+    }
+}
