@@ -399,8 +399,8 @@ mod random {
 
     use proptest::prelude::*;
     use uvfs::{
-        Acl, AclEntry, AclTag, AclType, AtFlags, Credentials, DirFd, Errno, FastPaths, Gid, MountFlags, MountSource,
-        OpenFlags, Task, Uid, Vfs, VfsConfig,
+        AclType, AtFlags, Credentials, DirFd, Errno, FastPaths, Gid, MountFlags, MountSource, OpenFlags, Task, Uid,
+        Vfs, VfsConfig,
     };
 
     #[derive(Clone, Debug)]
@@ -476,14 +476,7 @@ mod random {
             Op::Chmod(p, m) => t.fchmodat(DirFd::Cwd, &b(p), *m, AtFlags::empty()),
             Op::Chown(p, u, g) => t.fchownat(DirFd::Cwd, &b(p), Some(Uid(*u)), Some(Gid(*g)), AtFlags::empty()),
             Op::DenyAcl(p) => {
-                let acl = Acl::new(vec![
-                    AclEntry::new(AclTag::UserObj, 7),
-                    AclEntry::new(AclTag::User(1000), 0),
-                    AclEntry::new(AclTag::GroupObj, 5),
-                    AclEntry::new(AclTag::Mask, 5),
-                    AclEntry::new(AclTag::Other, 5),
-                ]);
-                t.set_acl(DirFd::Cwd, &b(p), AclType::Access, &acl, AtFlags::empty())
+                t.set_acl(DirFd::Cwd, &b(p), AclType::Access, &super::naming(1000, 0, 5, 5), AtFlags::empty())
             }
             Op::Mount(p) => t.mount(MountSource::MemFs(Default::default()), &b(p), MountFlags::empty()),
             Op::Umount(p) => t.umount(&b(p)),
