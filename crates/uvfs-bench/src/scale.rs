@@ -409,8 +409,8 @@ fn deep_path(depth: usize) -> Vec<u8> {
 }
 
 fn uvfs_deep_stat(depth: usize, stats: usize, fast: FastPaths) -> f64 {
-    let _vfs = Vfs::new(VfsConfig { fast_paths: fast, ..VfsConfig::default() });
-    let t = _vfs.root_task();
+    let vfs = Vfs::new(VfsConfig { fast_paths: fast, ..VfsConfig::default() });
+    let t = vfs.root_task();
     t.mkdir(b"/base", 0o755).expect("mkdir");
     let mut dir = b"/base".to_vec();
     for _ in 0..depth {

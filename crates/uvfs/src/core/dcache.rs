@@ -48,7 +48,7 @@ impl VfsInner {
                 if !d.needs_revalidate() || sb.fs().d_revalidate(cur.inode(), name, d)? {
                     return Ok(d.inode().map(|_| ArcBorrow::from_arc(d)));
                 }
-            } else if sb.fs().dcache_complete() {
+            } else if sb.dcache_complete() {
                 return Ok(None);
             }
         }
@@ -85,7 +85,7 @@ impl VfsInner {
         {
             return Ok(d.inode().map(|_| d.clone()));
         }
-        if sb.fs().dcache_complete() || parent.is_dead() {
+        if sb.dcache_complete() || parent.is_dead() {
             return Ok(None);
         }
         let found = sb.fs().lookup(sb, dir_inode, name)?;

@@ -367,7 +367,8 @@ pub struct SuperBlock {
     /// Set once, by the VFS, before the first inode is made, for a filesystem that is not
     /// dcache-complete: the instance's counts its inodes are counted in (the inode limit).
     pub(crate) counts: std::sync::OnceLock<Arc<crate::core::dentry::DcacheCounts>>,
-    /// Immutable: `fs.dcache_complete()`, at hand for the dcache's writers.
+    /// Immutable: `fs.dcache_complete()`, read without a call by the walk's misses and the
+    /// dcache's writers.
     complete: bool,
     /// Atomic: changes in progress to the names of a dcache-complete instance (see
     /// [`SuperBlock::names_change`]); the path cache ([`crate::walk::pathcache`]) neither
@@ -411,7 +412,7 @@ impl SuperBlock {
     /// the dcache (their inodes come and go with evictable dentries). Call before the
     /// first inode is made.
     pub(crate) fn count_inodes_in(&self, counts: &Arc<crate::core::dentry::DcacheCounts>) {
-        if !self.fs.dcache_complete() {
+        if !self.complete {
             let _ = self.counts.set(counts.clone());
         }
     }
@@ -434,7 +435,8 @@ impl SuperBlock {
         &*self.fs
     }
 
-    /// Whether the filesystem's directories are complete in the dcache (memfs).
+    /// Whether the filesystem's directories are complete in the dcache (memfs): its
+    /// [`FileSystem::dcache_complete`], asked once.
     #[inline]
     pub(crate) fn dcache_complete(&self) -> bool {
         self.complete

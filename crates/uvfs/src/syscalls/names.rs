@@ -338,7 +338,7 @@ impl Task {
         }
         let vdir = victim.dir().ok_or(Errno::ENOTDIR)?;
         let mut vlocked = vdir.lock.write();
-        if p.parent.mnt.sb.fs().dcache_complete() && vlocked.count > 0 {
+        if p.parent.mnt.sb.dcache_complete() && vlocked.count > 0 {
             return Err(Errno::ENOTEMPTY);
         }
         p.parent.mnt.sb.fs().rmdir(dir_inode, name, &inode)?;
@@ -406,7 +406,7 @@ impl Task {
         if flags.contains(RenameFlags::WHITEOUT) {
             let dir = od.inode().ok_or(Errno::ENOENT)?;
             let args = new_node_args(creds, dir, FileType::CharDevice.mode_bits(), 0)?;
-            if sb.fs().dcache_complete() {
+            if sb.dcache_complete() {
                 whiteout = Some(sb.fs().create(sb, dir, oname, &CreateArgs { rdev: 0, ..args })?);
             } else {
                 whiteout_owner = Some((args.uid, args.gid));
@@ -587,7 +587,7 @@ impl Rename<'_> {
         let mut tl = match self.tgt {
             Some(t) if !exchange && t.inode().expect("positive").is_dir() => {
                 let l = t.dir().ok_or(Errno::ENOTDIR)?.lock.write();
-                if sb.fs().dcache_complete() && l.count > 0 {
+                if sb.dcache_complete() && l.count > 0 {
                     return Err(Errno::ENOTEMPTY);
                 }
                 Some(l)

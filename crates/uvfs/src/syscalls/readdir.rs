@@ -70,7 +70,7 @@ impl Task {
             return Err(Errno::ENOENT);
         }
         let sb = inode.sb();
-        if !sb.fs().dcache_complete() {
+        if !sb.dcache_complete() {
             let mut cursor = *pos;
             sb.fs().readdir(inode, cursor, &mut |e| {
                 let next = e.next;

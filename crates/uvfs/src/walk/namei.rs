@@ -371,10 +371,6 @@ struct Nameidata<'a, 't> {
     /// stayed in its start's mount, and needed no permission check that depends on who
     /// asks unless the credentials are part of the key (see [`crate::walk::pathcache`]).
     cacheable: bool,
-    /// The path cache's key names the credentials (they have an install serial).
-    cred_keyed: bool,
-    /// The walk ended on `Outcome::Found(cur)`.
-    found: bool,
 }
 
 impl<'a, 't: 'a> Nameidata<'a, 't> {
@@ -453,8 +449,9 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
         if self.fast.contains(FastPaths::ACL) && inode.mode() & 0o111 == 0o111 && inode.acl_access.known_none() {
             return Ok(());
         }
-        // The answer now depends on who asks.
-        if !self.cred_keyed {
+        // The answer now depends on who asks: the path cache keys it by the credentials'
+        // install serial, which credentials no task installed do not have.
+        if self.creds.serial() == 0 {
             self.cacheable = false;
         }
         generic_permission(self.creds, inode, MAY_EXEC, self.fast, self.guard)
@@ -590,7 +587,7 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
                 }
                 return Ok(if d.inode().is_some() { Some(d) } else { None });
             }
-            if self.cur.mnt.sb.fs().dcache_complete() {
+            if self.cur.mnt.sb.dcache_complete() {
                 return Ok(None);
             }
             return Err(Stop::Fallback);
@@ -645,15 +642,13 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
     /// of this walk checked (`.`, `..`, a root) gets its attributes refreshed
     /// (`->getattr`), so what the caller reports is current. The caller then returns
     /// `Outcome::Found(self.cur)` itself (an `Outcome` once carried a 255-byte name, and
-    /// a copy of it cost a cached readlink a third of its speed). Notes that the walk
-    /// found its answer, for the path cache.
+    /// a copy of it cost a cached readlink a third of its speed).
     #[inline(always)]
     fn check_found(&mut self) -> std::result::Result<(), Stop> {
         if !self.fresh && self.cur.dentry.needs_revalidate() {
             self.cacheable = false;
             return refresh_attrs(self.cur).map_err(Stop::Err);
         }
-        self.found = true;
         Ok(())
     }
 
@@ -946,23 +941,20 @@ impl<'t> WalkCtx<'t> {
             stack: SegStack::new(path),
             fresh: false,
             cacheable: probe.is_some(),
-            cred_keyed: creds.serial() != 0,
-            found: false,
         };
         if !scoped {
-            // What the path cache learns is read from `nd`, which saw the outcome made.
             let out = nd.run();
-            if nd.found
-                && nd.cacheable
+            if nd.cacheable
+                && let Ok(Outcome::Found(found)) = &out
                 && let Some((probe, stamps)) = probe
                 && let Some((_, learn)) = lockless
-                && nd.cur.mnt.ptr_eq(start.mnt)
+                && found.mnt.ptr_eq(start.mnt)
                 // A removed directory's address, or a detached mount's, could be reused
                 // while the entry still names it: such a start is never a key.
                 && start.dentry.flags() & DENTRY_DEAD == 0
                 && start.mnt.is_attached()
             {
-                *learn = Some(Learn { probe, stamps, found: nd.cur.dentry.as_ptr() });
+                *learn = Some(Learn { probe, stamps, found: found.dentry.as_ptr() });
             }
             return out;
         }
