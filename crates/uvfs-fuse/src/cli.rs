@@ -53,6 +53,11 @@ pub struct MountArgs {
     /// Worker threads reading /dev/fuse (default: cores, 2 to 8)
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Microseconds one /dev/fuse worker keeps asking for the next request after answering
+    /// one, before it sleeps: a request arriving meanwhile skips a thread's wake-up, at the
+    /// price of that CPU time (0: never; default 50 with two or more CPUs)
+    #[arg(long, value_name = "MICROSECONDS")]
+    pub busy_poll: Option<u64>,
     /// How requests travel: `auto` (FUSE over io_uring when the kernel allows it, else
     /// /dev/fuse), `dev` (/dev/fuse), `uring` (io_uring; falls back to /dev/fuse, saying
     /// why, when unavailable)
@@ -223,6 +228,12 @@ fn options(a: &MountArgs) -> Result<MountOptions, Fail> {
             return Err(usage("--threads must be between 1 and 256"));
         }
         o.threads = t;
+    }
+    if let Some(us) = a.busy_poll {
+        if us > 1_000_000 {
+            return Err(usage("--busy-poll must be at most 1000000 microseconds"));
+        }
+        o.busy_poll = Duration::from_micros(us);
     }
     if a.owner_only {
         o.allow_other = false;

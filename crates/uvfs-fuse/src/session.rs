@@ -8,6 +8,7 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use parking_lot::{Condvar, Mutex};
 use uvfs::Errno;
@@ -61,6 +62,9 @@ pub struct Session {
     pub(crate) dev: Arc<OwnedFd>,
     /// The number of io_uring queues (immutable; 0 without io_uring).
     nqueues: usize,
+    /// Requests a busy-polling `/dev/fuse` worker took without sleeping (atomic; a
+    /// statistic).
+    pub(crate) polled: AtomicU64,
     /// Negotiation state, behind its lock; `cv` wakes those waiting for it.
     state: Mutex<State>,
     cv: Condvar,
@@ -75,6 +79,7 @@ impl Session {
             server,
             dev,
             nqueues,
+            polled: AtomicU64::new(0),
             state: Mutex::new(State { init: None, gone: false, uring }),
             cv: Condvar::new(),
         }

@@ -2,41 +2,111 @@
 //! `read` a request into a per-thread buffer and `write` the reply (header and payload
 //! contiguous in a second per-thread buffer, read data produced in place), so a request
 //! costs two system calls and allocates nothing here.
+//!
+//! Busy polling ([`crate::MountOptions::busy_poll`]): one worker, after answering a
+//! request, keeps asking for the next one without sleeping (non-blocking reads) for that
+//! long. A request that arrives meanwhile is taken at once: the caller's wake-up of a
+//! sleeping worker, and that worker's way out of the idle CPU (in a virtual machine an exit
+//! to the hypervisor), is not paid, which is a third of a round trip here. The poller
+//! yields the CPU between attempts, so a runnable program is not kept waiting by it, and it
+//! sleeps as before once the requests stop. The other workers sleep in `read` as always
+//! and serve what arrives while the poller is busy.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use zerocopy::IntoBytes;
 
 use crate::reply::{Reply, ReplyBuf, out_header};
 use crate::request::{Op, decode_dev};
-use crate::session::{DEV_BUF, Later, LaterTo, MAX_WRITE, Session};
+use crate::session::{DEV_BUF, Later, LaterTo, MAX_WRITE, Session, UringState};
 
-/// Starts `n` workers (the first on the connection's own descriptor).
-pub(crate) fn spawn(session: &Arc<Session>, n: usize) -> std::io::Result<Vec<JoinHandle<()>>> {
-    let mut fds = vec![session.dev.clone()];
-    for _ in 1..n.max(1) {
-        fds.push(Arc::new(super::clone_dev(&session.dev)?));
+/// Starts `n` workers (the first on the connection's own descriptor). With `busy_poll`,
+/// the last one polls, on a descriptor of its own (`O_NONBLOCK` belongs to the open file,
+/// and the connection's own descriptor also carries notifications).
+pub(crate) fn spawn(session: &Arc<Session>, n: usize, busy_poll: Duration) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let n = n.max(1);
+    let polls = !busy_poll.is_zero();
+    let mut fds = Vec::new();
+    for i in 0..n {
+        let own = i > 0 || (polls && n == 1);
+        fds.push(if own { Arc::new(super::clone_dev(&session.dev)?) } else { session.dev.clone() });
     }
     let mut workers = Vec::new();
     for (i, fd) in fds.into_iter().enumerate() {
         let s = session.clone();
-        workers.push(std::thread::Builder::new().name(format!("uvfs-fuse-{i}")).spawn(move || worker(&s, &fd))?);
+        let poll = if polls && i == n - 1 { Some(busy_poll) } else { None };
+        workers.push(std::thread::Builder::new().name(format!("uvfs-fuse-{i}")).spawn(move || worker(&s, &fd, poll))?);
     }
     Ok(workers)
 }
 
-fn worker(session: &Session, fd: &Arc<OwnedFd>) {
+/// A worker's busy polling: until when it keeps asking, and whether its descriptor is
+/// non-blocking now (owned by the worker).
+struct Poll {
+    /// How long after a request it polls.
+    window: Duration,
+    /// Polling until then (meaningful while `nonblocking`).
+    until: Instant,
+    /// The descriptor has `O_NONBLOCK`.
+    nonblocking: bool,
+}
+
+impl Poll {
+    /// Sets or clears `O_NONBLOCK` on `fd`.
+    fn set(&mut self, fd: &OwnedFd, on: bool) {
+        // SAFETY: F_GETFL/F_SETFL on a descriptor we own; no memory is passed.
+        unsafe {
+            let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+            if fl >= 0 {
+                let fl = if on { fl | libc::O_NONBLOCK } else { fl & !libc::O_NONBLOCK };
+                libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl);
+            }
+        }
+        self.nonblocking = on;
+    }
+
+    /// A request was answered: poll for the next one, unless the io_uring queues serve
+    /// the connection (they run on the caller's CPU, where polling would take it from the
+    /// caller; this worker then sees only the rare request they do not carry).
+    fn answered(&mut self, session: &Session, fd: &OwnedFd) {
+        self.until = Instant::now() + self.window;
+        if !self.nonblocking && session.uring() != UringState::Active {
+            self.set(fd, true);
+        }
+    }
+
+    /// Nothing was there: go on polling (yielding the CPU first) while the window lasts,
+    /// else sleep in `read` again.
+    fn idle(&mut self, fd: &OwnedFd) {
+        if Instant::now() < self.until {
+            std::thread::yield_now();
+        } else {
+            self.set(fd, false);
+        }
+    }
+}
+
+fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>) {
     let mut inbuf = vec![0u8; DEV_BUF];
     let mut outbuf = vec![0u8; 16 + MAX_WRITE + 4096];
+    let mut poll = busy_poll.map(|window| Poll { window, until: Instant::now(), nonblocking: false });
     loop {
         // SAFETY: reads into a buffer we own, of its length.
         let n = unsafe { libc::read(fd.as_raw_fd(), inbuf.as_mut_ptr().cast(), inbuf.len()) };
         if n < 0 {
             match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EAGAIN) => {
+                    if let Some(p) = poll.as_mut() {
+                        p.idle(fd);
+                    }
+                    continue;
+                }
                 // Interrupted, or the request went away before we read it.
-                Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::ENOENT) => continue,
+                Some(libc::EINTR) | Some(libc::ENOENT) => continue,
                 // Unmounted or aborted.
                 Some(libc::ENODEV) | Some(libc::ECONNABORTED) => break,
                 e => {
@@ -44,6 +114,9 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>) {
                     break;
                 }
             }
+        }
+        if poll.as_ref().is_some_and(|p| p.nonblocking) {
+            session.polled.fetch_add(1, Ordering::Relaxed);
         }
         let (head, body) = outbuf.split_at_mut(16);
         let mut out = ReplyBuf::new(body);
@@ -71,6 +144,9 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>) {
         }
         if init {
             session.init_replied();
+        }
+        if let Some(p) = poll.as_mut() {
+            p.answered(session, fd);
         }
     }
     session.set_gone();
