@@ -9,8 +9,9 @@
 //! sleeping worker, and that worker's way out of the idle CPU (in a virtual machine an exit
 //! to the hypervisor), is not paid, which is a third of a round trip here. The poller
 //! yields the CPU between attempts, so a runnable program is not kept waiting by it, and it
-//! sleeps as before once the requests stop. The other workers sleep in `read` as always
-//! and serve what arrives while the poller is busy.
+//! sleeps as before once the requests stop; the window shrinks while requests come too
+//! far apart for it to catch them (see [`Poll`]). The other workers sleep in `read` as
+//! always and serve what arrives while the poller is busy.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
@@ -44,18 +45,28 @@ pub(crate) fn spawn(session: &Arc<Session>, n: usize, busy_poll: Duration) -> st
     Ok(workers)
 }
 
-/// A worker's busy polling: until when it keeps asking, and whether its descriptor is
-/// non-blocking now (owned by the worker).
+/// A worker's busy polling (owned by the worker). The window adapts, as the kernel's
+/// `haltpoll` idle governor does: a request that came later than the window but within
+/// `max` of the previous reply doubles it (up to `max`); one that came later than `max`
+/// halves it, down to nothing. So a program sending requests back to back is polled for
+/// the whole `max`, and one whose requests are further apart (a compiler, `git` hashing
+/// objects) costs no CPU in polling that would not have caught them.
 struct Poll {
-    /// How long after a request it polls.
+    /// The longest window (`MountOptions::busy_poll`).
+    max: Duration,
+    /// How long it polls after a reply now.
     window: Duration,
-    /// Polling until then (meaningful while `nonblocking`).
-    until: Instant,
-    /// The descriptor has `O_NONBLOCK`.
+    /// When the last reply was written.
+    answered: Instant,
+    /// The descriptor has `O_NONBLOCK`: polling, until `answered + window`.
     nonblocking: bool,
 }
 
 impl Poll {
+    fn new(max: Duration) -> Poll {
+        Poll { max, window: max, answered: Instant::now(), nonblocking: false }
+    }
+
     /// Sets or clears `O_NONBLOCK` on `fd`.
     fn set(&mut self, fd: &OwnedFd, on: bool) {
         // SAFETY: F_GETFL/F_SETFL on a descriptor we own; no memory is passed.
@@ -69,20 +80,40 @@ impl Poll {
         self.nonblocking = on;
     }
 
-    /// A request was answered: poll for the next one, unless the io_uring queues serve
-    /// the connection (they run on the caller's CPU, where polling would take it from the
-    /// caller; this worker then sees only the rare request they do not carry).
+    /// A request was read; returns whether polling took it. One that the worker slept
+    /// for moves the window.
+    fn arrived(&mut self) -> bool {
+        if self.nonblocking {
+            return true;
+        }
+        let floor = self.max / 8;
+        if self.answered.elapsed() <= self.max {
+            self.window = (self.window * 2).clamp(floor, self.max);
+        } else {
+            self.window /= 2;
+            if self.window < floor {
+                self.window = Duration::ZERO;
+            }
+        }
+        false
+    }
+
+    /// A reply was written: poll for the next request, unless the window is closed or
+    /// the io_uring queues serve the connection (they run on the caller's CPU, where
+    /// polling would take it from the caller; this worker then sees only the rare
+    /// request they do not carry).
     fn answered(&mut self, session: &Session, fd: &OwnedFd) {
-        self.until = Instant::now() + self.window;
-        if !self.nonblocking && session.uring() != UringState::Active {
-            self.set(fd, true);
+        self.answered = Instant::now();
+        let on = !self.window.is_zero() && (self.nonblocking || session.uring() != UringState::Active);
+        if on != self.nonblocking {
+            self.set(fd, on);
         }
     }
 
     /// Nothing was there: go on polling (yielding the CPU first) while the window lasts,
     /// else sleep in `read` again.
     fn idle(&mut self, fd: &OwnedFd) {
-        if Instant::now() < self.until {
+        if self.answered.elapsed() < self.window {
             std::thread::yield_now();
         } else {
             self.set(fd, false);
@@ -93,7 +124,7 @@ impl Poll {
 fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>) {
     let mut inbuf = vec![0u8; DEV_BUF];
     let mut outbuf = vec![0u8; 16 + MAX_WRITE + 4096];
-    let mut poll = busy_poll.map(|window| Poll { window, until: Instant::now(), nonblocking: false });
+    let mut poll = busy_poll.map(Poll::new);
     loop {
         // SAFETY: reads into a buffer we own, of its length.
         let n = unsafe { libc::read(fd.as_raw_fd(), inbuf.as_mut_ptr().cast(), inbuf.len()) };
@@ -115,7 +146,7 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>) {
                 }
             }
         }
-        if poll.as_ref().is_some_and(|p| p.nonblocking) {
+        if poll.as_mut().is_some_and(Poll::arrived) {
             session.polled.fetch_add(1, Ordering::Relaxed);
         }
         let (head, body) = outbuf.split_at_mut(16);
