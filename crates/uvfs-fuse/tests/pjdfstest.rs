@@ -1,5 +1,6 @@
 //! pjdfstest (crates.io `pjdfstest`, the Rust rewrite) as root on a memfs mount (and on an
-//! overlay mount over a host directory, `pjdfstest_on_an_overlay`), in both
+//! overlay mount over a host directory, `pjdfstest_on_an_overlay`, and on a host directory
+//! itself, `pjdfstest_on_a_host_directory`), in both
 //! permission modes and over both transports (`/dev/fuse`, and FUSE over io_uring where
 //! the kernel allows it; `UVFS_FUSE_TRANSPORT` picks one), and with the writeback cache on
 //! (`Levers::WRITEBACK_CACHE`, kernel permissions): 0 failed. Needs root, /dev/fuse, the `pjdfstest` binary
@@ -120,20 +121,47 @@ fn pjdfstest_both_permission_modes() {
 /// upper layer inside a merged directory.
 #[test]
 fn pjdfstest_on_an_overlay() {
-    require(&[("id", "coreutils")]);
-    let bin = which("pjdfstest").expect("missing `pjdfstest`: cargo install pjdfstest");
-    let cfg_dir = TempDir::new("pjdcfg-ovl");
-    let cfg = cfg_dir.path().join("pjdfstest.toml");
-    std::fs::write(&cfg, CONFIG.replace("NAPTIME", "0.001")).unwrap();
-    let secondary = TempDir::new("pjd2-ovl");
     let lower = TempDir::new("pjd-lower");
     std::fs::create_dir(lower.path().join("pjd")).unwrap();
     std::fs::set_permissions(lower.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let host = uvfs::fs::hostfs::HostFs::new(lower.path()).unwrap();
     let fs = uvfs::fs::overlay::OverlayFs::new(vec![Box::new(host)]).unwrap();
-    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
-    let mnt = TempDir::new("pjd-ovl-mnt");
-    let (handle, _uring) = common::spawn(&vfs, mnt.path(), MountOptions::default());
+    pjdfstest_on("overlay", Box::new(fs), MountOptions::default());
+}
+
+/// pjdfstest on a host directory served by hostfs, as `uvfs mount --fs host:DIR` serves
+/// it: trusted (`--host-unchanged`: day-long caches, and creates that take the host's
+/// owner and mode as they come), and revalidated (the default: one-second caches).
+#[test]
+fn pjdfstest_on_a_host_directory() {
+    use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
+    for unchanged in [true, false] {
+        let dir = TempDir::new("pjd-host");
+        std::fs::create_dir(dir.path().join("pjd")).unwrap();
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mut opts = HostFsOptions::default();
+        let mount = if unchanged {
+            opts.changes = HostChanges::Never;
+            MountOptions::default()
+        } else {
+            MountOptions::host_changing()
+        };
+        let fs = HostFs::with_options(dir.path(), opts).unwrap();
+        pjdfstest_on(if unchanged { "host, unchanged" } else { "host, revalidated" }, Box::new(fs), mount);
+    }
+}
+
+/// Runs pjdfstest in `pjd` of `fs` mounted with `opts`; 0 failed.
+fn pjdfstest_on(what: &str, fs: Box<dyn uvfs::FileSystem>, opts: MountOptions) {
+    require(&[("id", "coreutils")]);
+    let bin = which("pjdfstest").expect("missing `pjdfstest`: cargo install pjdfstest");
+    let cfg_dir = TempDir::new("pjdcfg-on");
+    let cfg = cfg_dir.path().join("pjdfstest.toml");
+    std::fs::write(&cfg, CONFIG.replace("NAPTIME", "0.001")).unwrap();
+    let secondary = TempDir::new("pjd2-on");
+    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), fs).unwrap();
+    let mnt = TempDir::new("pjd-on-mnt");
+    let (handle, _uring) = common::spawn(&vfs, mnt.path(), opts);
     let out = Command::new(&bin)
         .arg("-c")
         .arg(&cfg)
@@ -146,10 +174,10 @@ fn pjdfstest_on_an_overlay() {
         .expect("run pjdfstest");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     let summary = text.lines().rev().find(|l| l.starts_with("Summary:")).unwrap_or("no summary").to_string();
-    println!("overlay over {:?}: {summary}", handle.transport());
+    println!("{what} over {:?}: {summary}", handle.transport());
     handle.unmount().unwrap();
     let failed: Vec<&str> = text.lines().filter(|l| l.trim_end().ends_with("FAILED")).collect();
-    assert!(summary.starts_with("Summary: 0 failed"), "overlay: {summary}\n{}\n\n{text}", failed.join("\n"));
+    assert!(summary.starts_with("Summary: 0 failed"), "{what}: {summary}\n{}\n\n{text}", failed.join("\n"));
     for s in text.lines().filter(|l| l.trim_end().ends_with("skipped")) {
         let name = s.split_whitespace().next().unwrap_or("");
         assert!(name.contains("erofs") || name == "link::link_count_max", "unexpected skip: {s}");
