@@ -10,7 +10,7 @@
 //! to the hypervisor), is not paid, which is a third of a round trip here. The poller
 //! yields the CPU between attempts, so a runnable program is not kept waiting by it, and it
 //! sleeps as before once the requests stop; the window shrinks while requests come too
-//! far apart for it to catch them (see [`Poll`]). The other workers sleep in `read` as
+//! far apart for it to catch them (see `Poll`). The other workers sleep in `read` as
 //! always and serve what arrives while the poller is busy.
 
 use std::os::fd::{AsRawFd, OwnedFd};
