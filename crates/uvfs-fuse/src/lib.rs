@@ -480,6 +480,12 @@ impl MountHandle {
         self.run.as_ref().map_or(0, |r| r.session.polled.load(Ordering::Relaxed))
     }
 
+    /// Times a busy-polling worker polled after a reply (each a window of CPU time spent
+    /// asking, whether or not a request came in it).
+    pub fn poll_windows(&self) -> u64 {
+        self.run.as_ref().map_or(0, |r| r.session.poll_windows.load(Ordering::Relaxed))
+    }
+
     /// Requests received so far, by opcode name, the most frequent first.
     pub fn requests(&self) -> Vec<(&'static str, u64)> {
         self.run.as_ref().map_or_else(Vec::new, |r| r.server.request_counts())

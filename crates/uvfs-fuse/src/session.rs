@@ -65,6 +65,8 @@ pub struct Session {
     /// Requests a busy-polling `/dev/fuse` worker took without sleeping (atomic; a
     /// statistic).
     pub(crate) polled: AtomicU64,
+    /// Times a busy-polling worker began to poll after a reply (atomic; a statistic).
+    pub(crate) poll_windows: AtomicU64,
     /// Negotiation state, behind its lock; `cv` wakes those waiting for it.
     state: Mutex<State>,
     cv: Condvar,
@@ -80,6 +82,7 @@ impl Session {
             dev,
             nqueues,
             polled: AtomicU64::new(0),
+            poll_windows: AtomicU64::new(0),
             state: Mutex::new(State { init: None, gone: false, uring }),
             cv: Condvar::new(),
         }

@@ -108,6 +108,9 @@ impl Poll {
         if on != self.nonblocking {
             self.set(fd, on);
         }
+        if on {
+            session.poll_windows.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Nothing was there: go on polling (yielding the CPU first) while the window lasts,
