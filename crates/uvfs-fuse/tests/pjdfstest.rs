@@ -17,7 +17,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{Mounted, TempDir, require, which};
+use common::{TempDir, require, which};
 use uvfs_fuse::{Levers, MountOptions, Permissions, Transport};
 
 const CONFIG: &str = r#"
@@ -42,61 +42,10 @@ fn user_exists(name: &str) -> bool {
     Command::new("id").arg(name).output().is_ok_and(|o| o.status.success())
 }
 
+/// pjdfstest on a memfs mount with these permissions, transport and levers.
 fn pjdfstest(perm: Permissions, transport: Transport, levers: Levers) {
-    require(&[("id", "coreutils")]);
-    let bin = which("pjdfstest").expect("missing `pjdfstest`: cargo install pjdfstest");
-    for u in ["nobody", "tests"] {
-        assert!(user_exists(u), "missing dummy user `{u}` for pjdfstest: groupadd tests; useradd -g tests -M tests");
-    }
-    let cfg_dir = TempDir::new("pjdcfg");
-    let cfg = cfg_dir.path().join("pjdfstest.toml");
-    // pjdfstest naps between two calls whose timestamps must differ. uvfs stamps with the
-    // fine clock, but with the writeback cache the kernel stamps a regular file's ctime
-    // and mtime itself (rename, link, write), with its coarse clock (a tick, up to 10 ms):
-    // the nap must be longer than a tick then.
-    let naptime = if levers.contains(Levers::WRITEBACK_CACHE) { "0.02" } else { "0.001" };
-    std::fs::write(&cfg, CONFIG.replace("NAPTIME", naptime)).unwrap();
-    // A second filesystem for the EXDEV cases: the host's temp dir.
-    let secondary = TempDir::new("pjd2");
-    let m = Mounted::new(MountOptions { permissions: perm, transport, levers, ..MountOptions::default() });
-    let work = m.path().join("pjd");
-    std::fs::create_dir(&work).unwrap();
-    let run = |patterns: &[&str]| {
-        let out = Command::new(&bin)
-            .arg("-c")
-            .arg(&cfg)
-            .arg("-p")
-            .arg(&work)
-            .arg("-s")
-            .arg(secondary.path())
-            .args(patterns)
-            .current_dir(cfg_dir.path())
-            .output()
-            .expect("run pjdfstest");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-        let summary = text.lines().rev().find(|l| l.starts_with("Summary:")).unwrap_or_else(|| {
-            panic!("pjdfstest printed no summary ({}):\n{text}", out.status);
-        });
-        (summary.to_string(), text)
-    };
-    let (summary, text) = run(&[]);
-    // The levers in effect (some asked for do not apply in every mode).
-    let levers = m.handle.as_ref().map_or(levers, |h| h.levers());
-    println!("{perm:?} over {:?}, {levers:?}: {summary}", m.handle.as_ref().map(|h| h.transport()));
-    let failed: Vec<&str> = text.lines().filter(|l| l.trim_end().ends_with("FAILED")).collect();
-    assert!(
-        summary.starts_with("Summary: 0 failed"),
-        "pjdfstest ({perm:?}, {levers:?}): {summary}\n{}\n\n{text}",
-        failed.join("\n")
-    );
-    let skipped: Vec<&str> = text.lines().filter(|l| l.trim_end().ends_with("skipped")).collect();
-    for s in &skipped {
-        let name = s.split_whitespace().next().unwrap_or("");
-        assert!(
-            name.contains("erofs") || name == "link::link_count_max",
-            "unexpected skip (document it in the README and this file): {s}"
-        );
-    }
+    let opts = MountOptions { permissions: perm, transport, levers, ..MountOptions::default() };
+    pjdfstest_on(&format!("memfs, {perm:?}"), uvfs::Vfs::new(uvfs::VfsConfig::default()), opts);
 }
 
 /// Both permission modes over each transport, one after the other: each server runs in
@@ -126,7 +75,8 @@ fn pjdfstest_on_an_overlay() {
     std::fs::set_permissions(lower.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let host = uvfs::fs::hostfs::HostFs::new(lower.path()).unwrap();
     let fs = uvfs::fs::overlay::OverlayFs::new(vec![Box::new(host)]).unwrap();
-    pjdfstest_on("overlay", Box::new(fs), MountOptions::default());
+    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
+    pjdfstest_on("overlay", vfs, MountOptions::default());
 }
 
 /// pjdfstest on a host directory served by hostfs, as `uvfs mount --fs host:DIR` serves
@@ -137,7 +87,6 @@ fn pjdfstest_on_a_host_directory() {
     use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
     for unchanged in [true, false] {
         let dir = TempDir::new("pjd-host");
-        std::fs::create_dir(dir.path().join("pjd")).unwrap();
         std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         let mut opts = HostFsOptions::default();
         let mount = if unchanged {
@@ -147,20 +96,34 @@ fn pjdfstest_on_a_host_directory() {
             MountOptions::host_changing()
         };
         let fs = HostFs::with_options(dir.path(), opts).unwrap();
-        pjdfstest_on(if unchanged { "host, unchanged" } else { "host, revalidated" }, Box::new(fs), mount);
+        let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
+        pjdfstest_on(if unchanged { "host, unchanged" } else { "host, revalidated" }, vfs, mount);
     }
 }
 
-/// Runs pjdfstest in `pjd` of `fs` mounted with `opts`; 0 failed.
-fn pjdfstest_on(what: &str, fs: Box<dyn uvfs::FileSystem>, opts: MountOptions) {
+/// Runs pjdfstest in the directory `pjd` of `vfs` (made if it is not there) mounted with
+/// `opts`; 0 failed, and no skip but those listed at the top.
+fn pjdfstest_on(what: &str, vfs: uvfs::Vfs, opts: MountOptions) {
     require(&[("id", "coreutils")]);
     let bin = which("pjdfstest").expect("missing `pjdfstest`: cargo install pjdfstest");
-    let cfg_dir = TempDir::new("pjdcfg-on");
+    for u in ["nobody", "tests"] {
+        assert!(user_exists(u), "missing dummy user `{u}` for pjdfstest: groupadd tests; useradd -g tests -M tests");
+    }
+    let cfg_dir = TempDir::new("pjdcfg");
     let cfg = cfg_dir.path().join("pjdfstest.toml");
-    std::fs::write(&cfg, CONFIG.replace("NAPTIME", "0.001")).unwrap();
-    let secondary = TempDir::new("pjd2-on");
-    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), fs).unwrap();
-    let mnt = TempDir::new("pjd-on-mnt");
+    // pjdfstest naps between two calls whose timestamps must differ. uvfs stamps with the
+    // fine clock, but with the writeback cache the kernel stamps a regular file's ctime
+    // and mtime itself (rename, link, write), with its coarse clock (a tick, up to 10 ms):
+    // the nap must be longer than a tick then.
+    let naptime = if opts.levers.contains(Levers::WRITEBACK_CACHE) { "0.02" } else { "0.001" };
+    std::fs::write(&cfg, CONFIG.replace("NAPTIME", naptime)).unwrap();
+    // A second filesystem for the EXDEV cases: the host's temp dir.
+    let secondary = TempDir::new("pjd2");
+    match vfs.root_task().mkdir(b"/pjd", 0o755) {
+        Ok(()) | Err(uvfs::Errno::EEXIST) => {}
+        Err(e) => panic!("mkdir /pjd: {e:?}"),
+    }
+    let mnt = TempDir::new("pjd-mnt");
     let (handle, _uring) = common::spawn(&vfs, mnt.path(), opts);
     let out = Command::new(&bin)
         .arg("-c")
@@ -173,13 +136,19 @@ fn pjdfstest_on(what: &str, fs: Box<dyn uvfs::FileSystem>, opts: MountOptions) {
         .output()
         .expect("run pjdfstest");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    let summary = text.lines().rev().find(|l| l.starts_with("Summary:")).unwrap_or("no summary").to_string();
-    println!("{what} over {:?}: {summary}", handle.transport());
+    // The levers in effect (some asked for do not apply in every mode).
+    let levers = handle.levers();
+    let summary = text.lines().rev().find(|l| l.starts_with("Summary:"));
+    println!("{what} over {:?}, {levers:?}: {}", handle.transport(), summary.unwrap_or("no summary"));
     handle.unmount().unwrap();
+    let summary = summary.unwrap_or_else(|| panic!("pjdfstest printed no summary ({}):\n{text}", out.status));
     let failed: Vec<&str> = text.lines().filter(|l| l.trim_end().ends_with("FAILED")).collect();
-    assert!(summary.starts_with("Summary: 0 failed"), "{what}: {summary}\n{}\n\n{text}", failed.join("\n"));
+    assert!(summary.starts_with("Summary: 0 failed"), "{what}, {levers:?}: {summary}\n{}\n\n{text}", failed.join("\n"));
     for s in text.lines().filter(|l| l.trim_end().ends_with("skipped")) {
         let name = s.split_whitespace().next().unwrap_or("");
-        assert!(name.contains("erofs") || name == "link::link_count_max", "unexpected skip: {s}");
+        assert!(
+            name.contains("erofs") || name == "link::link_count_max",
+            "unexpected skip (document it in the README and this file): {s}"
+        );
     }
 }
