@@ -12,14 +12,14 @@
 
 use std::process::ExitCode;
 
-/// mimalloc, not glibc's malloc: uvfs frees what it retires on whichever thread reclaims
+/// mimalloc (through `uvfs-alloc`), not glibc's malloc: uvfs frees what it retires on whichever thread reclaims
 /// it (the collector's batches), and glibc frees a chunk of another thread's arena under
 /// that arena's lock, which serialized a two-thread cold scan (`uvfs bench --case
 /// fstree`; the figures are in BENCHMARKS.md).
 /// Wrapped in the bench's counting layer (a thread-local add per allocation, no shared
 /// write), which gives `uvfs bench --case scale` the allocator's own byte counts.
 #[global_allocator]
-static GLOBAL: uvfs_bench::alloc::Counting<mimalloc::MiMalloc> = uvfs_bench::alloc::Counting(mimalloc::MiMalloc);
+static GLOBAL: uvfs_bench::alloc::Counting<uvfs_alloc::Mimalloc> = uvfs_bench::alloc::Counting(uvfs_alloc::Mimalloc);
 
 use clap::{Parser, Subcommand};
 

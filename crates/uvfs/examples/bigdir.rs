@@ -10,7 +10,7 @@ use uvfs::{AtFlags, DirFd, OpenFlags, Vfs, VfsConfig};
 /// mimalloc, the allocator of the `uvfs` binary: where an object lands relative to the
 /// cache lines is the allocator's doing, so the counts are those of that allocator.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: uvfs_alloc::Mimalloc = uvfs_alloc::Mimalloc;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

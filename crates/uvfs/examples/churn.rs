@@ -8,7 +8,7 @@ use uvfs::{OpenFlags, Vfs, VfsConfig};
 
 /// mimalloc, the allocator of the `uvfs` binary and so of `uvfs bench --case scale`.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: uvfs_alloc::Mimalloc = uvfs_alloc::Mimalloc;
 
 fn main() {
     let mut args = std::env::args().skip(1);
