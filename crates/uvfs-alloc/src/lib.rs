@@ -7,7 +7,7 @@
 //! bytes from the next size class. The block then comes from that class, so the exact one
 //! never gets a page, and every later allocation of that size goes the same way. A
 //! directory's 40-byte map node took a 48-byte block and an open file's 80 bytes a 96-byte
-//! one, and a create + close cost 187 instructions more (`churn`, BENCHMARKS.md). The plain
+//! one, and a create + close cost 200 instructions more (`churn`, BENCHMARKS.md). The plain
 //! calls (`mi_malloc`, `mi_zalloc`, `mi_realloc`) return blocks aligned to their size up
 //! to 16 bytes (`MI_MAX_ALIGN_SIZE`), which is what the older `mimalloc` crate relied on,
 //! and an open change of the crate proposes again (purpleprotocol/mimalloc_rust#170).
