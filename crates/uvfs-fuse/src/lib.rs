@@ -272,17 +272,14 @@ pub struct MountOptions {
 
 impl Default for MountOptions {
     fn default() -> MountOptions {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         MountOptions {
             entry_timeout: LONG_TIMEOUT,
             attr_timeout: LONG_TIMEOUT,
             negative_timeout: LONG_TIMEOUT,
-            threads: std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8),
+            threads: cpus.clamp(2, 8),
             // On one CPU the poller would only take the CPU from the caller it waits for.
-            busy_poll: if std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2) {
-                DEFAULT_BUSY_POLL
-            } else {
-                Duration::ZERO
-            },
+            busy_poll: if cpus >= 2 { DEFAULT_BUSY_POLL } else { Duration::ZERO },
             permissions: Permissions::Kernel,
             transport: Transport::Auto,
             watch: true,
@@ -435,7 +432,7 @@ impl Running {
     }
 
     fn transport(&self) -> Transport {
-        if self.session.uring() == UringState::Active { Transport::Uring } else { Transport::Dev }
+        if self.session.uring_active() { Transport::Uring } else { Transport::Dev }
     }
 }
 

@@ -192,6 +192,12 @@ impl Session {
         self.state.lock().uring.clone()
     }
 
+    /// Whether the io_uring queues serve the connection (no copy of the state's reason,
+    /// for the `/dev/fuse` poller, which asks after a reply).
+    pub(crate) fn uring_active(&self) -> bool {
+        self.state.lock().uring == UringState::Active
+    }
+
     /// A queue registered its entries (`Ok`) or could not (`Err(why)`).
     pub(crate) fn uring_registered(&self, r: Result<(), String>) {
         let mut st = self.state.lock();

@@ -23,11 +23,12 @@ use zerocopy::IntoBytes;
 
 use crate::reply::{Reply, ReplyBuf, out_header};
 use crate::request::{Op, decode_dev};
-use crate::session::{DEV_BUF, Later, LaterTo, MAX_WRITE, Session, UringState};
+use crate::session::{DEV_BUF, Later, LaterTo, MAX_WRITE, Session};
 
-/// Starts `n` workers (the first on the connection's own descriptor). With `busy_poll`,
-/// the last one polls, on a descriptor of its own (`O_NONBLOCK` belongs to the open file,
-/// and the connection's own descriptor also carries notifications).
+/// Starts `n` workers, the first on the connection's own descriptor and the others on
+/// clones. With `busy_poll` the last one polls, always on a clone (`O_NONBLOCK` belongs to
+/// the open file, and the connection's own descriptor also carries notifications): a
+/// single worker then reads a clone too.
 pub(crate) fn spawn(session: &Arc<Session>, n: usize, busy_poll: Duration) -> std::io::Result<Vec<JoinHandle<()>>> {
     let n = n.max(1);
     let polls = !busy_poll.is_zero();
@@ -104,7 +105,7 @@ impl Poll {
     /// request they do not carry).
     fn answered(&mut self, session: &Session, fd: &OwnedFd) {
         self.answered = Instant::now();
-        let on = !self.window.is_zero() && (self.nonblocking || session.uring() != UringState::Active);
+        let on = !self.window.is_zero() && (self.nonblocking || !session.uring_active());
         if on != self.nonblocking {
             self.set(fd, on);
         }
