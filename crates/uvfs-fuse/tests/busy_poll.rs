@@ -7,12 +7,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::TempDir;
-use uvfs_fuse::{MountHandle, MountOptions, Transport};
-
-fn count(h: &MountHandle, op: &str) -> u64 {
-    h.requests().iter().find(|(o, _)| *o == op).map_or(0, |r| r.1)
-}
+use common::{TempDir, count};
+use uvfs_fuse::{MountOptions, Transport};
 
 /// Mounts a memfs over `/dev/fuse` with one worker and nothing cached, so that each
 /// `stat` of a file is a LOOKUP and a GETATTR; stats it 200 times. Returns

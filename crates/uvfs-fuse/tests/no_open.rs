@@ -8,13 +8,9 @@
 
 mod common;
 
-use common::{Mounted, sh};
+use common::{Mounted, count, sh};
 use uvfs::OpenFlags;
-use uvfs_fuse::{Levers, MountHandle, MountOptions};
-
-fn count(h: &MountHandle, op: &str) -> u64 {
-    h.requests().iter().find(|(o, _)| *o == op).map_or(0, |r| r.1)
-}
+use uvfs_fuse::{Levers, MountOptions};
 
 /// Reads `/f` 100 times through the mount; returns the OPENs, FLUSHes and READs it cost.
 fn hundred_reads(m: &Mounted) -> (u64, u64, u64) {

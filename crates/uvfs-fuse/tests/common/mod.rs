@@ -177,3 +177,8 @@ pub fn sh(dir: &Path, script: &str) -> String {
     let out = run(Command::new("sh").arg("-ec").arg(script).current_dir(dir));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Requests of opcode `op` (its name, e.g. "LOOKUP") the mount has received so far.
+pub fn count(h: &MountHandle, op: &str) -> u64 {
+    h.requests().iter().find(|(o, _)| *o == op).map_or(0, |r| r.1)
+}
