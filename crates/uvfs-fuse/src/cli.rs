@@ -105,6 +105,8 @@ pub enum Lever {
     WritebackCache,
     /// no OPEN/FLUSH/RELEASE round trips for files (locks then kept by the kernel)
     NoOpen,
+    /// `FOPEN_DIRECT_IO` for write-only opens: one WRITE per write, no page cache
+    DirectWrite,
 }
 
 impl Lever {
@@ -120,6 +122,7 @@ impl Lever {
             Lever::Passthrough => Levers::PASSTHROUGH,
             Lever::WritebackCache => Levers::WRITEBACK_CACHE,
             Lever::NoOpen => Levers::NO_OPEN,
+            Lever::DirectWrite => Levers::DIRECT_WRITE,
         }
     }
 }

@@ -67,6 +67,7 @@
 //! | `NO_OPENDIR` | OPENDIR + RELEASEDIR per listing | listings always cached (as `CACHE_DIR`); `Permissions::Kernel` only |
 //! | `NO_OPEN` | OPEN + FLUSH + RELEASE per `open` of an existing regular file | the kernel keeps file locks (in-process locks do not see the mount's); in-process watches see each READ/WRITE as an open, access/modify and close; yields to `PASSTHROUGH` on a host directory; `Permissions::Kernel` only |
 //! | `PASSTHROUGH` | a READ or WRITE per request on a hostfs file (module `passthrough`) | in-process watches miss those writes' MODIFY |
+//! | `DIRECT_WRITE` | for a write-only open: a second WRITE per `write` that starts inside a page, a GETXATTR at the first `write` | what was written is not left in the page cache (its first read is a READ) |
 //! | `NO_FLUSH` (off) | a FLUSH per `close` | a POSIX lock taken through the mount is not released by `close` |
 //! | `WRITEBACK_CACHE` (off) | a WRITE per `write` (batched at writeback) | the kernel owns size and mtime: in-process changes of them are not seen; no passthrough; `Permissions::Kernel` only; an append-only file (`chattr +a`) cannot be opened for appending nor `touch`ed |
 //!
@@ -197,6 +198,19 @@ bitflags::bitflags! {
         /// [`Levers::PASSTHROUGH`] can back files (a mount whose root is a host
         /// directory): passthrough needs the OPEN, and saves more.
         const NO_OPEN = 1 << 8;
+        /// `FOPEN_DIRECT_IO` on a file the kernel opens (or creates) write-only: its
+        /// writes go to the server as they come, one WRITE per `write`, without the page
+        /// cache. Through the page cache, a `write` that starts inside a page the cache
+        /// does not hold whole is split in two WRITEs (the kernel stops a request at such
+        /// a page), as is every `write` of an untar after its first block, and the first
+        /// `write` after an open asks GETXATTR `security.capability` (`file_remove_privs`;
+        /// a direct write leaves clearing setuid and capabilities to the server, which
+        /// does it as uvfs does). The cost: what was written is not left in the page
+        /// cache, so the first read of it is a READ (through the cache it mostly was too:
+        /// the partial last page is not kept). Only where the kernel invalidates cached
+        /// pages before a direct write (Linux 6.6+, FUSE 7.39), not with the writeback
+        /// cache, and not on files passthrough backs.
+        const DIRECT_WRITE = 1 << 9;
     }
 }
 
@@ -209,11 +223,13 @@ impl Levers {
         .union(Levers::READDIRPLUS)
         .union(Levers::NO_OPENDIR)
         .union(Levers::PASSTHROUGH)
-        .union(Levers::NO_OPEN);
+        .union(Levers::NO_OPEN)
+        .union(Levers::DIRECT_WRITE);
     /// What stays correct when something else changes the served tree behind uvfs's back
     /// (hostfs without `--host-unchanged`): caches of names and attributes expire with
     /// their (short) timeouts, but pages and listings would not, so those levers are off.
-    pub const HOST_CHANGING: Levers = Levers::CACHE_SYMLINKS.union(Levers::READDIRPLUS).union(Levers::PASSTHROUGH);
+    pub const HOST_CHANGING: Levers =
+        Levers::CACHE_SYMLINKS.union(Levers::READDIRPLUS).union(Levers::PASSTHROUGH).union(Levers::DIRECT_WRITE);
 }
 
 /// How long the kernel keeps names, attributes and misses by default: a day, since uvfs
@@ -346,6 +362,7 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         watch: std::sync::OnceLock::new(),
         kernel_acl: AtomicBool::new(false),
         writeback: AtomicBool::new(false),
+        direct_write: AtomicBool::new(false),
         passthrough: Default::default(),
         requests: std::array::from_fn(|_| Default::default()),
         locks: Default::default(),

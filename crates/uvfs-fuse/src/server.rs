@@ -45,6 +45,9 @@ pub(crate) struct Server {
     pub(crate) locks: crate::locks::Locks,
     /// Set once the kernel accepted `FUSE_WRITEBACK_CACHE` (see `handle_for`).
     pub(crate) writeback: AtomicBool,
+    /// Set once at INIT: write-only opens get `FOPEN_DIRECT_IO` ([`Levers::DIRECT_WRITE`]
+    /// asked for, the kernel new enough, no writeback cache).
+    pub(crate) direct_write: AtomicBool,
     /// Backing files of handles (`crate::passthrough`; own lock).
     pub(crate) passthrough: crate::passthrough::Passthrough,
     /// Immutable: regular files are not opened on the server ([`Levers::NO_OPEN`] asked
@@ -224,9 +227,12 @@ impl Server {
         self.opts.levers.contains(Levers::NO_OPENDIR) && self.opts.permissions == Permissions::Kernel
     }
 
-    /// How the kernel treats a regular file the server opened.
-    fn file_open_flags(&self) -> FopenFlags {
+    /// How the kernel treats a regular file the server opened with flags `fl`.
+    fn file_open_flags(&self, fl: OpenFlags) -> FopenFlags {
         let mut f = FopenFlags::empty();
+        if fl.access_mode() == OpenFlags::WRONLY.bits() && self.direct_write.load(Ordering::Relaxed) {
+            f |= FopenFlags::DIRECT_IO;
+        }
         if self.opts.levers.contains(Levers::KEEP_CACHE) {
             f |= FopenFlags::KEEP_CACHE;
         }
@@ -236,10 +242,10 @@ impl Server {
         f
     }
 
-    /// The reply to OPEN or CREATE of node `node`, whose open file `f` becomes a handle:
-    /// with a backing file when passthrough is on (then the page-cache flags do not
-    /// apply).
-    fn open_reply(&self, node: u64, f: Arc<File>) -> abi::OpenOut {
+    /// The reply to OPEN or CREATE (with open flags `fl`) of node `node`, whose open file
+    /// `f` becomes a handle: with a backing file when passthrough is on (then the
+    /// page-cache flags do not apply).
+    fn open_reply(&self, node: u64, f: Arc<File>, fl: OpenFlags) -> abi::OpenOut {
         let file = f.clone();
         let fh = self.handles.insert(f);
         match self.passthrough.open(fh, node, &file) {
@@ -250,15 +256,19 @@ impl Server {
                 }
                 reply::open_out_backed(fh, flags, b)
             }
-            None => reply::open_out(fh, self.file_open_flags()),
+            None => reply::open_out(fh, self.file_open_flags(fl)),
         }
     }
 
-    /// What the kernel accepted.
-    pub(crate) fn initialized(&self, got: InitFlags) {
+    /// What the kernel accepted, and its protocol's minor version.
+    pub(crate) fn initialized(&self, got: InitFlags, minor: u32) {
         self.kernel_acl.store(got.contains(InitFlags::POSIX_ACL), Ordering::Relaxed);
         self.passthrough.set_negotiated(got.contains(InitFlags::PASSTHROUGH));
-        self.writeback.store(got.contains(InitFlags::WRITEBACK_CACHE), Ordering::Relaxed);
+        let writeback = got.contains(InitFlags::WRITEBACK_CACHE);
+        self.writeback.store(writeback, Ordering::Relaxed);
+        // Before 7.39 (Linux 6.6) a direct write left other opens' cached pages stale.
+        let direct = self.opts.levers.contains(Levers::DIRECT_WRITE) && minor >= 39 && !writeback;
+        self.direct_write.store(direct, Ordering::Relaxed);
     }
 
     pub(crate) fn attr(&self, st: &Stat) -> Attr {
@@ -495,7 +505,7 @@ impl Server {
                 let node = self.node(id)?;
                 let f = self.task(h).reopen_file(&node, fl)?;
                 let f = self.handle_for(&node, f, fl)?;
-                out.push(&self.open_reply(id, f))
+                out.push(&self.open_reply(id, f, fl))
             }
             Op::Read(r) => {
                 let off = i64::try_from(r.offset).map_err(|_| Errno::EINVAL)?;
@@ -769,7 +779,7 @@ impl Server {
         let f = self.handle_for(&path, f, fl)?;
         let (id, a) = self.register(path)?;
         out.push(&self.entry_out((id, a)))?;
-        out.push(&self.open_reply(id, f))
+        out.push(&self.open_reply(id, f, fl))
     }
 
     fn fallocate(&self, h: &InHeader, f: &abi::FallocateIn) -> Result<()> {

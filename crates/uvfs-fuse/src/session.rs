@@ -132,7 +132,7 @@ impl Session {
             }
         }
         let got = want & offered;
-        self.server.initialized(got);
+        self.server.initialized(got, init.minor);
         let bits = got.bits();
         out.push(&abi::InitOut {
             major: abi::KERNEL_VERSION,
