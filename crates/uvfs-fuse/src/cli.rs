@@ -107,6 +107,9 @@ pub enum Lever {
     NoOpen,
     /// `FOPEN_DIRECT_IO` for write-only opens: one WRITE per write, no page cache
     DirectWrite,
+    /// a directory's cached listing dropped after its files are read, so the next
+    /// listing refreshes their attributes
+    Relist,
 }
 
 impl Lever {
@@ -123,6 +126,7 @@ impl Lever {
             Lever::WritebackCache => Levers::WRITEBACK_CACHE,
             Lever::NoOpen => Levers::NO_OPEN,
             Lever::DirectWrite => Levers::DIRECT_WRITE,
+            Lever::Relist => Levers::RELIST,
         }
     }
 }

@@ -67,6 +67,7 @@
 //! | `NO_OPENDIR` | OPENDIR + RELEASEDIR per listing | listings always cached (as `CACHE_DIR`); `Permissions::Kernel` only |
 //! | `NO_OPEN` | OPEN + FLUSH + RELEASE per `open` of an existing regular file | the kernel keeps file locks (in-process locks do not see the mount's); in-process watches see each READ/WRITE as an open, access/modify and close; yields to `PASSTHROUGH` on a host directory; `Permissions::Kernel` only |
 //! | `PASSTHROUGH` | a READ or WRITE per request on a hostfs file (module `passthrough`) | in-process watches miss those writes' MODIFY |
+//! | `RELIST` | a GETATTR per file `stat`ed after it was read (the read made the kernel drop its atime): the directory's next listing refreshes them all | a listing after reads is read again (READDIRPLUS + GETATTR of the directory) |
 //! | `DIRECT_WRITE` | for a write-only open: a second WRITE per `write` that starts inside a page, a GETXATTR at the first `write` | what was written is not left in the page cache (its first read is a READ) |
 //! | `NO_FLUSH` (off) | a FLUSH per `close` | a POSIX lock taken through the mount is not released by `close` |
 //! | `WRITEBACK_CACHE` (off) | a WRITE per `write` (batched at writeback) | the kernel owns size and mtime: in-process changes of them are not seen; no passthrough; `Permissions::Kernel` only; an append-only file (`chattr +a`) cannot be opened for appending nor `touch`ed |
@@ -211,6 +212,19 @@ bitflags::bitflags! {
         /// pages before a direct write (Linux 6.6+, FUSE 7.39), not with the writeback
         /// cache, and not on files passthrough backs.
         const DIRECT_WRITE = 1 << 9;
+        /// After the first READ of a file of a directory since the kernel last listed it,
+        /// the server tells the kernel to drop the directory's cached listing and attributes
+        /// (`FUSE_NOTIFY_INVAL_INODE`, from a thread of its own). The kernel forgets a
+        /// file's attributes after each read that reaches the server (its atime moved), so
+        /// a `stat` of each file read is a GETATTR; with this the next listing of the
+        /// directory is a READDIRPLUS, which brings back the attributes of all its files
+        /// at once: `find` or `ls -l` after `grep -r` or a build costs a round trip or two
+        /// per directory instead of one per file. The cost: a listing after reads is read
+        /// again (a READDIRPLUS and a GETATTR of the directory) where it was cached, also
+        /// when no `stat` follows (`rm -rf`). Only with [`Levers::READDIRPLUS`] and cached
+        /// listings ([`Levers::CACHE_DIR`] or [`Levers::NO_OPENDIR`]); files passthrough
+        /// serves are read without READs and do not count.
+        const RELIST = 1 << 10;
     }
 }
 
@@ -224,7 +238,8 @@ impl Levers {
         .union(Levers::NO_OPENDIR)
         .union(Levers::PASSTHROUGH)
         .union(Levers::NO_OPEN)
-        .union(Levers::DIRECT_WRITE);
+        .union(Levers::DIRECT_WRITE)
+        .union(Levers::RELIST);
     /// What stays correct when something else changes the served tree behind uvfs's back
     /// (hostfs without `--host-unchanged`): caches of names and attributes expire with
     /// their (short) timeouts, but pages and listings would not, so those levers are off.
@@ -363,6 +378,8 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         kernel_acl: AtomicBool::new(false),
         writeback: AtomicBool::new(false),
         direct_write: AtomicBool::new(false),
+        relist: std::sync::OnceLock::new(),
+        relisted: Default::default(),
         passthrough: Default::default(),
         requests: std::array::from_fn(|_| Default::default()),
         locks: Default::default(),
@@ -384,6 +401,8 @@ struct Running {
     /// Atomic: tells the invalidation thread to stop.
     stop: Arc<AtomicBool>,
     watcher: Option<JoinHandle<()>>,
+    /// The thread sending `Levers::RELIST`'s invalidations; ends when told (`join`).
+    relister: Option<JoinHandle<()>>,
 }
 
 /// Mounts, starts the transport's threads and waits until INIT settled what they use.
@@ -431,7 +450,8 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
     }
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
-    Ok(Running { session, server, mountpoint: m.mountpoint, conn, workers, stop, watcher })
+    let relister = if server.relist_wanted() { watch::spawn_relist(&server, session.notifier()) } else { None };
+    Ok(Running { session, server, mountpoint: m.mountpoint, conn, workers, stop, watcher, relister })
 }
 
 impl Running {
@@ -443,6 +463,10 @@ impl Running {
         self.session.set_gone();
         self.stop.store(true, Ordering::Relaxed);
         if let Some(w) = self.watcher.take() {
+            let _ = w.join();
+        }
+        if let Some(w) = self.relister.take() {
+            self.server.stop_relist();
             let _ = w.join();
         }
         release(&self.server);
@@ -498,6 +522,12 @@ impl MountHandle {
     /// asking, whether or not a request came in it).
     pub fn poll_windows(&self) -> u64 {
         self.run.as_ref().map_or(0, |r| r.session.poll_windows.load(Ordering::Relaxed))
+    }
+
+    /// Directories whose cached listing the kernel was told to drop after their files
+    /// were read ([`Levers::RELIST`]), counted once the notification is written.
+    pub fn relisted(&self) -> u64 {
+        self.run.as_ref().map_or(0, |r| r.server.relisted.load(Ordering::Relaxed))
     }
 
     /// Requests received so far, by opcode name, the most frequent first.

@@ -40,6 +40,9 @@ struct Node {
     file: Arc<File>,
     lookups: u64,
     key: Key,
+    /// A directory whose cached listing the kernel was told to drop since it last read
+    /// one (see `Levers::RELIST`).
+    relist: bool,
 }
 
 struct Inner {
@@ -68,7 +71,7 @@ impl Nodes {
     /// A table holding the root, whose file is never released.
     pub fn new(root: Arc<File>, root_key: Key) -> Nodes {
         let mut by_id = HashMap::new();
-        by_id.insert(ROOT_ID, Node { file: root, lookups: u64::MAX / 2, key: root_key });
+        by_id.insert(ROOT_ID, Node { file: root, lookups: u64::MAX / 2, key: root_key, relist: false });
         let mut by_key = HashMap::new();
         by_key.insert(root_key, ROOT_ID);
         Nodes { inner: Mutex::new(Inner { by_id, by_key, next_foreign: FOREIGN_BASE }), root_key }
@@ -104,6 +107,26 @@ impl Nodes {
         self.inner.lock().by_key.get(&key).copied()
     }
 
+    /// The node of directory `key` if the kernel knows it and was not told to drop its
+    /// listing since it last read one; it is marked told.
+    pub fn relist(&self, key: Key) -> Option<u64> {
+        let mut g = self.inner.lock();
+        let id = *g.by_key.get(&key)?;
+        let n = g.by_id.get_mut(&id)?;
+        if n.relist {
+            return None;
+        }
+        n.relist = true;
+        Some(id)
+    }
+
+    /// The kernel read directory node `id`'s listing (with attributes) from the start.
+    pub fn listed(&self, id: u64) {
+        if let Some(n) = self.inner.lock().by_id.get_mut(&id) {
+            n.relist = false;
+        }
+    }
+
     /// Counts one lookup of the inode `key`, whose `O_PATH` file is `file`.
     ///
     /// A key names one inode only while that inode lives: a host filesystem reuses the
@@ -130,7 +153,7 @@ impl Nodes {
             g.next_foreign += 1;
             g.next_foreign
         };
-        g.by_id.insert(id, Node { file, lookups: 1, key });
+        g.by_id.insert(id, Node { file, lookups: 1, key, relist: false });
         g.by_key.insert(key, id);
         Inserted::New(id)
     }

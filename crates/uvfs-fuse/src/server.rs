@@ -48,6 +48,11 @@ pub(crate) struct Server {
     /// Set once at INIT: write-only opens get `FOPEN_DIRECT_IO` ([`Levers::DIRECT_WRITE`]
     /// asked for, the kernel new enough, no writeback cache).
     pub(crate) direct_write: AtomicBool,
+    /// Set once, when the relist thread starts ([`Levers::RELIST`]): where directories
+    /// whose listing the kernel should drop are queued (`note_read`).
+    pub(crate) relist: std::sync::OnceLock<std::sync::mpsc::Sender<u64>>,
+    /// Atomic: the relist thread's notifications written (`MountHandle::relisted`).
+    pub(crate) relisted: std::sync::atomic::AtomicU64,
     /// Backing files of handles (`crate::passthrough`; own lock).
     pub(crate) passthrough: crate::passthrough::Passthrough,
     /// Immutable: regular files are not opened on the server ([`Levers::NO_OPEN`] asked
@@ -220,6 +225,35 @@ impl Server {
     /// the kernel's own check, which saw the call, must stand for uvfs's (`setattr`).
     fn writeback_wanted(&self) -> bool {
         self.opts.levers.contains(Levers::WRITEBACK_CACHE) && self.opts.permissions == Permissions::Kernel
+    }
+
+    /// Whether [`Levers::RELIST`] applies: listings are cached and READDIRPLUS brings
+    /// the attributes back.
+    pub(crate) fn relist_wanted(&self) -> bool {
+        let l = self.opts.levers;
+        l.contains(Levers::RELIST | Levers::READDIRPLUS) && (l.contains(Levers::CACHE_DIR) || self.no_opendir())
+    }
+
+    /// Ends the relist thread (after the workers, which queue to it).
+    pub(crate) fn stop_relist(&self) {
+        if let Some(tx) = self.relist.get() {
+            let _ = tx.send(0);
+        }
+    }
+
+    /// A READ of `f`: when it ends the kernel drops `f`'s cached atime, so its next
+    /// `stat` is a GETATTR. The first such file of a directory since the kernel last
+    /// listed it queues the directory, whose listing the kernel is then told to drop
+    /// ([`Levers::RELIST`]): its next listing is a READDIRPLUS, which brings back the
+    /// attributes of every file in it. Not on an open for reading: passthrough's reads,
+    /// which the server does not see, drop the atime at every read, so a listing would
+    /// refresh it for nothing.
+    fn note_read(&self, f: &File) {
+        let Some(tx) = self.relist.get() else { return };
+        let Some(dir) = f.dentry().parent_inode() else { return };
+        if let Some(id) = self.nodes.relist((dir.sb().dev(), dir.ino().0)) {
+            let _ = tx.send(id);
+        }
     }
 
     /// Whether OPENDIR is answered ENOSYS (see [`Levers::NO_OPENDIR`]).
@@ -510,7 +544,9 @@ impl Server {
             Op::Read(r) => {
                 let off = i64::try_from(r.offset).map_err(|_| Errno::EINVAL)?;
                 let f = self.file_of(id, r.fh, OpenFlags::RDONLY)?;
-                out.fill(r.size as usize, |buf| self.base().pread(&f, buf, off)).map(drop)
+                out.fill(r.size as usize, |buf| self.base().pread(&f, buf, off))?;
+                self.note_read(&f);
+                Ok(())
             }
             Op::Write { arg, data } => {
                 let off = i64::try_from(arg.offset).map_err(|_| Errno::EFBIG)?;
@@ -732,6 +768,10 @@ impl Server {
             self.handle_file(r.fh)?
         };
         let offset = i64::try_from(r.offset).map_err(|_| Errno::EINVAL)?;
+        if plus && offset == 0 {
+            // Before the entries are read: a file read meanwhile queues the directory again.
+            self.nodes.listed(h.nodeid);
+        }
         t.lseek(&fd, offset, Whence::Set)?;
         let dev = t.fstat(&fd)?.dev;
         let limit = r.size as usize;

@@ -17,6 +17,9 @@
 //! asynchronous: a reader on the mount sees an in-process change once the thread has
 //! handled its event (normally well under a millisecond), not at the instant of the change.
 //! Only the filesystem at the root of the tree is watched.
+//!
+//! A second thread sends the invalidations of [`crate::Levers::RELIST`]: directories whose
+//! listing the kernel should drop because files in them were read ([`spawn_relist`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,7 +103,31 @@ fn handle(s: &Server, notifier: &Notifier, base: &uvfs::Task, ev: uvfs::InotifyE
                 // that name, never for a new name: drop the directory's pages, where the
                 // listing is cached, and its attributes (the mtime moved).
                 let _ = notifier.inval_inode(id, 0, 0);
+                s.relisted.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
+}
+
+/// Starts the thread that sends [`crate::Levers::RELIST`]'s invalidations: the request
+/// threads queue a directory's node id (`Server::note_read`) and go on; the notification
+/// is written here, outside any request, so no request waits for the kernel to drop a
+/// listing (which takes the listing's page locks). Node id 0 ends the thread.
+pub(crate) fn spawn_relist(s: &Arc<Server>, notifier: Notifier) -> Option<JoinHandle<()>> {
+    let (tx, rx) = std::sync::mpsc::channel::<u64>();
+    s.relist.set(tx).ok()?;
+    let s = s.clone();
+    std::thread::Builder::new()
+        .name("uvfs-fuse-relist".into())
+        .spawn(move || {
+            while let Ok(id) = rx.recv() {
+                if id == 0 {
+                    break;
+                }
+                // ENOENT: the kernel forgot the directory meanwhile; nothing is cached.
+                let _ = notifier.inval_inode(id, 0, 0);
+                s.relisted.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+        .ok()
 }
