@@ -36,14 +36,17 @@ pub struct MountArgs {
     #[arg(long)]
     pub negative_timeout: Option<f64>,
     /// Turn kernel levers off (repeatable or comma-separated), e.g. to measure one: by
-    /// default keep-cache, cache-symlinks, cache-dir, readdirplus, no-opendir, no-open
-    /// and passthrough are on (keep-cache, cache-dir, no-opendir and no-open off with a
-    /// changing host directory; no-open yields to passthrough on a host directory)
+    /// default keep-cache, cache-symlinks, cache-dir, readdirplus, no-opendir, no-open,
+    /// passthrough, direct-write and relist are on (keep-cache, cache-dir, no-opendir,
+    /// no-open and relist off with a changing host directory; no-open yields to
+    /// passthrough on a host directory)
     #[arg(long, value_enum, value_delimiter = ',')]
     pub disable: Vec<Lever>,
-    /// Turn kernel levers on that are off by default: no-flush (loses the release of POSIX
-    /// locks at close), writeback-cache (the kernel owns size and mtime: in-process
-    /// changes of them are not seen through the mount; no passthrough)
+    /// Turn kernel levers on that are off by default: server-locks (locks of the mount's
+    /// processes and in-process tasks see each other, where the server sees opens; a
+    /// FLUSH per close), no-flush (with server-locks: loses the release of POSIX locks at
+    /// close), writeback-cache (the kernel owns size and mtime: in-process changes of them
+    /// are not seen through the mount; no passthrough)
     #[arg(long, value_enum, value_delimiter = ',')]
     pub enable: Vec<Lever>,
     /// Who checks permissions: `kernel` (the kernel and uvfs, with caching) or `uvfs`
@@ -110,6 +113,9 @@ pub enum Lever {
     /// a directory's cached listing dropped after its files are read, so the next
     /// listing refreshes their attributes
     Relist,
+    /// file locks kept by uvfs where the server sees opens, seen by in-process tasks
+    /// (a FLUSH per close)
+    ServerLocks,
 }
 
 impl Lever {
@@ -127,6 +133,7 @@ impl Lever {
             Lever::NoOpen => Levers::NO_OPEN,
             Lever::DirectWrite => Levers::DIRECT_WRITE,
             Lever::Relist => Levers::RELIST,
+            Lever::ServerLocks => Levers::SERVER_LOCKS,
         }
     }
 }

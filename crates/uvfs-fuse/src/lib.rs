@@ -17,7 +17,7 @@
 //! | [`nodes`] | FUSE node ids to `O_PATH` descriptors of the server task, lookup counts |
 //! | [`ident`] | the caller's identity (uid, gid, groups from `/proc`) as a cached uvfs task |
 //! | `server` | the request handlers: one or two uvfs calls each, panics answered EIO |
-//! | `locks` | file locks (GETLK, SETLK, SETLKW, flock), answered by uvfs's lock manager where the server sees opens (not under [`Levers::NO_OPEN`], where the kernel keeps them); SETLKW waits off the transport threads |
+//! | `locks` | file locks (GETLK, SETLK, SETLKW, flock), answered by uvfs's lock manager with [`Levers::SERVER_LOCKS`] where the server sees opens (else the kernel keeps them); SETLKW waits off the transport threads |
 //! | `watch` | kernel cache invalidation for in-process changes |
 //! | [`cli`] | `uvfs mount`: options, checks with one-line errors, signals, daemon |
 //!
@@ -69,7 +69,8 @@
 //! | `PASSTHROUGH` | a READ or WRITE per request on a hostfs file (module `passthrough`) | in-process watches miss those writes' MODIFY |
 //! | `RELIST` | a GETATTR per file `stat`ed after it was read (the read made the kernel drop its atime): the directory's next listing refreshes them all | a listing after reads is read again (READDIRPLUS + GETATTR of the directory) |
 //! | `DIRECT_WRITE` | for a write-only open: a second WRITE per `write` that starts inside a page, a GETXATTR at the first `write` | what was written is not left in the page cache (its first read is a READ) |
-//! | `NO_FLUSH` (off) | a FLUSH per `close` | a POSIX lock taken through the mount is not released by `close` |
+//! | `SERVER_LOCKS` (off) | nothing: it costs a FLUSH per `close` where the server sees opens | locks of the mount's processes and of in-process tasks see each other (off: the kernel keeps the mount's locks) |
+//! | `NO_FLUSH` (off) | a FLUSH per `close` with `SERVER_LOCKS` | a POSIX lock taken through the mount is not released by `close` |
 //! | `WRITEBACK_CACHE` (off) | a WRITE per `write` (batched at writeback) | the kernel owns size and mtime: in-process changes of them are not seen; no passthrough; `Permissions::Kernel` only; an append-only file (`chattr +a`) cannot be opened for appending nor `touch`ed |
 //!
 //! A tree that something else changes behind uvfs's back (hostfs revalidating the host)
@@ -225,12 +226,23 @@ bitflags::bitflags! {
         /// listings ([`Levers::CACHE_DIR`] or [`Levers::NO_OPENDIR`]); files passthrough
         /// serves are read without READs and do not count.
         const RELIST = 1 << 10;
+        /// File locks kept by uvfs's lock manager (`crate::locks`) where the server sees
+        /// opens (a host directory, whose opens carry passthrough, or without
+        /// [`Levers::NO_OPEN`]): the kernel sends `flock` and `fcntl` locks to the server
+        /// (`FUSE_POSIX_LOCKS`, `FUSE_FLOCK_LOCKS`), so processes on the mount and
+        /// in-process tasks see each other's locks. The cost: a FLUSH round trip at every
+        /// `close`, through which the kernel releases a process's POSIX locks on the server.
+        /// Off by default: the kernel keeps the locks of the mount's processes itself, as
+        /// with [`Levers::NO_OPEN`] (they exclude each other as on any filesystem; an
+        /// in-process task does not see them, nor they its locks), and the server answers
+        /// the first FLUSH ENOSYS, after which the kernel sends none.
+        const SERVER_LOCKS = 1 << 11;
     }
 }
 
 impl Levers {
-    /// The levers a mount pulls by default: all but [`Levers::NO_FLUSH`] and
-    /// [`Levers::WRITEBACK_CACHE`].
+    /// The levers a mount pulls by default: all but [`Levers::NO_FLUSH`],
+    /// [`Levers::WRITEBACK_CACHE`] and [`Levers::SERVER_LOCKS`].
     pub const DEFAULT: Levers = Levers::KEEP_CACHE
         .union(Levers::CACHE_SYMLINKS)
         .union(Levers::CACHE_DIR)
@@ -368,8 +380,11 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         && opts.permissions == Permissions::Kernel
         && !opts.levers.contains(Levers::WRITEBACK_CACHE)
         && !(opts.levers.contains(Levers::PASSTHROUGH) && host_backed);
+    // Server locks need the opens (a `flock` belongs to an open file).
+    let server_locks = opts.levers.contains(Levers::SERVER_LOCKS) && !no_open;
     Ok(Arc::new(server::Server {
         no_open,
+        server_locks,
         nodes: nodes::Nodes::new(root, (st.dev, st.ino)),
         handles: nodes::Handles::default(),
         tasks: ident::Tasks::new(base),
@@ -503,6 +518,7 @@ impl MountHandle {
         self.run.as_ref().map_or(Levers::empty(), |r| {
             let mut l = r.server.opts.levers;
             l.set(Levers::NO_OPEN, r.server.no_open);
+            l.set(Levers::SERVER_LOCKS, r.server.server_locks);
             l
         })
     }

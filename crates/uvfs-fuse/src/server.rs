@@ -58,6 +58,9 @@ pub(crate) struct Server {
     /// Immutable: regular files are not opened on the server ([`Levers::NO_OPEN`] asked
     /// for and usable here).
     pub(crate) no_open: bool,
+    /// Immutable: file locks are kept here, not by the kernel ([`Levers::SERVER_LOCKS`]
+    /// asked for, and the server sees opens).
+    pub(crate) server_locks: bool,
     /// Atomic: requests received, by opcode (below 64), for the tests (what passthrough
     /// and the page cache save) and `uvfs mount --stats`.
     pub(crate) requests: [std::sync::atomic::AtomicU64; 64],
@@ -172,10 +175,10 @@ impl Server {
             | InitFlags::DONT_MASK;
         if self.no_open {
             // Opens the server does not see: the kernel keeps the locks (a `flock` belongs
-            // to an open file, which the server could not tell apart) and skips FLUSH,
-            // which only released POSIX locks.
+            // to an open file, which the server could not tell apart).
             want |= InitFlags::NO_OPEN_SUPPORT;
-        } else {
+        }
+        if self.server_locks {
             // File locks are answered here (`crate::locks`), so that processes on the
             // mount and in-process tasks see each other's.
             want |= InitFlags::POSIX_LOCKS | InitFlags::FLOCK_LOCKS;
@@ -591,9 +594,9 @@ impl Server {
                 let f = self.file_of(id, *fh, OpenFlags::RDONLY)?;
                 if *datasync { self.base().fdatasync(&f) } else { self.base().fsync(&f) }
             }
-            // Without server locks a FLUSH has nothing to do: the first ENOSYS tells the
-            // kernel to stop sending it.
-            Op::Flush { .. } if self.no_open => Err(Errno::ENOSYS),
+            // Without server locks a FLUSH has nothing to do (it only released POSIX
+            // locks): the first ENOSYS tells the kernel to stop sending it.
+            Op::Flush { .. } if !self.server_locks => Err(Errno::ENOSYS),
             Op::Flush { fh, lock_owner } => self.flush_locks(*fh, *lock_owner),
             Op::Fsyncdir { .. } => Ok(()),
             Op::Getlk(arg) => self.getlk(arg, out),

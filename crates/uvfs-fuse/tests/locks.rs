@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Mounted;
+use common::{Mounted, count};
 use uvfs::{DirFd, Flock, FlockOp, LockClass, LockCmd, OpenFlags};
 use uvfs_fuse::{Levers, MountOptions};
 
@@ -153,10 +153,13 @@ fn until_waiting(m: &Mounted) {
     }
 }
 
-/// A mount whose locks the server keeps (it sees every open: `--disable no-open`), with
-/// `/f` of 100 bytes.
+/// A mount whose locks the server keeps (`Levers::SERVER_LOCKS`; it sees every open:
+/// `--disable no-open`), with `/f` of 100 bytes.
 fn mounted() -> (Mounted, std::path::PathBuf) {
-    mounted_with(MountOptions { levers: Levers::DEFAULT - Levers::NO_OPEN, ..MountOptions::default() })
+    let levers = (Levers::DEFAULT - Levers::NO_OPEN) | Levers::SERVER_LOCKS;
+    let (m, path) = mounted_with(MountOptions { levers, ..MountOptions::default() });
+    assert!(m.handle.as_ref().unwrap().levers().contains(Levers::SERVER_LOCKS));
+    (m, path)
 }
 
 fn mounted_with(opts: MountOptions) -> (Mounted, std::path::PathBuf) {
@@ -290,13 +293,26 @@ fn a_close_drops_the_closers_posix_locks() {
     a.finish();
 }
 
-/// The default mount opens no regular file on the server (`Levers::NO_OPEN`), so the
-/// kernel keeps the locks of the mount's processes: they still exclude each other, a
-/// close still drops the closer's POSIX locks, and an exit its `flock`.
+/// Without `Levers::SERVER_LOCKS` (the default) the kernel keeps the locks of the mount's
+/// processes, whether the server sees opens or not (`Levers::NO_OPEN`): they still exclude
+/// each other, a close still drops the closer's POSIX locks, and an exit its `flock`; and
+/// no close costs a FLUSH.
 #[test]
 fn kernel_locks_between_processes() {
     let (m, path) = mounted_with(MountOptions::default());
     assert!(m.handle.as_ref().unwrap().levers().contains(Levers::NO_OPEN));
+    kernel_locks(&m, &path);
+    let (m, path) = mounted_with(MountOptions { levers: Levers::DEFAULT - Levers::NO_OPEN, ..MountOptions::default() });
+    let l = m.handle.as_ref().unwrap().levers();
+    assert!(!l.contains(Levers::NO_OPEN) && !l.contains(Levers::SERVER_LOCKS), "{l:?}");
+    kernel_locks(&m, &path);
+    let h = m.handle.as_ref().unwrap();
+    // The server saw the opens, and answered the first FLUSH ENOSYS.
+    assert!(count(h, "OPEN") >= 5 && count(h, "FLUSH") <= 1, "{:?}", h.requests());
+}
+
+fn kernel_locks(m: &Mounted, path: &std::path::Path) {
+    let path = path.to_path_buf();
     let mut holder = Proc::spawn(Command::new("flock").arg("-n").arg(&path).arg("-c").arg("echo held; cat"));
     assert_eq!(holder.line(), "held");
     assert!(!flock_n(&path), "a second flock -n got the lock");
