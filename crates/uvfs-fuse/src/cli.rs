@@ -37,9 +37,9 @@ pub struct MountArgs {
     pub negative_timeout: Option<f64>,
     /// Turn kernel levers off (repeatable or comma-separated), e.g. to measure one: by
     /// default keep-cache, cache-symlinks, cache-dir, readdirplus, no-opendir, no-open,
-    /// passthrough, direct-write and relist are on (keep-cache, cache-dir, no-opendir,
-    /// no-open and relist off with a changing host directory; no-open yields to
-    /// passthrough on a host directory)
+    /// passthrough, direct-write, relist and cached-reads are on (keep-cache, cache-dir,
+    /// no-opendir, no-open, relist and cached-reads off with a changing host directory;
+    /// no-open yields to passthrough on a host directory)
     #[arg(long, value_enum, value_delimiter = ',')]
     pub disable: Vec<Lever>,
     /// Turn kernel levers on that are off by default: server-locks (locks of the mount's
@@ -116,6 +116,9 @@ pub enum Lever {
     /// file locks kept by uvfs where the server sees opens, seen by in-process tasks
     /// (a FLUSH per close)
     ServerLocks,
+    /// small host files opened for reading only served through the page cache, not
+    /// passthrough
+    CachedReads,
 }
 
 impl Lever {
@@ -134,6 +137,7 @@ impl Lever {
             Lever::DirectWrite => Levers::DIRECT_WRITE,
             Lever::Relist => Levers::RELIST,
             Lever::ServerLocks => Levers::SERVER_LOCKS,
+            Lever::CachedReads => Levers::CACHED_READS,
         }
     }
 }

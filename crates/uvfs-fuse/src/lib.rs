@@ -67,6 +67,7 @@
 //! | `NO_OPENDIR` | OPENDIR + RELEASEDIR per listing | listings always cached (as `CACHE_DIR`); `Permissions::Kernel` only |
 //! | `NO_OPEN` | OPEN + FLUSH + RELEASE per `open` of an existing regular file | the kernel keeps file locks (in-process locks do not see the mount's); in-process watches see each READ/WRITE as an open, access/modify and close; yields to `PASSTHROUGH` on a host directory; `Permissions::Kernel` only |
 //! | `PASSTHROUGH` | a READ or WRITE per request on a hostfs file (module `passthrough`) | in-process watches miss those writes' MODIFY |
+//! | `CACHED_READS` | on a host directory, a GETATTR per `stat` after each read of a file under 1 MiB, and its READs after the first open | the first read of such a file is a READ round trip instead of passthrough's none; a writer of a file open for reading goes through the server |
 //! | `RELIST` | a GETATTR per file `stat`ed after it was read (the read made the kernel drop its atime): the directory's next listing refreshes them all | a listing after reads is read again (READDIRPLUS + GETATTR of the directory) |
 //! | `DIRECT_WRITE` | for a write-only open: a second WRITE per `write` that starts inside a page, a GETXATTR at the first `write` | what was written is not left in the page cache (its first read is a READ) |
 //! | `SERVER_LOCKS` (off) | nothing: it costs a FLUSH per `close` where the server sees opens | locks of the mount's processes and of in-process tasks see each other (off: the kernel keeps the mount's locks) |
@@ -237,8 +238,26 @@ bitflags::bitflags! {
         /// in-process task does not see them, nor they its locks), and the server answers
         /// the first FLUSH ENOSYS, after which the kernel sends none.
         const SERVER_LOCKS = 1 << 11;
+        /// An open for reading only of a host file smaller than [`CACHED_READ_MAX`], which
+        /// [`Levers::PASSTHROUGH`] would back, is served through the page cache instead
+        /// (the server's READs, whose pages [`Levers::KEEP_CACHE`] keeps across opens),
+        /// unless an open of it is backed now. Through passthrough the kernel forgets a
+        /// file's attributes at every read (its atime), so the `stat` or `fstat` after
+        /// each read of a small file was a GETATTR, and `grep -r` or `find` over a source
+        /// tree paid one per file every time; read through the page cache, a file costs a
+        /// READ once and then nothing, and [`Levers::RELIST`] brings the attributes back by
+        /// directory. Big files, and every open that writes, keep passthrough. A node's
+        /// open files are all backed or all cached (the kernel fails an open of the other
+        /// kind with EIO), so a writer of a file open cached is served through the server;
+        /// a file written through its backing file since it was last open cached has its
+        /// pages dropped at its next cached open. Only with [`Levers::KEEP_CACHE`].
+        const CACHED_READS = 1 << 12;
     }
 }
+
+/// [`Levers::CACHED_READS`]: the size below which a host file opened for reading only is
+/// served through the page cache (a source file, not a disk image or a database).
+pub const CACHED_READ_MAX: u64 = 1 << 20;
 
 impl Levers {
     /// The levers a mount pulls by default: all but [`Levers::NO_FLUSH`],
@@ -251,7 +270,8 @@ impl Levers {
         .union(Levers::PASSTHROUGH)
         .union(Levers::NO_OPEN)
         .union(Levers::DIRECT_WRITE)
-        .union(Levers::RELIST);
+        .union(Levers::RELIST)
+        .union(Levers::CACHED_READS);
     /// What stays correct when something else changes the served tree behind uvfs's back
     /// (hostfs without `--host-unchanged`): caches of names and attributes expire with
     /// their (short) timeouts, but pages and listings would not, so those levers are off.

@@ -47,6 +47,25 @@ struct Backed {
     /// refuses an open whose backing file differs from the one the inode's other open
     /// files use (EIO to the opener).
     nodes: HashMap<u64, (u32, u32)>,
+    /// Handles served through the page cache instead ([`Passthrough::open`]'s
+    /// `prefer_cache`) -> their node.
+    cached_fh: HashMap<u64, u64>,
+    /// Node id -> its handles served through the page cache. A node never has backed and
+    /// cached handles at once: the kernel fails an open whose mode differs from the
+    /// inode's open files' (EIO to the opener).
+    cached: HashMap<u64, u32>,
+    /// Nodes the kernel may have written through a backing file since their last cached
+    /// open: what the page cache holds of them may be stale.
+    written: std::collections::HashSet<u64>,
+}
+
+/// How an open is served ([`Passthrough::open`]).
+pub(crate) enum Served {
+    /// By the kernel from the host file with this backing id.
+    Backed(u32),
+    /// Through the page cache and the server; `stale`: the kernel must drop what its page
+    /// cache holds of the file first (it was written through a backing file since).
+    Cached { stale: bool },
 }
 
 /// The server's passthrough state.
@@ -71,24 +90,44 @@ impl Passthrough {
         self.on.load(Ordering::Relaxed)
     }
 
-    /// The backing id for handle `fh`, an open `file` of node `node`: the node's, or the
-    /// host file of `file` registered now; `None` if it has none or passthrough is off
-    /// (turned off, with a notice, when the kernel refuses).
-    pub(crate) fn open(&self, fh: u64, node: u64, file: &File) -> Option<u32> {
+    /// How handle `fh`, an open `file` of node `node` (for writing if `writes`), is
+    /// served: with the node's backing id, or the host file of `file` registered now; or
+    /// through the page cache if the file is not a host file, passthrough is off (turned
+    /// off, with a notice, when the kernel refuses), the node's open handles are cached,
+    /// or `prefer_cache` and none of them is backed.
+    pub(crate) fn open(&self, fh: u64, node: u64, file: &File, writes: bool, prefer_cache: bool) -> Served {
         if !self.active() || file.inode().file_type() != FileType::Regular {
-            return None;
+            return Served::Cached { stale: false };
         }
         let mut b = self.backed.lock();
         if let Some((id, n)) = b.nodes.get_mut(&node) {
             *n += 1;
             let id = *id;
             b.by_fh.insert(fh, node);
-            return Some(id);
+            if writes {
+                b.written.insert(node);
+            }
+            return Served::Backed(id);
         }
-        let id = self.register(file)?;
-        b.nodes.insert(node, (id, 1));
-        b.by_fh.insert(fh, node);
-        Some(id)
+        let cache = |b: &mut Backed| {
+            *b.cached.entry(node).or_insert(0) += 1;
+            b.cached_fh.insert(fh, node);
+            Served::Cached { stale: b.written.remove(&node) }
+        };
+        if prefer_cache || b.cached.contains_key(&node) {
+            return cache(&mut b);
+        }
+        match self.register(file) {
+            Some(id) => {
+                b.nodes.insert(node, (id, 1));
+                b.by_fh.insert(fh, node);
+                if writes {
+                    b.written.insert(node);
+                }
+                Served::Backed(id)
+            }
+            None => cache(&mut b),
+        }
     }
 
     fn register(&self, file: &File) -> Option<u32> {
@@ -132,6 +171,15 @@ impl Passthrough {
     /// is closed with its last handle. True if the handle had one.
     pub(crate) fn release(&self, fh: u64) -> bool {
         let mut b = self.backed.lock();
+        if let Some(node) = b.cached_fh.remove(&fh) {
+            if let Some(n) = b.cached.get_mut(&node) {
+                *n -= 1;
+                if *n == 0 {
+                    b.cached.remove(&node);
+                }
+            }
+            return false;
+        }
         let Some(node) = b.by_fh.remove(&fh) else { return false };
         let Some((id, n)) = b.nodes.get_mut(&node) else { return true };
         *n -= 1;
@@ -148,6 +196,13 @@ impl Passthrough {
         true
     }
 
+    /// Node `node` is gone from the kernel, with whatever its page cache held.
+    pub(crate) fn forgotten(&self, node: u64) {
+        if self.active() {
+            self.backed.lock().written.remove(&node);
+        }
+    }
+
     /// Whether node `node` has a handle the kernel writes to directly.
     pub(crate) fn backs(&self, node: u64) -> bool {
         self.backed.lock().nodes.contains_key(&node)
@@ -155,8 +210,6 @@ impl Passthrough {
 
     /// Unmount: every backing id is forgotten (the connection, and its ids, are gone).
     pub(crate) fn clear(&self) {
-        let mut b = self.backed.lock();
-        b.by_fh.clear();
-        b.nodes.clear();
+        *self.backed.lock() = Backed::default();
     }
 }

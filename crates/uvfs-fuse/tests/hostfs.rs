@@ -8,7 +8,7 @@ mod common;
 use std::os::unix::fs::MetadataExt;
 
 use common::TempDir;
-use uvfs_fuse::MountOptions;
+use uvfs_fuse::{Levers, MountOptions};
 
 #[test]
 fn host_directory_through_fuse() {
@@ -84,7 +84,77 @@ fn passthrough_reads_and_writes_bypass_the_server() {
     // Revalidating (uvfs re-reads the host anyway) and promised unchanged (only the
     // refresh after the kernel's writes keeps uvfs's view right).
     passthrough_case(uvfs::fs::hostfs::HostFsOptions::default().changes, MountOptions::host_changing());
-    passthrough_case(HostChanges::Never, MountOptions::default());
+    // Passthrough for every file: small ones opened for reading go through the page cache
+    // by default (`cached_reads_of_small_host_files` below).
+    let opts = MountOptions { levers: Levers::DEFAULT - Levers::CACHED_READS, ..MountOptions::default() };
+    passthrough_case(HostChanges::Never, opts);
+}
+
+/// `Levers::CACHED_READS` (on with `--host-unchanged`): a small host file opened for
+/// reading only is read through the page cache, once; a big one, and every open that
+/// writes, through passthrough. The two never mix on one file (the kernel would fail the
+/// open with EIO), and what one wrote the other reads.
+#[test]
+fn cached_reads_of_small_host_files() {
+    use std::os::unix::fs::FileExt;
+    use uvfs::fs::hostfs::{HostChanges, HostFsOptions};
+    let host = TempDir::new("hostcr");
+    std::fs::write(host.path().join("small"), b"0123456789").unwrap();
+    let hopts = HostFsOptions { changes: HostChanges::Never, ..Default::default() };
+    let fs = uvfs::fs::hostfs::HostFs::with_options(host.path(), hopts).unwrap();
+    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
+    let mnt = TempDir::new("hostcrmnt");
+    let (handle, _uring) = common::spawn(&vfs, mnt.path(), MountOptions::default());
+    assert!(handle.passthrough() && handle.levers().contains(Levers::CACHED_READS));
+    let (m, small) = (mnt.path(), mnt.path().join("small"));
+    let reads = || handle.data_requests().0;
+
+    // Read twice: one READ, then the page cache.
+    assert_eq!(std::fs::read(&small).unwrap(), b"0123456789");
+    assert_eq!(reads(), 1);
+    assert_eq!(std::fs::read(&small).unwrap(), b"0123456789");
+    assert_eq!(reads(), 1, "the second open read the file again");
+
+    // A writer while a reader holds the file cached is served through the server (no EIO),
+    // and the reader sees what it wrote.
+    let r = std::fs::File::open(&small).unwrap();
+    let w = std::fs::OpenOptions::new().write(true).open(&small).unwrap();
+    w.write_all_at(b"AB", 0).unwrap();
+    let mut buf = [0u8; 4];
+    r.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"AB23");
+    drop((r, w));
+    assert_eq!(std::fs::read(host.path().join("small")).unwrap(), b"AB23456789");
+
+    // With nothing open, a writer gets passthrough: its write takes no WRITE. The next
+    // reader must not read the pages cached before that write.
+    let (reads_before, writes) = handle.data_requests();
+    let w = std::fs::OpenOptions::new().write(true).open(&small).unwrap();
+    w.write_all_at(b"XY", 2).unwrap();
+    // A reader while the writer is open shares its backing file.
+    let r = std::fs::File::open(&small).unwrap();
+    r.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"ABXY");
+    drop((r, w));
+    assert_eq!(handle.data_requests().1, writes, "the writer went through the server");
+    // RELEASE comes after `close` returns; until the server has it, the node still counts
+    // as backed and a reader shares the backing file. Either way a reader reads the new
+    // data, and once the server has the RELEASEs, a reader is cached again and reads it
+    // from the server, not from the pages cached before the write.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while reads() == reads_before {
+        assert_eq!(std::fs::read(&small).unwrap(), b"ABXY456789");
+        assert!(std::time::Instant::now() < deadline, "no cached open came back after the writer left");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+
+    // A big file opened for reading is backed: no READ.
+    let big: Vec<u8> = (0..2 << 20).map(|i: u32| (i % 253) as u8).collect();
+    std::fs::write(host.path().join("big"), &big).unwrap();
+    let before = reads();
+    assert!(std::fs::read(m.join("big")).unwrap() == big);
+    assert_eq!(reads(), before);
+    handle.unmount().unwrap();
 }
 
 fn passthrough_case(changes: uvfs::fs::hostfs::HostChanges, opts: MountOptions) {
