@@ -16,6 +16,14 @@
 //! When the kernel or the host refuses (no `CAP_SYS_ADMIN`, a host filesystem that is
 //! itself stacked, a kernel without passthrough), one line says so and files are served
 //! through the page cache as before: a missing speed-up never fails an open.
+//!
+//! Not every open is backed: with [`crate::Levers::CACHED_READS`] a small file opened for
+//! reading only is served through the page cache (the kernel forgets a backed file's
+//! atime at every read, so each `stat` after one was a round trip). The kernel fails an
+//! open whose mode (backed or cached) differs from that of the inode's other open files,
+//! with EIO to the opener (`fs/fuse/iomode.c`), so a node stays in the mode of its first
+//! open until its last handle is released: a writer of a file open cached is served
+//! through the server, a reader of a file open backed gets the backing file.
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
