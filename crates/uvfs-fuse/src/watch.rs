@@ -103,7 +103,6 @@ fn handle(s: &Server, notifier: &Notifier, base: &uvfs::Task, ev: uvfs::InotifyE
                 // that name, never for a new name: drop the directory's pages, where the
                 // listing is cached, and its attributes (the mtime moved).
                 let _ = notifier.inval_inode(id, 0, 0);
-                s.relisted.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
