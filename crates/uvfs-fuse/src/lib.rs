@@ -249,8 +249,9 @@ bitflags::bitflags! {
         /// directory. Big files, and every open that writes, keep passthrough. A node's
         /// open files are all backed or all cached (the kernel fails an open of the other
         /// kind with EIO), so a writer of a file open cached is served through the server;
-        /// a file written through its backing file since it was last open cached has its
-        /// pages dropped at its next cached open. Only with [`Levers::KEEP_CACHE`].
+        /// and the kernel drops a file's pages at each backed open, so a cached open after
+        /// a write through the backing file reads the new data. Only with
+        /// [`Levers::KEEP_CACHE`].
         const CACHED_READS = 1 << 12;
     }
 }

@@ -60,20 +60,10 @@ struct Backed {
     cached_fh: HashMap<u64, u64>,
     /// Node id -> its handles served through the page cache. A node never has backed and
     /// cached handles at once: the kernel fails an open whose mode differs from the
-    /// inode's open files' (EIO to the opener).
+    /// inode's open files' (EIO to the opener). No page of a file outlives a write through
+    /// its backing file: a backed open's reply carries no `FOPEN_KEEP_CACHE`, so the
+    /// kernel drops the file's pages at each one, and none are read in while it is open.
     cached: HashMap<u64, u32>,
-    /// Nodes the kernel may have written through a backing file since their last cached
-    /// open: what the page cache holds of them may be stale.
-    written: std::collections::HashSet<u64>,
-}
-
-/// How an open is served ([`Passthrough::open`]).
-pub(crate) enum Served {
-    /// By the kernel from the host file with this backing id.
-    Backed(u32),
-    /// Through the page cache and the server; `stale`: the kernel must drop what its page
-    /// cache holds of the file first (it was written through a backing file since).
-    Cached { stale: bool },
 }
 
 /// The server's passthrough state.
@@ -98,44 +88,34 @@ impl Passthrough {
         self.on.load(Ordering::Relaxed)
     }
 
-    /// How handle `fh`, an open `file` of node `node` (for writing if `writes`), is
-    /// served: with the node's backing id, or the host file of `file` registered now; or
-    /// through the page cache if the file is not a host file, passthrough is off (turned
-    /// off, with a notice, when the kernel refuses), the node's open handles are cached,
-    /// or `prefer_cache` and none of them is backed.
-    pub(crate) fn open(&self, fh: u64, node: u64, file: &File, writes: bool, prefer_cache: bool) -> Served {
+    /// The backing id for handle `fh`, an open `file` of node `node`: the node's, or the
+    /// host file of `file` registered now. `None` (served through the page cache) if the
+    /// file is not a host file, passthrough is off (turned off, with a notice, when the
+    /// kernel refuses), the node's open handles are cached, or `prefer_cache` and none of
+    /// them is backed.
+    pub(crate) fn open(&self, fh: u64, node: u64, file: &File, prefer_cache: bool) -> Option<u32> {
         if !self.active() || file.inode().file_type() != FileType::Regular {
-            return Served::Cached { stale: false };
+            return None;
         }
         let mut b = self.backed.lock();
         if let Some((id, n)) = b.nodes.get_mut(&node) {
             *n += 1;
             let id = *id;
             b.by_fh.insert(fh, node);
-            if writes {
-                b.written.insert(node);
-            }
-            return Served::Backed(id);
+            return Some(id);
         }
-        let cache = |b: &mut Backed| {
-            *b.cached.entry(node).or_insert(0) += 1;
-            b.cached_fh.insert(fh, node);
-            Served::Cached { stale: b.written.remove(&node) }
-        };
-        if prefer_cache || b.cached.contains_key(&node) {
-            return cache(&mut b);
-        }
-        match self.register(file) {
+        let id = if prefer_cache || b.cached.contains_key(&node) { None } else { self.register(file) };
+        match id {
             Some(id) => {
                 b.nodes.insert(node, (id, 1));
                 b.by_fh.insert(fh, node);
-                if writes {
-                    b.written.insert(node);
-                }
-                Served::Backed(id)
             }
-            None => cache(&mut b),
+            None => {
+                *b.cached.entry(node).or_insert(0) += 1;
+                b.cached_fh.insert(fh, node);
+            }
         }
+        id
     }
 
     fn register(&self, file: &File) -> Option<u32> {
@@ -202,13 +182,6 @@ impl Passthrough {
             unsafe { libc::ioctl(dev.as_raw_fd(), FUSE_DEV_IOC_BACKING_CLOSE, &id) };
         }
         true
-    }
-
-    /// Node `node` is gone from the kernel, with whatever its page cache held.
-    pub(crate) fn forgotten(&self, node: u64) {
-        if self.active() {
-            self.backed.lock().written.remove(&node);
-        }
     }
 
     /// Whether node `node` has a handle the kernel writes to directly.

@@ -20,7 +20,6 @@ use uvfs::{
 use crate::abi::{self, Attr, FopenFlags, InHeader, InitFlags};
 use crate::ident::{Caller, DEFAULT_UMASK, Tasks};
 use crate::nodes::{Handles, Inserted, Key, Nodes};
-use crate::passthrough::Served;
 use crate::reply::{self, Reply, ReplyBuf};
 use crate::request::{Op, Request, forget_ones};
 use crate::{Levers, MountOptions, Permissions};
@@ -286,27 +285,23 @@ impl Server {
     fn open_reply(&self, node: u64, f: Arc<File>, fl: OpenFlags) -> abi::OpenOut {
         let file = f.clone();
         let fh = self.handles.insert(f);
-        let writes = fl.access_mode() != OpenFlags::RDONLY.bits() || fl.contains(OpenFlags::TRUNC);
         let levers = self.opts.levers;
-        let prefer_cache = !writes
+        let prefer_cache = fl.access_mode() == OpenFlags::RDONLY.bits()
+            && !fl.contains(OpenFlags::TRUNC)
             && levers.contains(Levers::CACHED_READS | Levers::KEEP_CACHE)
             && file.inode().size() < crate::CACHED_READ_MAX;
-        match self.passthrough.open(fh, node, &file, writes, prefer_cache) {
-            Served::Backed(b) => {
+        match self.passthrough.open(fh, node, &file, prefer_cache) {
+            Some(b) => {
+                // No KEEP_CACHE: the kernel drops the file's pages at this open, so none
+                // from before a write through the backing file is read by a later cached
+                // open (`crate::passthrough`).
                 let mut flags = FopenFlags::PASSTHROUGH;
                 if levers.contains(Levers::NO_FLUSH) {
                     flags |= FopenFlags::NOFLUSH;
                 }
                 reply::open_out_backed(fh, flags, b)
             }
-            Served::Cached { stale } => {
-                let mut flags = self.file_open_flags(fl);
-                if stale {
-                    // Without KEEP_CACHE the kernel drops the file's pages at this open.
-                    flags -= FopenFlags::KEEP_CACHE;
-                }
-                reply::open_out(fh, flags)
-            }
+            None => reply::open_out(fh, self.file_open_flags(fl)),
         }
     }
 
@@ -413,10 +408,7 @@ impl Server {
 
     fn forget_node(&self, id: u64, n: u64) {
         // Released here, outside the table's lock.
-        if self.nodes.forget(id, n).is_some() {
-            // The kernel evicted the inode, and its pages with it.
-            self.passthrough.forgotten(id);
-        }
+        drop(self.nodes.forget(id, n));
     }
 
     /// Answers one request into `out` (panics become EIO); a SETLKW that must wait is
