@@ -253,8 +253,8 @@ impl Server {
     /// refresh it for nothing.
     fn note_read(&self, f: &File) {
         let Some(tx) = self.relist.get() else { return };
-        let Some(dir) = f.dentry().parent_inode() else { return };
-        if let Some(id) = self.nodes.relist((dir.sb().dev(), dir.ino().0)) {
+        let Some((dev, ino)) = self.base().parent_ino(f) else { return };
+        if let Some(id) = self.nodes.relist((dev, ino.0)) {
             let _ = tx.send(id);
         }
     }

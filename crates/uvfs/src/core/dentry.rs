@@ -324,14 +324,6 @@ impl Dentry {
         self.hot.inode.as_ref()
     }
 
-    /// The parent's inode (`None` for a root): a FUSE server tells the kernel about the
-    /// directory of a file it serves with it.
-    pub fn parent_inode(&self) -> Option<Arc<Inode>> {
-        let rcu = self.inode()?.sb().rcu();
-        let guard = rcu.pin();
-        self.parent_arc(&guard)?.inode().cloned()
-    }
-
     /// Flags.
     #[inline]
     pub fn flags(&self) -> u32 {

@@ -4,10 +4,10 @@
 
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::AtFlags;
-use crate::abi::stat::FileType;
 use crate::abi::stat::StatFs;
+use crate::abi::stat::{FileType, Ino};
 use crate::abi::stat::{Stat, Statx, StatxAttrs, StatxMask};
-use crate::core::file::{DirFd, FileRef};
+use crate::core::file::{DirFd, File, FileRef};
 use crate::task::Task;
 use crate::walk::namei::{LookupFlags, Outcome};
 
@@ -88,6 +88,19 @@ impl Task {
         let file = self.fget(fd.into(), &guard)?;
         crate::walk::namei::getattr(crate::core::path::Pos::of_file(file))?;
         Ok(file.inode().stat())
+    }
+
+    /// The device and inode number of the directory holding the name `file` was opened
+    /// by (`None` for a filesystem's root): a FUSE server tells the kernel about that
+    /// directory when the file is read. Lockless, no count taken.
+    pub fn parent_ino(&self, file: &File) -> Option<(u64, Ino)> {
+        let guard = self.vfs.rcu.pin();
+        let d = file.dentry();
+        if d.is_root() {
+            return None;
+        }
+        let dir = d.parent(&guard).inode()?;
+        Some((dir.sb().dev(), dir.ino()))
     }
 
     /// `statfs(2)`: what the filesystem holding `path` has and has left.
