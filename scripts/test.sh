@@ -22,12 +22,13 @@ echo "== loom models (seqcount)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p uvfs --lib seqcount --release
 echo "== Miri: the core's unsafe primitives and the instance teardown"
 # Unit tests of rcu (borrows tied to guard and cell, the orphans' domain), seqcount
-# (unwinding writers), rhashtable, the lock-order checker, a dentry name kept inline or
+# (unwinding writers), rhashtable, the children table (`dhash`: write-once slots read by
+# another thread while the writer rebuilds), the lock-order checker, a dentry name kept inline or
 # on the heap, a Vfs dropped while files and watches outlive it, and path cache entries
 # outliving what they name (`vfs::tests::path_cache_*`: a hit reads a dentry it holds no
 # count on). Isolation off: the tables seed from getrandom.
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly-2026-10-30 miri test -p uvfs --lib -- \
-  rcu:: seqcount:: rhashtable:: sync:: vfs:: dentry::
+  rcu:: seqcount:: rhashtable:: dhash:: sync:: vfs:: dentry::
 echo "== concurrency stress under valgrind"
 bin=$(cargo test -p uvfs --test concurrency --no-run --message-format=json 2>/dev/null \
   | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)

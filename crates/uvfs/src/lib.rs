@@ -65,6 +65,9 @@
 //!   readlink or failed open of cached names takes no lock, allocates nothing and writes
 //!   no shared memory; the `Arc` count of a dentry lives on the cache line before it
 //!   (`align(64)`), away from the lookup fields (`core/dentry.rs`, checked at compile time).
+//!   A directory's children are an open-addressed table (`core/dhash.rs`): a probe reads
+//!   one word of tags and the slot whose tag matches, where the hash and the name are
+//!   compared, before any dentry is touched.
 //! - **Lockless inode-cache probe** (seed 004, hash half): `core/icache.rs`. Filesystems that
 //!   load inodes (hostfs) find them by (device, inode number) in a table probed without
 //!   its lock; only an insert locks (and probes again under the lock).
@@ -93,8 +96,8 @@
 //!
 //! Each falls back to a general path that exists anyway (the locked walk tier, asking the
 //! filesystem, the locked ACL load); the switch forces it. A lockless reader that sees an
-//! inconsistent state (the rename sequence moved, or a directory's map grew under a miss:
-//! `rhashtable`'s `get_sure`) falls back; it never answers wrong. A walk that fell back
+//! inconsistent state (the rename sequence moved, or a directory's map was rebuilt under a
+//! miss: `DHash::get_sure`) falls back; it never answers wrong. A walk that fell back
 //! still finds cached names without locks and locks only where it misses (Linux's
 //! ref-walk `lookup_fast`).
 //!

@@ -25,7 +25,7 @@ use crate::sync::rcu::{ArcBorrow, LocalGuard, Rcu, RcuArc, RcuBox};
 
 /// A name in a directory: bytes, not UTF-8, at most 255 of them, in 16 bytes. A name of
 /// at most [`Name::INLINE`] bytes is kept in the value itself (Linux's `d_iname`), so
-/// it costs no allocation, and a children-map probe compares it inside the map's node,
+/// it costs no allocation, and a children-map probe compares it inside the map's slot,
 /// without a load from elsewhere; a longer one owns a heap copy.
 #[repr(C, align(8))]
 pub struct Name {
@@ -132,7 +132,7 @@ impl Borrow<[u8]> for Name {
 }
 
 /// The children map of a directory.
-pub(crate) type ChildMap = crate::sync::rhashtable::RHashTable<Name, Arc<Dentry>>;
+pub(crate) type ChildMap = crate::core::dhash::DHash<Dentry>;
 
 /// Flag: something is mounted on this dentry; the walk probes the mount table.
 pub const DENTRY_MOUNTED: u32 = 1 << 0;
@@ -226,7 +226,7 @@ impl Drop for Dentry {
 /// (written by every locked lookup and change) after it.
 #[repr(C)]
 pub struct Dir {
-    /// Probed without a lock (see [`crate::sync::rhashtable`]); changed only under
+    /// Probed without a lock (see [`crate::core::dhash`]); changed only under
     /// `lock`.
     pub(crate) children: ChildMap,
     /// The directory lock (Linux's `i_rwsem` of the directory): shared for locked lookups,
@@ -418,7 +418,7 @@ impl Dentry {
 
     /// Lockless lookup of a child (positive or negative) in this directory:
     /// `Some(Some(child))`, `Some(None)` for a certain miss, `None` when a miss overlapped
-    /// the map growing (see [`crate::sync::rhashtable`]) and the caller must look again locked.
+    /// the map being rebuilt (see [`crate::core::dhash`]) and the caller must look again locked.
     #[inline]
     pub(crate) fn lookup_rcu<'g>(&'g self, name: &[u8], guard: &'g LocalGuard<'_>) -> Option<Option<&'g Arc<Dentry>>> {
         match self.dir() {

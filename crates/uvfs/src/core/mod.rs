@@ -7,6 +7,7 @@ pub(crate) mod acl;
 pub(crate) mod attr;
 pub(crate) mod dcache;
 pub(crate) mod dentry;
+pub(crate) mod dhash;
 pub(crate) mod fdtable;
 pub(crate) mod file;
 pub(crate) mod fsnotify;

@@ -74,6 +74,14 @@ impl Rcu {
         unsafe { self.collector.retire(ptr, reclaim_arc::<T>) };
     }
 
+    /// Starts reclaiming what this thread retired now, rather than once its batch holds 64
+    /// objects (Linux frees a replaced hash table after one grace period too): for a large
+    /// retirement, a directory's outgrown table, whose memory should not wait for 63
+    /// more. It is freed once the readers pinned now have left.
+    pub(crate) fn flush(&self) {
+        self.collector.enter().flush();
+    }
+
     /// Frees the box at `ptr` once every reader pinned now has left.
     ///
     /// # Safety

@@ -1,10 +1,10 @@
 //! A hash table with lockless readers and one writer at a time, reclaimed through the
-//! instance's collector. Used for a directory's children (Linux's dentry hash) and the
-//! mount table (Linux's mount hash).
+//! instance's collector. Used for the mount table (Linux's mount hash) and the inode cache;
+//! a directory's children have a table of their own ([`crate::core::dhash`]).
 //!
 //! Readers load the bucket array and walk a chain with acquire loads under a guard: no
-//! lock, no write. Writers are serialized by the owner's lock (the directory lock, the
-//! rename lock): an insert publishes a fully built node at the head of its chain; a remove
+//! lock, no write. Writers are serialized by the owner's lock (the rename lock, the
+//! inode cache's lock): an insert publishes a fully built node at the head of its chain; a remove
 //! unlinks the node (readers standing on it still find the rest of the chain through its
 //! `next`, which is never changed after unlinking) and retires it through the collector.
 //!
@@ -108,7 +108,7 @@ pub struct RHashTable<K, V> {
 
 /// A seed for a new table: the next output of a per-thread SplitMix64 generator whose
 /// state starts from the OS's randomness (`getrandom`).
-fn table_seed() -> u64 {
+pub(crate) fn table_seed() -> u64 {
     use std::cell::Cell;
     fn os_seed() -> u64 {
         let mut b = [0u8; 8];
@@ -186,11 +186,13 @@ where
     }
 
     /// Number of entries.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed)
     }
 
     /// Whether empty.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -255,6 +257,7 @@ where
     /// grow overlapped a miss (the caller looks again, or takes the writers' lock). Two
     /// extra loads, on the miss path only.
     #[inline]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn get_sure<'g, Q>(&'g self, key: &Q, guard: &'g LocalGuard<'_>) -> Option<Option<&'g V>>
     where
         K: Borrow<Q>,
@@ -294,6 +297,7 @@ where
 
     /// Removes every entry and returns their values (instance teardown). The caller
     /// serializes writers. The old array is retired whole, readers still on it finish.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn drain(&self, rcu: &Rcu) -> Vec<V> {
         let _w = WriterCheck::enter(&self.writing);
         let old = self.buckets.swap(Box::into_raw(Box::new(Buckets::new(4))), Ordering::AcqRel);

@@ -1,0 +1,753 @@
+//! A directory's children by name (Linux's dentry hash, `d_hash`, which uvfs keeps per
+//! directory): an open-addressed table with lockless readers and one writer at a time
+//! (the directory's lock), reclaimed through the instance's collector.
+//!
+//! **Two cache misses a lookup.** The slots sit in groups of eight, and beside them, in an
+//! array of their own, one tag byte per slot (the SwissTable layout): a lookup reads its
+//! group's eight tags in one word, and only a slot whose tag matches its hash's low seven
+//! bits, where the whole hash and the name (inline up to 15 bytes, [`Name`]) are compared.
+//! A hit reads the tag word and one 32-byte slot, and touches no dentry before its name
+//! matched; a miss usually stops at the first group, which has a free slot. (The chained
+//! table before it read the bucket, then 1.4 nodes on average, each its own allocation.)
+//! An entry costs no allocation of its own either: the slot holds the name and the `Arc`.
+//!
+//! **Write-once slots.** A tag byte goes `EMPTY` -> full -> `DELETED`, never back, while its
+//! array lives: a reader that loaded a full tag (acquire) reads a slot the writer wrote
+//! before publishing that tag (release) and never writes again. So no reader sees a torn
+//! slot and none needs a sequence check on a hit. A removed entry's `Arc` and long name are
+//! dropped through the collector, after the readers that may be comparing them have left.
+//! Deleted slots are not reused; they count towards the load that starts a rebuild, which
+//! drops them.
+//!
+//! **Rebuilds without stalls.** The insert that would fill the array past 7/8 starts a new
+//! one sized for twice the live entries (smaller than the old after many removals), and
+//! every change then moves [`MOVE_PER_STEP`] old groups into it: a slot is copied, its new
+//! tag published, then its old tag deleted. Meanwhile entries are added to the new array,
+//! and readers that miss in the old one look in the new one. The change that moves the last
+//! group publishes the new array and retires the old one. A reader overlapping a step can
+//! miss an entry that is there (it was moved behind it); it never finds a wrong one. Hits
+//! are therefore always right; a miss is certain only when no step overlapped it, which
+//! [`DHash::get_sure`] checks with the table's resize sequence, as the walk needs. A
+//! directory emptied by removals gives its array back.
+//!
+//! Tables hash with a seed of their own ([`table_seed`]): names chosen to collide in one
+//! directory say nothing about another or another run.
+
+use std::cell::UnsafeCell;
+use std::hash::BuildHasher;
+use std::mem::MaybeUninit;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
+
+use crate::core::dentry::Name;
+use crate::sync::rcu::{Guard, LocalGuard, Rcu};
+use crate::sync::rhashtable::table_seed;
+
+/// Slots per group: one tag word.
+const GROUP: usize = 8;
+/// Old groups a change moves into the new array while a rebuild is under way.
+pub(crate) const MOVE_PER_STEP: usize = 8;
+/// An outgrown array of at least this many slots (4 KiB) is freed as soon as its readers
+/// have left ([`Rcu::flush`]), not once 63 more objects were retired: a directory grown to
+/// a million entries would otherwise keep its last array, about as large again, for as
+/// long as nothing else is removed.
+const FLUSH_SLOTS: usize = 128;
+/// Tag of a slot never written: zero, so a new array's tags come zeroed from the
+/// allocator. A probe ends at a group that has one.
+const EMPTY: u8 = 0;
+// New arrays' tags are zeroed memory, and `zero_bytes` finds the empty slots.
+const _: () = assert!(EMPTY == 0);
+/// Tag of a slot whose entry was removed or moved (and of the slots a small array does
+/// not use): probes go on past it, inserts never write it again.
+const DELETED: u8 = 1;
+/// Full tags have the high bit set, and the hash's low seven bits below it.
+const FULL: u8 = 0x80;
+
+const LOWS: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// 0x80 in every byte of `w` that is zero, and nothing elsewhere (exact, no borrow between
+/// bytes).
+#[inline(always)]
+fn zero_bytes(w: u64) -> u64 {
+    !(((w & !HIGHS).wrapping_add(!HIGHS)) | w) & HIGHS
+}
+
+/// One entry: the hash, the name and the value, written once. 32 bytes, 32-aligned, so a
+/// slot never straddles two cache lines.
+#[repr(C, align(32))]
+struct Slot<T> {
+    hash: u64,
+    name: Name,
+    value: Arc<T>,
+}
+
+const _: () = assert!(std::mem::size_of::<Slot<u8>>() == 32);
+
+/// One array of slots and their tags.
+struct Array<T> {
+    /// Atomic: the tags, [`GROUP`] per word, slot `g * 8 + i` in byte `i` (little end
+    /// first). Changed only by the writer, byte by byte (`EMPTY` -> full -> `DELETED`).
+    tags: Box<[AtomicU64]>,
+    /// Written by the writer before the slot's tag is published, never again; read by
+    /// anyone who loaded the full tag. Dropped with the array for the slots still full.
+    slots: Box<[UnsafeCell<MaybeUninit<Slot<T>>>]>,
+    /// Immutable: the slots this array uses (fewer than its one group for the smallest).
+    cap: usize,
+}
+
+impl<T> Array<T> {
+    /// An array of `cap` usable slots: a power of two up to 64, then a multiple of 8.
+    fn new(cap: usize) -> Box<Array<T>> {
+        let groups = cap.div_ceil(GROUP);
+        // Zeroed (all EMPTY) from the allocator: a large array comes from fresh pages the
+        // kernel fills as groups are used, not from a write pass in the insert that starts
+        // a rebuild.
+        // SAFETY: an all-zero `AtomicU64` is a valid value.
+        let tags = unsafe { Box::<[AtomicU64]>::new_zeroed_slice(groups).assume_init() };
+        let slots = Box::<[Slot<T>]>::new_uninit_slice(groups * GROUP);
+        // SAFETY: `UnsafeCell<U>` has the layout of `U` (it is `repr(transparent)`), so the
+        // box's allocation and length carry over unchanged.
+        let slots = unsafe { Box::from_raw(Box::into_raw(slots) as *mut [UnsafeCell<MaybeUninit<Slot<T>>>]) };
+        // The slots a small array does not use read as deleted: probes pass them, inserts
+        // skip them.
+        if cap < GROUP {
+            let mut w = 0u64;
+            for i in cap..GROUP {
+                w |= (DELETED as u64) << (8 * i);
+            }
+            tags[0].store(w, Ordering::Relaxed);
+        }
+        Box::new(Array { tags, slots, cap })
+    }
+
+    /// How many slots may be full or deleted before a rebuild: at least one stays empty,
+    /// which ends every probe.
+    fn max_used(&self) -> usize {
+        if self.cap < GROUP { self.cap - 1 } else { self.cap / 8 * 7 }
+    }
+
+    fn groups(&self) -> usize {
+        self.tags.len()
+    }
+
+    /// The group a hash starts probing at (the hash's high bits, `fastrange`).
+    #[inline(always)]
+    fn start(&self, h: u64) -> usize {
+        ((h as u128 * self.groups() as u128) >> 64) as usize
+    }
+
+    /// The slot a probe found.
+    ///
+    /// # Safety
+    /// The slot's tag was loaded full (acquire) from this array, or the caller is the
+    /// writer that filled it.
+    #[inline(always)]
+    unsafe fn slot(&self, i: usize) -> &Slot<T> {
+        // SAFETY: per the contract, the slot was written before its tag was published and
+        // is not written again while the array lives.
+        unsafe { (*self.slots[i].get()).assume_init_ref() }
+    }
+
+    /// The index of `name`'s full slot, probing from its hash's group.
+    #[inline(always)]
+    fn find(&self, h: u64, name: &[u8]) -> Option<usize> {
+        let tag = (FULL | (h as u8 & 0x7f)) as u64 * LOWS;
+        let mut g = self.start(h);
+        let mut probes = 0u64;
+        for _ in 0..self.groups() {
+            let w = self.tags[g].load(Ordering::Acquire);
+            let mut m = zero_bytes(w ^ tag);
+            while m != 0 {
+                let i = g * GROUP + (m.trailing_zeros() / 8) as usize;
+                probes += 1;
+                // SAFETY: its tag was loaded full, with acquire, just above.
+                let s = unsafe { self.slot(i) };
+                if s.hash == h && s.name.as_bytes() == name {
+                    count_probes(probes);
+                    return Some(i);
+                }
+                m &= m - 1;
+            }
+            if zero_bytes(w) != 0 {
+                break;
+            }
+            probes += 1;
+            g = if g + 1 == self.groups() { 0 } else { g + 1 };
+        }
+        count_probes(probes.max(1));
+        None
+    }
+
+    /// Sets slot `i`'s tag (writer only).
+    fn set_tag(&self, i: usize, tag: u8) {
+        let word = &self.tags[i / GROUP];
+        let shift = 8 * (i % GROUP);
+        let w = word.load(Ordering::Relaxed);
+        word.store((w & !(0xff << shift)) | ((tag as u64) << shift), Ordering::Release);
+    }
+
+    /// Writes an entry into the first empty slot of its probe and publishes it (writer
+    /// only; the caller keeps the array below [`Array::max_used`], so one is left).
+    fn put(&self, h: u64, name: Name, value: Arc<T>) {
+        let mut g = self.start(h);
+        for _ in 0..self.groups() {
+            let w = self.tags[g].load(Ordering::Relaxed);
+            let e = zero_bytes(w);
+            if e != 0 {
+                let i = g * GROUP + (e.trailing_zeros() / 8) as usize;
+                // SAFETY: an empty slot: no reader reads it before its tag is published
+                // below, and the writer writes it only now.
+                unsafe { (*self.slots[i].get()).write(Slot { hash: h, name, value }) };
+                self.set_tag(i, FULL | (h as u8 & 0x7f));
+                return;
+            }
+            g = if g + 1 == self.groups() { 0 } else { g + 1 };
+        }
+        unreachable!("a DHash array filled past its load limit");
+    }
+}
+
+impl<T> Drop for Array<T> {
+    fn drop(&mut self) {
+        // The entries still full: the table's at its drop, or an array `drain` retired
+        // whole. Moved and removed entries are owned elsewhere (deleted tags).
+        for (g, w) in self.tags.iter_mut().enumerate() {
+            let mut full = *w.get_mut() & HIGHS;
+            while full != 0 {
+                let i = g * GROUP + (full.trailing_zeros() / 8) as usize;
+                // SAFETY: a full tag: the slot was written and still owns its entry.
+                unsafe { self.slots[i].get_mut().assume_init_drop() };
+                full &= full - 1;
+            }
+        }
+    }
+}
+
+/// The table.
+pub struct DHash<T> {
+    /// The array readers start in (null while the directory is empty); replaced by the
+    /// writer when a rebuild ends, the old one retired.
+    current: AtomicPtr<Array<T>>,
+    /// The array a rebuild is moving the entries into, null when none is under way. Set
+    /// and cleared by the writer; readers that miss in `current` look here.
+    future: AtomicPtr<Array<T>>,
+    /// Writer-only: old groups already moved into `future`.
+    moved: AtomicUsize,
+    /// Writer-only: old groups each change moves during the rebuild under way.
+    step: AtomicUsize,
+    /// Writer-only: full and deleted slots of the array inserts go to (`future` during a
+    /// rebuild, else `current`).
+    used: AtomicUsize,
+    /// Writer-only: number of entries.
+    len: AtomicUsize,
+    /// Debug check that writers are serialized.
+    writing: AtomicBool,
+    /// Atomic, written by the writer: odd while a rebuild step moves entries or ends the
+    /// rebuild (a sequence count for [`DHash::get_sure`]).
+    resizing: AtomicU64,
+    /// Immutable: keyed with [`table_seed`].
+    hasher: foldhash::fast::FixedState,
+}
+
+// SAFETY: a table of `Arc<T>` shared between threads: values are read by many threads and
+// dropped by any (through the collector); names are plain bytes.
+unsafe impl<T: Send + Sync> Send for DHash<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send + Sync> Sync for DHash<T> {}
+
+impl<T> Drop for DHash<T> {
+    fn drop(&mut self) {
+        for p in [*self.current.get_mut(), *self.future.get_mut()] {
+            if !p.is_null() {
+                // SAFETY: the table owns its arrays; being dropped, no reader can reach
+                // them (reclamation rule).
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static> Default for DHash<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The slots for `n` entries: about twice as many, so that the next rebuild is 3n/4
+/// inserts away. Powers of two up to 64 (whose 32-byte-aligned arrays are an allocator
+/// size class), then multiples of a group.
+fn cap_for(n: usize) -> usize {
+    let want = (2 * n).max(2);
+    if want <= 64 { want.next_power_of_two() } else { want.next_multiple_of(GROUP) }
+}
+
+impl<T: Send + Sync + 'static> DHash<T> {
+    /// An empty table (no array until the first insert).
+    pub fn new() -> Self {
+        DHash {
+            current: AtomicPtr::new(std::ptr::null_mut()),
+            future: AtomicPtr::new(std::ptr::null_mut()),
+            moved: AtomicUsize::new(0),
+            step: AtomicUsize::new(MOVE_PER_STEP),
+            used: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            writing: AtomicBool::new(false),
+            resizing: AtomicU64::new(0),
+            hasher: foldhash::fast::FixedState::with_seed(table_seed()),
+        }
+    }
+
+    #[inline(always)]
+    fn hash(&self, name: &[u8]) -> u64 {
+        self.hasher.hash_one(name)
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Whether empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Lockless lookup; the reference lives as long as the guard. A hit is always right; a
+    /// miss may be wrong if a rebuild step overlapped it (see the module docs): callers
+    /// recheck a miss under the writer's lock, or use [`DHash::get_sure`].
+    #[inline]
+    pub(crate) fn get<'g>(&'g self, name: &[u8], guard: &'g LocalGuard<'_>) -> Option<&'g Arc<T>> {
+        let h = self.hash(name);
+        // SAFETY: an array is retired through the collector only once unpublished (the old
+        // one when a rebuild ends, an emptied one, a drained one), so it outlives `guard`;
+        // the table's own drop, which frees them directly, is excluded by the borrow of
+        // `self`. A slot found full stays as written while the array lives.
+        unsafe {
+            let a = guard.protect(&self.current, Ordering::Acquire);
+            if !a.is_null()
+                && let Some(i) = (*a).find(h, name)
+            {
+                return Some(&(*a).slot(i).value);
+            }
+            // A rebuild under way: what moved, and what was added since, is in the new array.
+            let f = guard.protect(&self.future, Ordering::Acquire);
+            if !f.is_null()
+                && let Some(i) = (*f).find(h, name)
+            {
+                return Some(&(*f).slot(i).value);
+            }
+        }
+        None
+    }
+
+    /// Lockless lookup whose miss can be trusted: `Some(hit or None)`, or `None` when a
+    /// rebuild step overlapped a miss (the caller looks again, or takes the writer's
+    /// lock). Two extra loads, on the miss path only.
+    #[inline]
+    pub(crate) fn get_sure<'g>(&'g self, name: &[u8], guard: &'g LocalGuard<'_>) -> Option<Option<&'g Arc<T>>> {
+        let seq = self.resizing.load(Ordering::Acquire);
+        match self.get(name, guard) {
+            Some(v) => Some(Some(v)),
+            None => {
+                // Seqlock read side: the tag loads above happen before this re-read.
+                fence(Ordering::Acquire);
+                (seq & 1 == 0 && self.resizing.load(Ordering::Relaxed) == seq).then_some(None)
+            }
+        }
+    }
+
+    /// Inserts or replaces; returns the value replaced. The caller serializes writers.
+    pub(crate) fn insert(&self, name: Name, value: Arc<T>, rcu: &Rcu) -> Option<Arc<T>> {
+        let _w = WriterCheck::enter(&self.writing);
+        let h = self.hash(name.as_bytes());
+        let old = self.remove_locked(h, name.as_bytes(), rcu);
+        let mut target = self.future.load(Ordering::Relaxed);
+        if target.is_null() {
+            target = self.current.load(Ordering::Relaxed);
+            if target.is_null() {
+                target = Box::into_raw(Array::new(cap_for(1)));
+                self.used.store(0, Ordering::Relaxed);
+                // Published empty; the entry goes in below.
+                self.current.store(target, Ordering::Release);
+            } else {
+                // SAFETY: only this (serialized) writer replaces or frees the arrays.
+                let full = self.used.load(Ordering::Relaxed) + 1 > unsafe { (*target).max_used() };
+                if full {
+                    target = self.rebuild_start(self.len() + 1);
+                }
+            }
+        }
+        // SAFETY: as above. A rebuild's array has room for every entry it can receive
+        // before its last step (`rebuild_start`).
+        unsafe { (*target).put(h, name, value) };
+        self.used.store(self.used.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.len.store(self.len() + 1, Ordering::Relaxed);
+        self.rebuild_step(rcu);
+        old
+    }
+
+    /// Removes every entry and returns their values (instance teardown). The caller
+    /// serializes writers. The arrays are retired whole, readers still on them finish.
+    pub(crate) fn drain(&self, rcu: &Rcu) -> Vec<Arc<T>> {
+        let _w = WriterCheck::enter(&self.writing);
+        let mut out = Vec::with_capacity(self.len());
+        for p in [
+            self.current.swap(std::ptr::null_mut(), Ordering::AcqRel),
+            self.future.swap(std::ptr::null_mut(), Ordering::AcqRel),
+        ] {
+            if p.is_null() {
+                continue;
+            }
+            // SAFETY: `p` was one of the table's arrays, which only the (serialized) writer
+            // frees; a full slot owns its entry until the array is dropped.
+            unsafe {
+                let a = &*p;
+                for (g, w) in a.tags.iter().enumerate() {
+                    let mut full = w.load(Ordering::Acquire) & HIGHS;
+                    while full != 0 {
+                        let i = g * GROUP + (full.trailing_zeros() / 8) as usize;
+                        out.push(a.slot(i).value.clone());
+                        full &= full - 1;
+                    }
+                }
+                // No longer published; its drop drops the entries it still holds.
+                rcu.retire_box(p);
+            }
+        }
+        self.moved.store(0, Ordering::Relaxed);
+        self.used.store(0, Ordering::Relaxed);
+        self.len.store(0, Ordering::Relaxed);
+        out
+    }
+
+    /// Removes; returns the value removed. The caller serializes writers.
+    pub(crate) fn remove(&self, name: &[u8], rcu: &Rcu) -> Option<Arc<T>> {
+        let _w = WriterCheck::enter(&self.writing);
+        let v = self.remove_locked(self.hash(name), name, rcu);
+        if v.is_some() {
+            self.rebuild_step(rcu);
+            // An emptied directory gives its array back (rm -rf, churn).
+            if self.is_empty() && self.future.load(Ordering::Relaxed).is_null() {
+                let a = self.current.swap(std::ptr::null_mut(), Ordering::AcqRel);
+                self.used.store(0, Ordering::Relaxed);
+                // SAFETY: unpublished; its slots are all deleted, so its drop drops
+                // nothing, after the readers still on it have left.
+                unsafe { rcu.retire_box(a) };
+            }
+        }
+        v
+    }
+
+    fn remove_locked(&self, h: u64, name: &[u8], rcu: &Rcu) -> Option<Arc<T>> {
+        for p in [self.current.load(Ordering::Relaxed), self.future.load(Ordering::Relaxed)] {
+            if p.is_null() {
+                continue;
+            }
+            // SAFETY: only the (serialized) writer frees or replaces the arrays.
+            let a = unsafe { &*p };
+            if let Some(i) = a.find(h, name) {
+                a.set_tag(i, DELETED);
+                // SAFETY: the slot was full and is now deleted: this takes its entry out
+                // once (the array's drop skips deleted slots). Its bytes stay as they are
+                // for readers still comparing them, and what they point to (the value,
+                // a long name's bytes) is dropped only after those readers left.
+                let Slot { name, value, .. } = unsafe { (*a.slots[i].get()).assume_init_read() };
+                if name.as_bytes().len() > Name::INLINE {
+                    // SAFETY: a fresh box, unreachable by anyone.
+                    unsafe { rcu.retire_box(Box::into_raw(Box::new(name))) };
+                } else {
+                    drop(name);
+                }
+                let out = value.clone();
+                rcu.defer_drop_arc(value);
+                self.len.store(self.len() - 1, Ordering::Relaxed);
+                return Some(out);
+            }
+        }
+        None
+    }
+
+    /// Starts a rebuild: publishes an empty array sized for `n` entries (the live ones and
+    /// the one being inserted), which new entries go to and the next steps fill with the
+    /// old ones. Each change moves at least [`MOVE_PER_STEP`] old groups, more when the old
+    /// array is mostly deleted slots (the new one then small), so that the move ends
+    /// within half the new array's spare room: changes add at most one slot each.
+    fn rebuild_start(&self, n: usize) -> *mut Array<T> {
+        let new = Array::new(cap_for(n));
+        // SAFETY: a rebuild starts from the current array, which only this (serialized)
+        // writer replaces or frees.
+        let old_groups = unsafe { (*self.current.load(Ordering::Relaxed)).groups() };
+        let changes = ((new.max_used() - n) / 2).max(1);
+        self.step.store(old_groups.div_ceil(changes).max(MOVE_PER_STEP), Ordering::Relaxed);
+        let f = Box::into_raw(new);
+        self.moved.store(0, Ordering::Relaxed);
+        self.used.store(0, Ordering::Relaxed);
+        // Published complete (empty) before any entry goes in.
+        self.future.store(f, Ordering::Release);
+        f
+    }
+
+    /// One step of a rebuild under way (none: nothing to do): moves the entries of the
+    /// next few old groups (`step`) into the new array; the step that moves the last one
+    /// publishes the new array and retires the old one (emptied) through the collector.
+    /// Inside the resize sequence: readers' misses meanwhile are not trusted by
+    /// [`DHash::get_sure`].
+    fn rebuild_step(&self, rcu: &Rcu) {
+        let f = self.future.load(Ordering::Relaxed);
+        if f.is_null() {
+            return;
+        }
+        // SAFETY: only this (serialized) writer replaces or frees the arrays.
+        let (old, new) = unsafe { (&*self.current.load(Ordering::Relaxed), &*f) };
+        let seq = self.resizing.load(Ordering::Relaxed);
+        self.resizing.store(seq + 1, Ordering::Relaxed);
+        // Seqlock write side: the odd count is visible before any entry moves.
+        fence(Ordering::Release);
+        let start = self.moved.load(Ordering::Relaxed);
+        let end = (start + self.step.load(Ordering::Relaxed)).min(old.groups());
+        let mut used = self.used.load(Ordering::Relaxed);
+        for g in start..end {
+            let w = old.tags[g].load(Ordering::Relaxed);
+            let full = w & HIGHS;
+            let mut left = full;
+            while left != 0 {
+                let i = g * GROUP + (left.trailing_zeros() / 8) as usize;
+                // SAFETY: a full slot of the old array: its entry is read out once, then
+                // owned by the new array's slot; the old tags are deleted after the new
+                // ones are published, so a reader finds the entry in one array or the
+                // other (or both, the same), and the old array's drop skips it.
+                let s = unsafe { (*old.slots[i].get()).assume_init_read() };
+                new.put(s.hash, s.name, s.value);
+                used += 1;
+                left &= left - 1;
+            }
+            if full != 0 {
+                // The group's full tags deleted at once (0x80 bits -> 0x01 bytes); empty
+                // ones stay empty.
+                old.tags[g].store((w & !((full >> 7) * 0xff)) | ((full >> 7) * DELETED as u64), Ordering::Release);
+            }
+        }
+        self.used.store(used, Ordering::Relaxed);
+        self.moved.store(end, Ordering::Relaxed);
+        if end == old.groups() {
+            // Readers start in the new array from now on; one that started in the old
+            // array and finds no rebuild under way is inside this step's sequence.
+            let old = self.current.swap(f, Ordering::AcqRel);
+            self.future.store(std::ptr::null_mut(), Ordering::Release);
+            self.resizing.store(seq + 2, Ordering::Release);
+            // SAFETY: `old` is still alive (retired just below).
+            let big = unsafe { (*old).cap } >= FLUSH_SLOTS;
+            // SAFETY: `old` is unpublished and holds no entry; readers still on it are
+            // waited for.
+            unsafe { rcu.retire_box(old) };
+            if big {
+                rcu.flush();
+            }
+        } else {
+            self.resizing.store(seq + 2, Ordering::Release);
+        }
+    }
+}
+
+/// Adds a lockless lookup's compared slots (and the groups it went past) to the thread's
+/// `hash_probes` counter (debug builds only: the release hot path does not pay for it).
+#[inline(always)]
+fn count_probes(n: u64) {
+    #[cfg(debug_assertions)]
+    crate::sync::counters::bump(|c| c.hash_probes += n);
+    let _ = n;
+}
+
+/// Asserts (in debug builds) that writers do not overlap.
+struct WriterCheck<'a>(&'a AtomicBool);
+
+impl<'a> WriterCheck<'a> {
+    fn enter(flag: &'a AtomicBool) -> WriterCheck<'a> {
+        let was = flag.swap(true, Ordering::Acquire);
+        debug_assert!(!was, "concurrent writers on a DHash");
+        WriterCheck(flag)
+    }
+}
+
+impl Drop for WriterCheck<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(i: usize) -> Vec<u8> {
+        // Every seventh name too long to be kept inline.
+        if i % 7 == 3 {
+            format!("a-name-longer-than-fifteen-bytes-{i}").into_bytes()
+        } else {
+            format!("n{i}").into_bytes()
+        }
+    }
+
+    fn rebuilding<T>(t: &DHash<T>) -> bool {
+        !t.future.load(Ordering::Relaxed).is_null()
+    }
+
+    fn cap<T>(t: &DHash<T>) -> usize {
+        let p = t.current.load(Ordering::Relaxed);
+        // SAFETY: the test is the only writer; the array is alive while published.
+        if p.is_null() { 0 } else { unsafe { (*p).cap } }
+    }
+
+    #[test]
+    fn insert_get_remove_across_rebuilds() {
+        let rcu = Rcu::new();
+        let t: DHash<usize> = DHash::new();
+        let n = if cfg!(miri) { 200 } else { 2000 };
+        for i in 0..n {
+            assert_eq!(t.insert(Name::new(&name(i)), Arc::new(i), &rcu), None);
+        }
+        assert_eq!(t.len(), n);
+        let g = rcu.pin();
+        for i in 0..n {
+            assert_eq!(t.get_sure(&name(i), &g).flatten().map(|v| **v), Some(i), "{i}");
+        }
+        assert_eq!(t.get_sure(b"absent", &g), Some(None));
+        assert_eq!(t.insert(Name::new(&name(7)), Arc::new(70), &rcu).map(|v| *v), Some(7));
+        assert_eq!(t.get(&name(7), &g).map(|v| **v), Some(70));
+        for i in (0..n).step_by(2) {
+            assert!(t.remove(&name(i), &rcu).is_some(), "remove {i}");
+        }
+        assert_eq!(t.len(), n / 2);
+        assert_eq!(t.get(&name(2), &g), None);
+        assert_eq!(t.get(&name(3), &g).map(|v| **v), Some(3));
+        assert_eq!(t.remove(b"nope", &rcu), None);
+        // An emptied table gives its array back.
+        for i in (1..n).step_by(2) {
+            assert!(t.remove(&name(i), &rcu).is_some(), "remove {i}");
+        }
+        assert!(t.is_empty());
+        assert_eq!(cap(&t), 0);
+        assert_eq!(t.get_sure(&name(1), &g), Some(None));
+    }
+
+    /// A rebuild is spread over changes: each moves a few old groups, every entry is found
+    /// (and sure) between steps, entries added or removed meanwhile are where they should
+    /// be, and no array fills up, also when churn leaves mostly deleted slots.
+    #[test]
+    fn rebuilds_move_a_few_groups_per_change() {
+        let rcu = Rcu::new();
+        let t: DHash<usize> = DHash::new();
+        let total = if cfg!(miri) { 300 } else { 3000 };
+        let (mut rebuilds, mut steps_seen) = (0, 0);
+        for i in 0..total {
+            let before = t.moved.load(Ordering::Relaxed);
+            let (was, array) = (rebuilding(&t), t.current.load(Ordering::Relaxed));
+            t.insert(Name::new(&name(i)), Arc::new(i), &rcu);
+            if was && rebuilding(&t) {
+                steps_seen += 1;
+                assert!(t.moved.load(Ordering::Relaxed) - before <= t.step.load(Ordering::Relaxed));
+            }
+            if !array.is_null() && !was && (rebuilding(&t) || t.current.load(Ordering::Relaxed) != array) {
+                rebuilds += 1;
+            }
+            if i % 7 == 0 {
+                assert_eq!(t.remove(&name(i / 2), &rcu).map(|v| *v), Some(i / 2), "remove {} at insert {i}", i / 2);
+                t.insert(Name::new(&name(i / 2)), Arc::new(i / 2), &rcu);
+            }
+            let g = rcu.pin();
+            for j in [0, i / 3, i / 2, i] {
+                assert_eq!(t.get_sure(&name(j), &g).flatten().map(|v| **v), Some(j), "entry {j} after insert {i}");
+            }
+            assert_eq!(t.get_sure(b"absent", &g), Some(None));
+        }
+        // 2, 4, 8 ... 120, 216, 384 slots (and on to 4K without Miri).
+        assert!(rebuilds >= 8 && steps_seen > 0, "{rebuilds} rebuilds, {steps_seen} steps seen");
+        assert_eq!(t.len(), total);
+        // Churn at a steady size: the array stays about twice the live entries.
+        let live = t.len();
+        for r in 0..if cfg!(miri) { 2 } else { 10 } {
+            for i in 0..live {
+                t.remove(&name(i), &rcu).unwrap();
+                t.insert(Name::new(&name(i)), Arc::new(i + r), &rcu);
+            }
+        }
+        assert!(cap(&t) <= 4 * live, "{} slots for {live} entries", cap(&t));
+        // Mostly removed, then refilled: the small new array never fills while the big old
+        // one is moved.
+        for i in 10..live {
+            t.remove(&name(i), &rcu).unwrap();
+        }
+        for i in 0..live {
+            t.insert(Name::new(&name(total + i)), Arc::new(i), &rcu);
+            if i % 3 == 0 {
+                t.remove(&name(total + i), &rcu).unwrap();
+            }
+        }
+        let g = rcu.pin();
+        assert!((0..10).all(|i| t.get(&name(i), &g).is_some()));
+        // Drained in the middle of a rebuild: every value once.
+        let mut n = 0;
+        while !rebuilding(&t) {
+            t.insert(Name::new(&name(10 * total + n)), Arc::new(n), &rcu);
+            n += 1;
+        }
+        let expect = t.len();
+        let all = t.drain(&rcu);
+        assert_eq!(all.len(), expect);
+        assert!(t.is_empty() && cap(&t) == 0);
+    }
+
+    /// Readers on another thread while the writer inserts, rebuilds and removes: every hit
+    /// is the right entry, and a name that is there the whole time is always found (for
+    /// certain, or reported unsure during a step). Miri checks the accesses for races.
+    #[test]
+    fn lockless_readers_while_the_writer_changes_the_table() {
+        let rcu = Rcu::new();
+        let t: DHash<Vec<u8>> = DHash::new();
+        let stay = name(3);
+        t.insert(Name::new(&stay), Arc::new(stay.clone()), &rcu);
+        let n = if cfg!(miri) { 120 } else { 5000 };
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut i = 0;
+                while !done.load(Ordering::Relaxed) || i < 10 {
+                    let g = rcu.pin();
+                    match t.get_sure(&stay, &g) {
+                        Some(Some(v)) => assert_eq!(**v, stay),
+                        Some(None) => panic!("a name that stays was missed for certain"),
+                        None => {}
+                    }
+                    for k in [i % n, (i * 7) % n] {
+                        if let Some(v) = t.get(&name(100 + k), &g) {
+                            assert_eq!(**v, name(100 + k));
+                        }
+                    }
+                    i += 1;
+                }
+            });
+            for k in 0..n {
+                t.insert(Name::new(&name(100 + k)), Arc::new(name(100 + k)), &rcu);
+                if k % 3 == 0 {
+                    t.remove(&name(100 + k / 2), &rcu);
+                }
+            }
+            for k in 0..n {
+                t.remove(&name(100 + k), &rcu);
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn tags_match_exactly() {
+        // Bytes 0 (empty), 1 (deleted) and full tags 0x80..0xff.
+        let w = u64::from_le_bytes([0x00, 0x01, 0x80, 0xff, 0x81, 0x00, 0x7f, 0xfe]);
+        assert_eq!(zero_bytes(w), 0x0000_8000_0000_0080);
+        let tag = 0x81u64 * LOWS;
+        assert_eq!(zero_bytes(w ^ tag), 0x0000_0080_0000_0000);
+        assert_eq!(w & HIGHS, 0x8000_0080_8080_0000);
+    }
+}
