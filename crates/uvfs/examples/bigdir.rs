@@ -3,7 +3,9 @@
 //! without tearing the tree down; without `stat` it does all but the stats. Under
 //! `valgrind --tool=cachegrind --cache-sim=yes`, the difference of the two runs, over M,
 //! is what one stat misses in the simulated caches (`D1mr`, `DLmr`: first- and last-level
-//! data read misses). Times are `uvfs bench --case scale`'s job.
+//! data read misses). `bigdir N M stat dirs=D` spreads the N files over D directories of
+//! `/big` instead (a tree of small directories, whose tables are cold when a stat comes
+//! to them). Times are `uvfs bench --case scale`'s job.
 
 use uvfs::{AtFlags, DirFd, OpenFlags, Vfs, VfsConfig};
 
@@ -17,10 +19,16 @@ fn main() {
     let num = |i: usize, d: usize| args.get(i).map_or(d, |a| a.parse::<usize>().expect("a number"));
     let (n, m) = (num(0, 1_000_000), num(1, 100_000));
     let stat = args.iter().any(|a| a == "stat");
+    let dirs: usize = args.iter().find_map(|a| a.strip_prefix("dirs=")).map_or(0, |d| d.parse().expect("a number"));
     let vfs = Vfs::new(VfsConfig::default());
     let t = vfs.root_task();
     t.mkdir(b"/big", 0o755).unwrap();
-    let name = |i: usize| format!("/big/file{i:07}").into_bytes();
+    for d in 0..dirs {
+        t.mkdir(format!("/big/d{d}").as_bytes(), 0o755).unwrap();
+    }
+    let name = |i: usize| {
+        if dirs == 0 { format!("/big/file{i:07}") } else { format!("/big/d{}/file{i:07}", i % dirs) }.into_bytes()
+    };
     for i in 0..n {
         t.close(t.open(&name(i), OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
     }

@@ -33,14 +33,15 @@
 //! Tables hash with a seed of their own ([`table_seed`]): names chosen to collide in one
 //! directory say nothing about another or another run.
 
-use std::cell::UnsafeCell;
+use std::alloc::Layout;
 use std::hash::BuildHasher;
-use std::mem::MaybeUninit;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
 
 use crate::core::dentry::Name;
-use crate::sync::rcu::{Guard, LocalGuard, Rcu};
+use crate::sync::rcu::{Collector, Guard, LocalGuard, Rcu};
 use crate::sync::rhashtable::table_seed;
 
 /// Slots per group: one tag word.
@@ -82,33 +83,63 @@ struct Slot<T> {
     value: Arc<T>,
 }
 
-const _: () = assert!(std::mem::size_of::<Slot<u8>>() == 32);
+const _: () = assert!(size_of::<Slot<u8>>() == 32 && align_of::<Slot<u8>>() == 32);
 
-/// One array of slots and their tags.
-struct Array<T> {
-    /// Atomic: the tags, [`GROUP`] per word, slot `g * 8 + i` in byte `i` (little end
-    /// first). Changed only by the writer, byte by byte (`EMPTY` -> full -> `DELETED`).
-    tags: Box<[AtomicU64]>,
-    /// Written by the writer before the slot's tag is published, never again; read by
-    /// anyone who loaded the full tag. Dropped with the array for the slots still full.
-    slots: Box<[UnsafeCell<MaybeUninit<Slot<T>>>]>,
+/// The head of one array. An array is one allocation, 32-aligned: this head, the tags
+/// right after it (so a small directory's tags share the head's cache line) and, from the
+/// next 32-byte boundary, the slots. A probe of a cold directory reads that first line and
+/// one slot.
+#[repr(C)]
+struct Head {
+    /// Immutable: tag words, one per group of [`GROUP`] slots.
+    groups: usize,
     /// Immutable: the slots this array uses (fewer than its one group for the smallest).
     cap: usize,
 }
 
+/// An array, by its address. Copied freely; what it points to lives until the table
+/// frees it directly (its drop) or through the collector (retired). The tags are atomic
+/// ([`GROUP`] per word, slot `g * 8 + i` in byte `i`, little end first), changed only by
+/// the writer, byte by byte (`EMPTY` -> full -> `DELETED`). A slot is written by the writer
+/// before its tag is published and never again while the array lives; read by anyone who
+/// loaded the full tag; dropped with the array if still full.
+struct Array<T> {
+    /// The allocation's address (with its provenance: every part is reached from it).
+    head: NonNull<Head>,
+    _slots: PhantomData<Slot<T>>,
+}
+
+impl<T> Clone for Array<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Array<T> {}
+
 impl<T> Array<T> {
+    /// Where the slots start, and the allocation's layout, for `groups` tag words.
+    fn layout(groups: usize) -> (usize, Layout) {
+        let slots = (size_of::<Head>() + groups * size_of::<AtomicU64>()).next_multiple_of(size_of::<Slot<T>>());
+        let size = slots + groups * GROUP * size_of::<Slot<T>>();
+        (slots, Layout::from_size_align(size, align_of::<Slot<T>>()).expect("a DHash array's layout"))
+    }
+
     /// An array of `cap` usable slots: a power of two up to 64, then a multiple of 8.
-    fn new(cap: usize) -> Box<Array<T>> {
+    fn new(cap: usize) -> Array<T> {
         let groups = cap.div_ceil(GROUP);
-        // Zeroed (all EMPTY) from the allocator: a large array comes from fresh pages the
-        // kernel fills as groups are used, not from a write pass in the insert that starts
-        // a rebuild.
-        // SAFETY: an all-zero `AtomicU64` is a valid value.
-        let tags = unsafe { Box::<[AtomicU64]>::new_zeroed_slice(groups).assume_init() };
-        let slots = Box::<[Slot<T>]>::new_uninit_slice(groups * GROUP);
-        // SAFETY: `UnsafeCell<U>` has the layout of `U` (it is `repr(transparent)`), so the
-        // box's allocation and length carry over unchanged.
-        let slots = unsafe { Box::from_raw(Box::into_raw(slots) as *mut [UnsafeCell<MaybeUninit<Slot<T>>>]) };
+        let (_, layout) = Self::layout(groups);
+        // SAFETY: the layout has a non-zero size (a head and one group at least).
+        let p = unsafe { std::alloc::alloc(layout) };
+        let Some(head) = NonNull::new(p.cast::<Head>()) else { std::alloc::handle_alloc_error(layout) };
+        // SAFETY: the allocation holds the head and `groups` tag words after it, aligned
+        // (the slots' alignment covers both); the tags start empty (zero), the slots
+        // uninitialized.
+        unsafe {
+            head.write(Head { groups, cap });
+            std::ptr::write_bytes(p.add(size_of::<Head>()).cast::<AtomicU64>(), 0, groups);
+        }
+        let a = Array { head, _slots: PhantomData };
         // The slots a small array does not use read as deleted: probes pass them, inserts
         // skip them.
         if cap < GROUP {
@@ -116,19 +147,59 @@ impl<T> Array<T> {
             for i in cap..GROUP {
                 w |= (DELETED as u64) << (8 * i);
             }
-            tags[0].store(w, Ordering::Relaxed);
+            a.tag_word(0).store(w, Ordering::Relaxed);
         }
-        Box::new(Array { tags, slots, cap })
+        a
+    }
+
+    /// The array at `p`, one of the table's.
+    ///
+    /// # Safety
+    /// `p` came from [`Array::into_raw`] and the array is alive.
+    unsafe fn from_raw(p: *mut Head) -> Array<T> {
+        // SAFETY: per the contract, non-null.
+        Array { head: unsafe { NonNull::new_unchecked(p) }, _slots: PhantomData }
+    }
+
+    fn into_raw(self) -> *mut Head {
+        self.head.as_ptr()
+    }
+
+    fn head(&self) -> &Head {
+        // SAFETY: the head is written at creation and immutable.
+        unsafe { self.head.as_ref() }
+    }
+
+    fn cap(&self) -> usize {
+        self.head().cap
+    }
+
+    fn groups(&self) -> usize {
+        self.head().groups
+    }
+
+    /// Tag word `g` (`g < groups`).
+    #[inline(always)]
+    fn tag_word(&self, g: usize) -> &AtomicU64 {
+        debug_assert!(g < self.groups());
+        // SAFETY: the tag words follow the head, initialized at creation; `g` is in range.
+        unsafe { &*self.head.as_ptr().cast::<u8>().add(size_of::<Head>()).cast::<AtomicU64>().add(g) }
+    }
+
+    /// Slot `i`'s place (`i < groups * GROUP`), for the writer to fill or empty.
+    #[inline(always)]
+    fn slot_ptr(&self, i: usize) -> *mut Slot<T> {
+        debug_assert!(i < self.groups() * GROUP);
+        let (slots, _) = Self::layout(self.groups());
+        // SAFETY: in the allocation, by its layout.
+        unsafe { self.head.as_ptr().cast::<u8>().add(slots).cast::<Slot<T>>().add(i) }
     }
 
     /// How many slots may be full or deleted before a rebuild: at least one stays empty,
     /// which ends every probe.
     fn max_used(&self) -> usize {
-        if self.cap < GROUP { self.cap - 1 } else { self.cap / 8 * 7 }
-    }
-
-    fn groups(&self) -> usize {
-        self.tags.len()
+        let cap = self.cap();
+        if cap < GROUP { cap - 1 } else { cap / 8 * 7 }
     }
 
     /// The group a hash starts probing at (the hash's high bits, `fastrange`).
@@ -137,31 +208,33 @@ impl<T> Array<T> {
         ((h as u128 * self.groups() as u128) >> 64) as usize
     }
 
-    /// The slot a probe found.
+    /// The slot a probe found; the borrow is as long as the caller's hold on the array.
     ///
     /// # Safety
     /// The slot's tag was loaded full (acquire) from this array, or the caller is the
-    /// writer that filled it.
+    /// writer that filled it; the array outlives `'a`.
     #[inline(always)]
-    unsafe fn slot(&self, i: usize) -> &Slot<T> {
+    unsafe fn slot<'a>(self, i: usize) -> &'a Slot<T> {
         // SAFETY: per the contract, the slot was written before its tag was published and
         // is not written again while the array lives.
-        unsafe { (*self.slots[i].get()).assume_init_ref() }
+        unsafe { &*self.slot_ptr(i) }
     }
 
     /// The index of `name`'s full slot, probing from its hash's group.
     #[inline(always)]
-    fn find(&self, h: u64, name: &[u8]) -> Option<usize> {
+    fn find(self, h: u64, name: &[u8]) -> Option<usize> {
         let tag = (FULL | (h as u8 & 0x7f)) as u64 * LOWS;
+        let groups = self.groups();
         let mut g = self.start(h);
         let mut probes = 0u64;
-        for _ in 0..self.groups() {
-            let w = self.tags[g].load(Ordering::Acquire);
+        for _ in 0..groups {
+            let w = self.tag_word(g).load(Ordering::Acquire);
             let mut m = zero_bytes(w ^ tag);
             while m != 0 {
                 let i = g * GROUP + (m.trailing_zeros() / 8) as usize;
                 probes += 1;
-                // SAFETY: its tag was loaded full, with acquire, just above.
+                // SAFETY: its tag was loaded full, with acquire, just above; the caller
+                // holds the array.
                 let s = unsafe { self.slot(i) };
                 if s.hash == h && s.name.as_bytes() == name {
                     count_probes(probes);
@@ -173,7 +246,7 @@ impl<T> Array<T> {
                 break;
             }
             probes += 1;
-            g = if g + 1 == self.groups() { 0 } else { g + 1 };
+            g = if g + 1 == groups { 0 } else { g + 1 };
         }
         count_probes(probes.max(1));
         None
@@ -181,7 +254,7 @@ impl<T> Array<T> {
 
     /// Sets slot `i`'s tag (writer only).
     fn set_tag(&self, i: usize, tag: u8) {
-        let word = &self.tags[i / GROUP];
+        let word = self.tag_word(i / GROUP);
         let shift = 8 * (i % GROUP);
         let w = word.load(Ordering::Relaxed);
         word.store((w & !(0xff << shift)) | ((tag as u64) << shift), Ordering::Release);
@@ -192,13 +265,13 @@ impl<T> Array<T> {
     fn put(&self, h: u64, name: Name, value: Arc<T>) {
         let mut g = self.start(h);
         for _ in 0..self.groups() {
-            let w = self.tags[g].load(Ordering::Relaxed);
+            let w = self.tag_word(g).load(Ordering::Relaxed);
             let e = zero_bytes(w);
             if e != 0 {
                 let i = g * GROUP + (e.trailing_zeros() / 8) as usize;
                 // SAFETY: an empty slot: no reader reads it before its tag is published
                 // below, and the writer writes it only now.
-                unsafe { (*self.slots[i].get()).write(Slot { hash: h, name, value }) };
+                unsafe { self.slot_ptr(i).write(Slot { hash: h, name, value }) };
                 self.set_tag(i, FULL | (h as u8 & 0x7f));
                 return;
             }
@@ -208,30 +281,46 @@ impl<T> Array<T> {
     }
 }
 
-impl<T> Drop for Array<T> {
-    fn drop(&mut self) {
-        // The entries still full: the table's at its drop, or an array `drain` retired
-        // whole. Moved and removed entries are owned elsewhere (deleted tags).
-        for (g, w) in self.tags.iter_mut().enumerate() {
-            let mut full = *w.get_mut() & HIGHS;
+impl<T> Array<T> {
+    /// Frees the array, dropping the entries still full: the table's at its drop, or those
+    /// of an array `drain` retired whole. Moved and removed entries are owned elsewhere
+    /// (deleted tags).
+    ///
+    /// # Safety
+    /// Nobody can reach the array any more.
+    unsafe fn free(self) {
+        for g in 0..self.groups() {
+            let mut full = self.tag_word(g).load(Ordering::Relaxed) & HIGHS;
             while full != 0 {
                 let i = g * GROUP + (full.trailing_zeros() / 8) as usize;
                 // SAFETY: a full tag: the slot was written and still owns its entry.
-                unsafe { self.slots[i].get_mut().assume_init_drop() };
+                unsafe { std::ptr::drop_in_place(self.slot_ptr(i)) };
                 full &= full - 1;
             }
         }
+        let (_, layout) = Self::layout(self.groups());
+        // SAFETY: allocated in `new` with this layout; per the contract, unreachable.
+        unsafe { std::alloc::dealloc(self.head.as_ptr().cast(), layout) };
     }
+}
+
+/// Reclaimer of a retired array (see [`Rcu::retire_with`]).
+///
+/// # Safety
+/// `p` is an array of `T` that its table unpublished and handed to the collector, once.
+unsafe fn reclaim_array<T>(p: *mut Head, _: &Collector) {
+    // SAFETY: per the contract, nobody reaches it any more.
+    crate::sync::in_reclaim_context(|| unsafe { Array::<T>::from_raw(p).free() });
 }
 
 /// The table.
 pub struct DHash<T> {
     /// The array readers start in (null while the directory is empty); replaced by the
     /// writer when a rebuild ends, the old one retired.
-    current: AtomicPtr<Array<T>>,
+    current: AtomicPtr<Head>,
     /// The array a rebuild is moving the entries into, null when none is under way. Set
     /// and cleared by the writer; readers that miss in `current` look here.
-    future: AtomicPtr<Array<T>>,
+    future: AtomicPtr<Head>,
     /// Writer-only: old groups already moved into `future`.
     moved: AtomicUsize,
     /// Writer-only: old groups each change moves during the rebuild under way.
@@ -248,6 +337,8 @@ pub struct DHash<T> {
     resizing: AtomicU64,
     /// Immutable: keyed with [`table_seed`].
     hasher: foldhash::fast::FixedState,
+    /// The arrays hold `Arc<T>`s.
+    _values: PhantomData<Arc<T>>,
 }
 
 // SAFETY: a table of `Arc<T>` shared between threads: values are read by many threads and
@@ -262,7 +353,7 @@ impl<T> Drop for DHash<T> {
             if !p.is_null() {
                 // SAFETY: the table owns its arrays; being dropped, no reader can reach
                 // them (reclamation rule).
-                drop(unsafe { Box::from_raw(p) });
+                unsafe { Array::<T>::from_raw(p).free() };
             }
         }
     }
@@ -295,6 +386,7 @@ impl<T: Send + Sync + 'static> DHash<T> {
             writing: AtomicBool::new(false),
             resizing: AtomicU64::new(0),
             hasher: foldhash::fast::FixedState::with_seed(table_seed()),
+            _values: PhantomData,
         }
     }
 
@@ -325,17 +417,19 @@ impl<T: Send + Sync + 'static> DHash<T> {
         // `self`. A slot found full stays as written while the array lives.
         unsafe {
             let a = guard.protect(&self.current, Ordering::Acquire);
-            if !a.is_null()
-                && let Some(i) = (*a).find(h, name)
-            {
-                return Some(&(*a).slot(i).value);
+            if !a.is_null() {
+                let a = Array::<T>::from_raw(a);
+                if let Some(i) = a.find(h, name) {
+                    return Some(&a.slot::<'g>(i).value);
+                }
             }
             // A rebuild under way: what moved, and what was added since, is in the new array.
             let f = guard.protect(&self.future, Ordering::Acquire);
-            if !f.is_null()
-                && let Some(i) = (*f).find(h, name)
-            {
-                return Some(&(*f).slot(i).value);
+            if !f.is_null() {
+                let f = Array::<T>::from_raw(f);
+                if let Some(i) = f.find(h, name) {
+                    return Some(&f.slot::<'g>(i).value);
+                }
             }
         }
         None
@@ -366,13 +460,13 @@ impl<T: Send + Sync + 'static> DHash<T> {
         if target.is_null() {
             target = self.current.load(Ordering::Relaxed);
             if target.is_null() {
-                target = Box::into_raw(Array::new(cap_for(1)));
+                target = Array::<T>::new(cap_for(1)).into_raw();
                 self.used.store(0, Ordering::Relaxed);
                 // Published empty; the entry goes in below.
                 self.current.store(target, Ordering::Release);
             } else {
                 // SAFETY: only this (serialized) writer replaces or frees the arrays.
-                let full = self.used.load(Ordering::Relaxed) + 1 > unsafe { (*target).max_used() };
+                let full = self.used.load(Ordering::Relaxed) + 1 > unsafe { Array::<T>::from_raw(target) }.max_used();
                 if full {
                     target = self.rebuild_start(self.len() + 1);
                 }
@@ -380,7 +474,7 @@ impl<T: Send + Sync + 'static> DHash<T> {
         }
         // SAFETY: as above. A rebuild's array has room for every entry it can receive
         // before its last step (`rebuild_start`).
-        unsafe { (*target).put(h, name, value) };
+        unsafe { Array::<T>::from_raw(target) }.put(h, name, value);
         self.used.store(self.used.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         self.len.store(self.len() + 1, Ordering::Relaxed);
         self.rebuild_step(rcu);
@@ -402,17 +496,17 @@ impl<T: Send + Sync + 'static> DHash<T> {
             // SAFETY: `p` was one of the table's arrays, which only the (serialized) writer
             // frees; a full slot owns its entry until the array is dropped.
             unsafe {
-                let a = &*p;
-                for (g, w) in a.tags.iter().enumerate() {
-                    let mut full = w.load(Ordering::Acquire) & HIGHS;
+                let a = Array::<T>::from_raw(p);
+                for g in 0..a.groups() {
+                    let mut full = a.tag_word(g).load(Ordering::Acquire) & HIGHS;
                     while full != 0 {
                         let i = g * GROUP + (full.trailing_zeros() / 8) as usize;
                         out.push(a.slot(i).value.clone());
                         full &= full - 1;
                     }
                 }
-                // No longer published; its drop drops the entries it still holds.
-                rcu.retire_box(p);
+                // No longer published; freeing it drops the entries it still holds.
+                rcu.retire_with(p, reclaim_array::<T>);
             }
         }
         self.moved.store(0, Ordering::Relaxed);
@@ -431,9 +525,9 @@ impl<T: Send + Sync + 'static> DHash<T> {
             if self.is_empty() && self.future.load(Ordering::Relaxed).is_null() {
                 let a = self.current.swap(std::ptr::null_mut(), Ordering::AcqRel);
                 self.used.store(0, Ordering::Relaxed);
-                // SAFETY: unpublished; its slots are all deleted, so its drop drops
+                // SAFETY: unpublished; its slots are all deleted, so freeing it drops
                 // nothing, after the readers still on it have left.
-                unsafe { rcu.retire_box(a) };
+                unsafe { rcu.retire_with(a, reclaim_array::<T>) };
             }
         }
         v
@@ -445,14 +539,14 @@ impl<T: Send + Sync + 'static> DHash<T> {
                 continue;
             }
             // SAFETY: only the (serialized) writer frees or replaces the arrays.
-            let a = unsafe { &*p };
+            let a = unsafe { Array::<T>::from_raw(p) };
             if let Some(i) = a.find(h, name) {
                 a.set_tag(i, DELETED);
                 // SAFETY: the slot was full and is now deleted: this takes its entry out
                 // once (the array's drop skips deleted slots). Its bytes stay as they are
                 // for readers still comparing them, and what they point to (the value,
                 // a long name's bytes) is dropped only after those readers left.
-                let Slot { name, value, .. } = unsafe { (*a.slots[i].get()).assume_init_read() };
+                let Slot { name, value, .. } = unsafe { a.slot_ptr(i).read() };
                 if name.as_bytes().len() > Name::INLINE {
                     // SAFETY: a fresh box, unreachable by anyone.
                     unsafe { rcu.retire_box(Box::into_raw(Box::new(name))) };
@@ -473,14 +567,14 @@ impl<T: Send + Sync + 'static> DHash<T> {
     /// old ones. Each change moves at least [`MOVE_PER_STEP`] old groups, more when the old
     /// array is mostly deleted slots (the new one then small), so that the move ends
     /// within half the new array's spare room: changes add at most one slot each.
-    fn rebuild_start(&self, n: usize) -> *mut Array<T> {
-        let new = Array::new(cap_for(n));
+    fn rebuild_start(&self, n: usize) -> *mut Head {
+        let new = Array::<T>::new(cap_for(n));
         // SAFETY: a rebuild starts from the current array, which only this (serialized)
         // writer replaces or frees.
-        let old_groups = unsafe { (*self.current.load(Ordering::Relaxed)).groups() };
+        let old_groups = unsafe { Array::<T>::from_raw(self.current.load(Ordering::Relaxed)) }.groups();
         let changes = ((new.max_used() - n) / 2).max(1);
         self.step.store(old_groups.div_ceil(changes).max(MOVE_PER_STEP), Ordering::Relaxed);
-        let f = Box::into_raw(new);
+        let f = new.into_raw();
         self.moved.store(0, Ordering::Relaxed);
         self.used.store(0, Ordering::Relaxed);
         // Published complete (empty) before any entry goes in.
@@ -499,7 +593,8 @@ impl<T: Send + Sync + 'static> DHash<T> {
             return;
         }
         // SAFETY: only this (serialized) writer replaces or frees the arrays.
-        let (old, new) = unsafe { (&*self.current.load(Ordering::Relaxed), &*f) };
+        let (old, new) =
+            unsafe { (Array::<T>::from_raw(self.current.load(Ordering::Relaxed)), Array::<T>::from_raw(f)) };
         let seq = self.resizing.load(Ordering::Relaxed);
         self.resizing.store(seq + 1, Ordering::Relaxed);
         // Seqlock write side: the odd count is visible before any entry moves.
@@ -508,7 +603,7 @@ impl<T: Send + Sync + 'static> DHash<T> {
         let end = (start + self.step.load(Ordering::Relaxed)).min(old.groups());
         let mut used = self.used.load(Ordering::Relaxed);
         for g in start..end {
-            let w = old.tags[g].load(Ordering::Relaxed);
+            let w = old.tag_word(g).load(Ordering::Relaxed);
             let full = w & HIGHS;
             let mut left = full;
             while left != 0 {
@@ -517,7 +612,7 @@ impl<T: Send + Sync + 'static> DHash<T> {
                 // owned by the new array's slot; the old tags are deleted after the new
                 // ones are published, so a reader finds the entry in one array or the
                 // other (or both, the same), and the old array's drop skips it.
-                let s = unsafe { (*old.slots[i].get()).assume_init_read() };
+                let s = unsafe { old.slot_ptr(i).read() };
                 new.put(s.hash, s.name, s.value);
                 used += 1;
                 left &= left - 1;
@@ -525,7 +620,7 @@ impl<T: Send + Sync + 'static> DHash<T> {
             if full != 0 {
                 // The group's full tags deleted at once (0x80 bits -> 0x01 bytes); empty
                 // ones stay empty.
-                old.tags[g].store((w & !((full >> 7) * 0xff)) | ((full >> 7) * DELETED as u64), Ordering::Release);
+                old.tag_word(g).store((w & !((full >> 7) * 0xff)) | ((full >> 7) * DELETED as u64), Ordering::Release);
             }
         }
         self.used.store(used, Ordering::Relaxed);
@@ -537,10 +632,10 @@ impl<T: Send + Sync + 'static> DHash<T> {
             self.future.store(std::ptr::null_mut(), Ordering::Release);
             self.resizing.store(seq + 2, Ordering::Release);
             // SAFETY: `old` is still alive (retired just below).
-            let big = unsafe { (*old).cap } >= FLUSH_SLOTS;
+            let big = unsafe { Array::<T>::from_raw(old) }.cap() >= FLUSH_SLOTS;
             // SAFETY: `old` is unpublished and holds no entry; readers still on it are
             // waited for.
-            unsafe { rcu.retire_box(old) };
+            unsafe { rcu.retire_with(old, reclaim_array::<T>) };
             if big {
                 rcu.flush();
             }
@@ -596,7 +691,7 @@ mod tests {
     fn cap<T>(t: &DHash<T>) -> usize {
         let p = t.current.load(Ordering::Relaxed);
         // SAFETY: the test is the only writer; the array is alive while published.
-        if p.is_null() { 0 } else { unsafe { (*p).cap } }
+        if p.is_null() { 0 } else { unsafe { Array::<T>::from_raw(p) }.cap() }
     }
 
     #[test]

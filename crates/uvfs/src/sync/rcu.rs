@@ -34,7 +34,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, LazyLock, Weak};
 
-pub(crate) use seize::{Guard, LocalGuard};
+pub(crate) use seize::{Collector, Guard, LocalGuard};
 
 /// The reclamation domain of one VFS instance, held strongly.
 #[derive(Clone)]
@@ -80,6 +80,17 @@ impl Rcu {
     /// more. It is freed once the readers pinned now have left.
     pub(crate) fn flush(&self) {
         self.collector.enter().flush();
+    }
+
+    /// Hands `ptr` to `reclaim` once every reader pinned now has left (for objects that are
+    /// neither a `Box` nor an `Arc`: a directory table's arrays).
+    ///
+    /// # Safety
+    /// `ptr` is no longer reachable by readers that pin from now on, is not used by the
+    /// caller afterwards, and `reclaim` frees it correctly, once.
+    pub(crate) unsafe fn retire_with<T>(&self, ptr: *mut T, reclaim: unsafe fn(*mut T, &Collector)) {
+        // SAFETY: per the contract.
+        unsafe { self.collector.retire(ptr, reclaim) };
     }
 
     /// Frees the box at `ptr` once every reader pinned now has left.
