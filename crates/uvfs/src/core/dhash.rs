@@ -95,6 +95,8 @@ struct Head {
     groups: usize,
     /// Immutable: the slots this array uses (fewer than its one group for the smallest).
     cap: usize,
+    /// Immutable: where the slots start, in bytes from the head.
+    slots: usize,
 }
 
 /// An array, by its address. Copied freely; what it points to lives until the table
@@ -128,7 +130,7 @@ impl<T> Array<T> {
     /// An array of `cap` usable slots: a power of two up to 64, then a multiple of 8.
     fn new(cap: usize) -> Array<T> {
         let groups = cap.div_ceil(GROUP);
-        let (_, layout) = Self::layout(groups);
+        let (slots, layout) = Self::layout(groups);
         // SAFETY: the layout has a non-zero size (a head and one group at least).
         let p = unsafe { std::alloc::alloc(layout) };
         let Some(head) = NonNull::new(p.cast::<Head>()) else { std::alloc::handle_alloc_error(layout) };
@@ -136,7 +138,7 @@ impl<T> Array<T> {
         // (the slots' alignment covers both); the tags start empty (zero), the slots
         // uninitialized.
         unsafe {
-            head.write(Head { groups, cap });
+            head.write(Head { groups, cap, slots });
             std::ptr::write_bytes(p.add(size_of::<Head>()).cast::<AtomicU64>(), 0, groups);
         }
         let a = Array { head, _slots: PhantomData };
@@ -190,9 +192,8 @@ impl<T> Array<T> {
     #[inline(always)]
     fn slot_ptr(&self, i: usize) -> *mut Slot<T> {
         debug_assert!(i < self.groups() * GROUP);
-        let (slots, _) = Self::layout(self.groups());
         // SAFETY: in the allocation, by its layout.
-        unsafe { self.head.as_ptr().cast::<u8>().add(slots).cast::<Slot<T>>().add(i) }
+        unsafe { self.head.as_ptr().cast::<u8>().add(self.head().slots).cast::<Slot<T>>().add(i) }
     }
 
     /// How many slots may be full or deleted before a rebuild: at least one stays empty,
@@ -228,7 +229,11 @@ impl<T> Array<T> {
         let mut g = self.start(h);
         let mut probes = 0u64;
         for _ in 0..groups {
-            let w = self.tag_word(g).load(Ordering::Acquire);
+            // SeqCst, as the collector's own protected loads (`Guard::protect`): under its
+            // portable barrier (and so under Miri) a reader's load must join the total
+            // order of the fence a reclaimer issues before freeing what was unlinked; on
+            // x86 and ARM it is the same instruction as an acquire load.
+            let w = self.tag_word(g).load(Ordering::SeqCst);
             let mut m = zero_bytes(w ^ tag);
             while m != 0 {
                 let i = g * GROUP + (m.trailing_zeros() / 8) as usize;
