@@ -2,8 +2,8 @@
 //! directory): an open-addressed table with lockless readers and one writer at a time
 //! (the directory's lock), reclaimed through the instance's collector.
 //!
-//! **Two cache misses a lookup.** The slots sit in groups of eight, and beside them, in an
-//! array of their own, one tag byte per slot (the SwissTable layout): a lookup reads its
+//! **Two cache misses a lookup.** The slots sit in groups of eight, and ahead of them, right
+//! after the array's head, one tag byte per slot (the SwissTable layout): a lookup reads its
 //! group's eight tags in one word, and only a slot whose tag matches its hash's low seven
 //! bits, where the whole hash and the name (inline up to 15 bytes, [`Name`]) are compared.
 //! A hit reads the tag word and one 32-byte slot, and touches no dentry before its name
@@ -12,8 +12,8 @@
 //! An entry costs no allocation of its own either: the slot holds the name and the `Arc`.
 //!
 //! **Write-once slots.** A tag byte goes `EMPTY` -> full -> `DELETED`, never back, while its
-//! array lives: a reader that loaded a full tag (acquire) reads a slot the writer wrote
-//! before publishing that tag (release) and never writes again. So no reader sees a torn
+//! array lives: a reader that loaded a full tag (SeqCst, which acquires) reads a slot the
+//! writer wrote before publishing that tag (release) and never writes again. So no reader sees a torn
 //! slot and none needs a sequence check on a hit. A removed entry's `Arc` and long name are
 //! dropped through the collector, after the readers that may be comparing them have left.
 //! Deleted slots are not reused; they count towards the load that starts a rebuild, which
@@ -53,10 +53,10 @@ pub(crate) const MOVE_PER_STEP: usize = 8;
 /// a million entries would otherwise keep its last array, about as large again, for as
 /// long as nothing else is removed.
 const FLUSH_SLOTS: usize = 128;
-/// Tag of a slot never written: zero, so a new array's tags come zeroed from the
-/// allocator. A probe ends at a group that has one.
+/// Tag of a slot never written: zero, so a new array's tags are one zeroing pass. A probe
+/// ends at a group that has one.
 const EMPTY: u8 = 0;
-// New arrays' tags are zeroed memory, and `zero_bytes` finds the empty slots.
+// New arrays' tags are zeroed, and `zero_bytes` finds the empty slots.
 const _: () = assert!(EMPTY == 0);
 /// Tag of a slot whose entry was removed or moved (and of the slots a small array does
 /// not use): probes go on past it, inserts never write it again.

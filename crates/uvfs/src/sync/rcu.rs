@@ -1,9 +1,9 @@
 //! Reclamation: what a lockless reader may hold is freed only after it has left.
 //!
 //! uvfs uses one [`seize::Collector`] per [`Vfs`](crate::Vfs). A reader pins it
-//! ([`Rcu::pin`]) for the length of one call; the dentry and mount hash tables
-//! (`rhashtable`) and the [`RcuArc`]/[`RcuBox`] cells below retire what they unlink
-//! through it.
+//! ([`Rcu::pin`]) for the length of one call; the directories' children tables
+//! (`core/dhash.rs`), the mount and inode hash tables (`rhashtable`) and the
+//! [`RcuArc`]/[`RcuBox`] cells below retire what they unlink through it.
 //!
 //! **The reclamation rule.** Every `Arc` that makes an object reachable to a lockless
 //! reader (a map entry, a parent pointer, an fd slot, a task's cwd) is dropped only through
