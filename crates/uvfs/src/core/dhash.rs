@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
 
 use crate::core::dentry::Name;
 use crate::sync::rcu::{Collector, Guard, LocalGuard, Rcu};
-use crate::sync::rhashtable::table_seed;
+use crate::sync::rhashtable::{WriterCheck, count_probes, table_seed};
 
 /// Slots per group: one tag word.
 const GROUP: usize = 8;
@@ -647,32 +647,6 @@ impl<T: Send + Sync + 'static> DHash<T> {
         } else {
             self.resizing.store(seq + 2, Ordering::Release);
         }
-    }
-}
-
-/// Adds a lockless lookup's compared slots (and the groups it went past) to the thread's
-/// `hash_probes` counter (debug builds only: the release hot path does not pay for it).
-#[inline(always)]
-fn count_probes(n: u64) {
-    #[cfg(debug_assertions)]
-    crate::sync::counters::bump(|c| c.hash_probes += n);
-    let _ = n;
-}
-
-/// Asserts (in debug builds) that writers do not overlap.
-struct WriterCheck<'a>(&'a AtomicBool);
-
-impl<'a> WriterCheck<'a> {
-    fn enter(flag: &'a AtomicBool) -> WriterCheck<'a> {
-        let was = flag.swap(true, Ordering::Acquire);
-        debug_assert!(!was, "concurrent writers on a DHash");
-        WriterCheck(flag)
-    }
-}
-
-impl Drop for WriterCheck<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
     }
 }
 

@@ -458,22 +458,24 @@ where
     }
 }
 
-/// Adds a lockless lookup's visited nodes to the thread's `hash_probes` counter (debug
-/// builds only: the release hot path does not pay for it).
+/// Adds a lockless lookup's visited nodes (or compared slots, [`crate::core::dhash`]) to the
+/// thread's `hash_probes` counter (debug builds only: the release hot path does not pay for
+/// it).
 #[inline(always)]
-fn count_probes(n: u64) {
+pub(crate) fn count_probes(n: u64) {
     #[cfg(debug_assertions)]
     crate::sync::counters::bump(|c| c.hash_probes += n);
     let _ = n;
 }
 
-/// Asserts (in debug builds) that writers do not overlap.
-struct WriterCheck<'a>(&'a AtomicBool);
+/// Asserts (in debug builds) that writers of a table do not overlap (this one's and
+/// [`crate::core::dhash`]'s).
+pub(crate) struct WriterCheck<'a>(&'a AtomicBool);
 
 impl<'a> WriterCheck<'a> {
-    fn enter(flag: &'a AtomicBool) -> WriterCheck<'a> {
+    pub(crate) fn enter(flag: &'a AtomicBool) -> WriterCheck<'a> {
         let was = flag.swap(true, Ordering::Acquire);
-        debug_assert!(!was, "concurrent writers on an RHashTable");
+        debug_assert!(!was, "concurrent writers on a hash table");
         WriterCheck(flag)
     }
 }
