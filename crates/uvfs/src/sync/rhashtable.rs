@@ -18,10 +18,10 @@
 //! publishes the new array and retires the old one, emptied. A reader that overlaps a
 //! step may follow a moved node into its new chain and so **miss** an entry that is there;
 //! it never finds a wrong one (keys are compared) and never loops (moved nodes only lead
-//! to nodes of the new array). Hits are therefore always right; a miss is certain only if
-//! no step overlapped it, which [`RHashTable::get_sure`] checks with the table's resize
-//! sequence. Readers whose misses are rechecked anyway (under the writer's lock, or
-//! inside another sequence) use `get`.
+//! to nodes of the new array). Hits are therefore always right; a miss is rechecked under
+//! the writer's lock (the inode cache), or the table changes only inside a sequence its
+//! lockless readers check (the mount table, attached and detached inside the rename
+//! sequence).
 //!
 //! **Seeds.** Every table hashes with a seed of its own, drawn from a per-thread
 //! generator that the OS's randomness seeds: names chosen inside a sandbox to collide
@@ -34,7 +34,7 @@
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use crate::sync::rcu::{Guard, LocalGuard, Rcu};
 
@@ -99,9 +99,6 @@ pub struct RHashTable<K, V> {
     len: AtomicUsize,
     /// Debug check that writers are serialized.
     writing: AtomicBool,
-    /// Atomic, written by the writer: odd while a growth step moves nodes or ends the
-    /// growth (a sequence count for [`RHashTable::get_sure`]).
-    resizing: AtomicU64,
     /// Immutable: keyed with [`table_seed`].
     hasher: foldhash::fast::FixedState,
 }
@@ -175,7 +172,6 @@ where
             moved: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
             writing: AtomicBool::new(false),
-            resizing: AtomicU64::new(0),
             hasher: foldhash::fast::FixedState::with_seed(table_seed()),
         }
     }
@@ -185,21 +181,9 @@ where
         self.hasher.hash_one(k)
     }
 
-    /// Number of entries.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
-    }
-
-    /// Whether empty.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Lockless lookup; the reference lives as long as the guard. A hit is always right; a
     /// miss may be wrong if a grow overlapped it (see the module docs): callers recheck a
-    /// miss under the writers' lock, or use [`RHashTable::get_sure`].
+    /// miss under the writers' lock.
     #[inline]
     pub(crate) fn get<'g, Q>(&'g self, key: &Q, guard: &'g LocalGuard<'_>) -> Option<&'g V>
     where
@@ -253,27 +237,6 @@ where
         None
     }
 
-    /// Lockless lookup whose miss can be trusted: `Some(hit or None)`, or `None` when a
-    /// grow overlapped a miss (the caller looks again, or takes the writers' lock). Two
-    /// extra loads, on the miss path only.
-    #[inline]
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn get_sure<'g, Q>(&'g self, key: &Q, guard: &'g LocalGuard<'_>) -> Option<Option<&'g V>>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let seq = self.resizing.load(Ordering::Acquire);
-        match self.get(key, guard) {
-            Some(v) => Some(Some(v)),
-            None => {
-                // Seqlock read side: the chain loads above happen before this re-read.
-                fence(Ordering::Acquire);
-                (seq & 1 == 0 && self.resizing.load(Ordering::Relaxed) == seq).then_some(None)
-            }
-        }
-    }
-
     /// Inserts or replaces; returns the value replaced. The caller serializes writers.
     pub(crate) fn insert(&self, key: K, value: V, rcu: &Rcu) -> Option<V> {
         let _w = WriterCheck::enter(&self.writing);
@@ -293,37 +256,6 @@ where
         let node = self.push(key, value, rcu);
         // SAFETY: the node is linked and freed only through the collector; see `get`.
         unsafe { &(*node).value }
-    }
-
-    /// Removes every entry and returns their values (instance teardown). The caller
-    /// serializes writers. The old array is retired whole, readers still on it finish.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn drain(&self, rcu: &Rcu) -> Vec<V> {
-        let _w = WriterCheck::enter(&self.writing);
-        let old = self.buckets.swap(Box::into_raw(Box::new(Buckets::new(4))), Ordering::AcqRel);
-        let future = self.future.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        self.moved.store(0, Ordering::Relaxed);
-        let mut out = Vec::with_capacity(self.len.load(Ordering::Relaxed));
-        for arr in [old, future] {
-            if arr.is_null() {
-                continue;
-            }
-            // SAFETY: `arr` was one of the table's arrays, which only the (serialized)
-            // writer frees; its nodes are alive until it is reclaimed.
-            unsafe {
-                for h in (*arr).heads.iter() {
-                    let mut p = h.load(Ordering::Acquire);
-                    while !p.is_null() {
-                        out.push((*p).value.clone());
-                        p = (*p).next.load(Ordering::Acquire);
-                    }
-                }
-            }
-            // SAFETY: `arr` came from `Box::into_raw` and is no longer published.
-            unsafe { rcu.retire_box(arr) };
-        }
-        self.len.store(0, Ordering::Relaxed);
-        out
     }
 
     /// Removes; returns the value removed. The caller serializes writers.
@@ -410,8 +342,7 @@ where
     /// One step of a growth under way (none: nothing to do): moves the chains of the next
     /// [`MOVE_PER_INSERT`] old buckets into the new array; the step that moves the last
     /// one publishes the new array and retires the old one (emptied) through the
-    /// collector. Inside the resize sequence: readers' misses meanwhile are not trusted by
-    /// [`RHashTable::get_sure`].
+    /// collector.
     fn grow_step(&self, rcu: &Rcu) {
         let f = self.future.load(Ordering::Relaxed);
         if f.is_null() {
@@ -419,10 +350,6 @@ where
         }
         // SAFETY: only this (serialized) writer replaces or frees the arrays.
         let (old, new) = unsafe { (&*self.buckets.load(Ordering::Relaxed), &*f) };
-        let seq = self.resizing.load(Ordering::Relaxed);
-        self.resizing.store(seq + 1, Ordering::Relaxed);
-        // Seqlock write side: the odd count is visible before any node moves.
-        fence(Ordering::Release);
         let start = self.moved.load(Ordering::Relaxed);
         let end = (start + MOVE_PER_INSERT).min(old.heads.len());
         let mask = new.heads.len() - 1;
@@ -445,15 +372,11 @@ where
         }
         self.moved.store(end, Ordering::Relaxed);
         if end == old.heads.len() {
-            // Readers start in the new array from now on; one that started in the old
-            // array and finds no growth under way is inside this step's sequence.
+            // Readers start in the new array from now on.
             let old = self.buckets.swap(f, Ordering::AcqRel);
             self.future.store(std::ptr::null_mut(), Ordering::Release);
-            self.resizing.store(seq + 2, Ordering::Release);
             // SAFETY: `old` is unpublished and empty; readers still on it are waited for.
             unsafe { rcu.retire_box(old) };
-        } else {
-            self.resizing.store(seq + 2, Ordering::Release);
         }
     }
 }
@@ -498,7 +421,7 @@ mod tests {
         for i in 0..1000usize {
             assert_eq!(t.insert(i.to_string().into_bytes(), i, &rcu), None);
         }
-        assert_eq!(t.len(), 1000);
+        assert_eq!(t.len.load(Ordering::Relaxed), 1000);
         for i in 0..1000usize {
             assert_eq!(t.get(i.to_string().as_bytes(), &g), Some(&i));
         }
@@ -507,7 +430,7 @@ mod tests {
         for i in (0..1000usize).step_by(2) {
             assert!(t.remove(i.to_string().as_bytes(), &rcu).is_some());
         }
-        assert_eq!(t.len(), 500);
+        assert_eq!(t.len.load(Ordering::Relaxed), 500);
         assert_eq!(t.get(b"2".as_slice(), &g), None);
         assert_eq!(t.get(b"3".as_slice(), &g), Some(&3));
         assert_eq!(t.remove(b"nope".as_slice(), &rcu), None);
@@ -548,24 +471,14 @@ mod tests {
             }
             let g = rcu.pin();
             for j in [0, i / 3, i / 2, i] {
-                assert_eq!(t.get_sure(key(j).as_slice(), &g), Some(Some(&j)), "entry {j} after insert {i}");
+                assert_eq!(t.get(key(j).as_slice(), &g), Some(&j), "entry {j} after insert {i}");
             }
-            assert_eq!(t.get_sure(b"absent".as_slice(), &g), Some(None));
+            assert_eq!(t.get(b"absent".as_slice(), &g), None);
         }
         // Growths of 16 buckets and more take more than one insert: 16 -> 32 ... 2048 -> 4096.
         assert!(growths >= if cfg!(miri) { 5 } else { 8 }, "{growths} growths");
-        assert_eq!(t.len(), total);
+        assert_eq!(t.len.load(Ordering::Relaxed), total);
         let g = rcu.pin();
         assert!((0..total).all(|i| t.get(key(i).as_slice(), &g) == Some(&i)));
-        // Drained in the middle of a growth: every value once.
-        let mut n = total;
-        while t.future.load(Ordering::Relaxed).is_null() {
-            t.insert(key(n), n, &rcu);
-            n += 1;
-        }
-        let mut all = t.drain(&rcu);
-        all.sort_unstable();
-        assert_eq!(all, (0..n).collect::<Vec<_>>());
-        assert!(t.is_empty());
     }
 }
