@@ -19,7 +19,7 @@
 //! Deleted slots are not reused; they count towards the load that starts a rebuild, which
 //! drops them.
 //!
-//! **Rebuilds without stalls.** The insert that would fill the array past 7/8 starts a new
+//! **Rebuilds spread over changes.** The insert that would fill the array past 7/8 starts a new
 //! one sized for twice the live entries (smaller than the old after many removals), and
 //! every change then moves [`MOVE_PER_STEP`] old groups into it: a slot is copied, its new
 //! tag published, then its old tag deleted. Meanwhile entries are added to the new array,
@@ -47,7 +47,7 @@ use crate::sync::rhashtable::{WriterCheck, count_probes, table_seed};
 /// Slots per group: one tag word.
 const GROUP: usize = 8;
 /// Old groups a change moves into the new array while a rebuild is under way.
-pub(crate) const MOVE_PER_STEP: usize = 8;
+const MOVE_PER_STEP: usize = 8;
 /// An outgrown array of at least this many slots (4 KiB) is freed as soon as its readers
 /// have left ([`Rcu::flush`]), not once 63 more objects were retired: a directory grown to
 /// a million entries would otherwise keep its last array, about as large again, for as
@@ -72,6 +72,19 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 #[inline(always)]
 fn zero_bytes(w: u64) -> u64 {
     !(((w & !HIGHS).wrapping_add(!HIGHS)) | w) & HIGHS
+}
+
+/// The slot indices of group `g` whose bytes in `mask` have their 0x80 bit set (a mask
+/// from [`zero_bytes`] or `word & HIGHS`), lowest first.
+#[inline(always)]
+fn slots_of(g: usize, mut mask: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let i = g * GROUP + (mask.trailing_zeros() / 8) as usize;
+            mask &= mask - 1;
+            i
+        })
+    })
 }
 
 /// One entry: the hash, the name and the value, written once. 32 bytes, 32-aligned, so a
@@ -209,11 +222,17 @@ impl<T> Array<T> {
         ((h as u128 * self.groups() as u128) >> 64) as usize
     }
 
+    /// The group a probe goes on to.
+    #[inline(always)]
+    fn next_group(&self, g: usize) -> usize {
+        if g + 1 == self.groups() { 0 } else { g + 1 }
+    }
+
     /// The slot a probe found; the borrow is as long as the caller's hold on the array.
     ///
     /// # Safety
-    /// The slot's tag was loaded full (acquire) from this array, or the caller is the
-    /// writer that filled it; the array outlives `'a`.
+    /// The slot's tag was loaded full (with acquire or stronger) from this array, or the
+    /// caller is the writer that filled it; the array outlives `'a`.
     #[inline(always)]
     unsafe fn slot<'a>(self, i: usize) -> &'a Slot<T> {
         // SAFETY: per the contract, the slot was written before its tag was published and
@@ -234,24 +253,21 @@ impl<T> Array<T> {
             // order of the fence a reclaimer issues before freeing what was unlinked; on
             // x86 and ARM it is the same instruction as an acquire load.
             let w = self.tag_word(g).load(Ordering::SeqCst);
-            let mut m = zero_bytes(w ^ tag);
-            while m != 0 {
-                let i = g * GROUP + (m.trailing_zeros() / 8) as usize;
+            for i in slots_of(g, zero_bytes(w ^ tag)) {
                 probes += 1;
-                // SAFETY: its tag was loaded full, with acquire, just above; the caller
-                // holds the array.
+                // SAFETY: its tag was loaded full just above (SeqCst, so acquire); the
+                // caller holds the array.
                 let s = unsafe { self.slot(i) };
                 if s.hash == h && s.name.as_bytes() == name {
                     count_probes(probes);
                     return Some(i);
                 }
-                m &= m - 1;
             }
             if zero_bytes(w) != 0 {
                 break;
             }
             probes += 1;
-            g = if g + 1 == groups { 0 } else { g + 1 };
+            g = self.next_group(g);
         }
         count_probes(probes.max(1));
         None
@@ -270,23 +286,18 @@ impl<T> Array<T> {
     fn put(&self, h: u64, name: Name, value: Arc<T>) {
         let mut g = self.start(h);
         for _ in 0..self.groups() {
-            let w = self.tag_word(g).load(Ordering::Relaxed);
-            let e = zero_bytes(w);
-            if e != 0 {
-                let i = g * GROUP + (e.trailing_zeros() / 8) as usize;
+            if let Some(i) = slots_of(g, zero_bytes(self.tag_word(g).load(Ordering::Relaxed))).next() {
                 // SAFETY: an empty slot: no reader reads it before its tag is published
                 // below, and the writer writes it only now.
                 unsafe { self.slot_ptr(i).write(Slot { hash: h, name, value }) };
                 self.set_tag(i, FULL | (h as u8 & 0x7f));
                 return;
             }
-            g = if g + 1 == self.groups() { 0 } else { g + 1 };
+            g = self.next_group(g);
         }
         unreachable!("a DHash array filled past its load limit");
     }
-}
 
-impl<T> Array<T> {
     /// Frees the array, dropping the entries still full: the table's at its drop, or those
     /// of an array `drain` retired whole. Moved and removed entries are owned elsewhere
     /// (deleted tags).
@@ -295,12 +306,9 @@ impl<T> Array<T> {
     /// Nobody can reach the array any more.
     unsafe fn free(self) {
         for g in 0..self.groups() {
-            let mut full = self.tag_word(g).load(Ordering::Relaxed) & HIGHS;
-            while full != 0 {
-                let i = g * GROUP + (full.trailing_zeros() / 8) as usize;
+            for i in slots_of(g, self.tag_word(g).load(Ordering::Relaxed) & HIGHS) {
                 // SAFETY: a full tag: the slot was written and still owns its entry.
                 unsafe { std::ptr::drop_in_place(self.slot_ptr(i)) };
-                full &= full - 1;
             }
         }
         let (_, layout) = Self::layout(self.groups());
@@ -503,11 +511,8 @@ impl<T: Send + Sync + 'static> DHash<T> {
             unsafe {
                 let a = Array::<T>::from_raw(p);
                 for g in 0..a.groups() {
-                    let mut full = a.tag_word(g).load(Ordering::Acquire) & HIGHS;
-                    while full != 0 {
-                        let i = g * GROUP + (full.trailing_zeros() / 8) as usize;
+                    for i in slots_of(g, a.tag_word(g).load(Ordering::Acquire) & HIGHS) {
                         out.push(a.slot(i).value.clone());
-                        full &= full - 1;
                     }
                 }
                 // No longer published; freeing it drops the entries it still holds.
@@ -610,9 +615,7 @@ impl<T: Send + Sync + 'static> DHash<T> {
         for g in start..end {
             let w = old.tag_word(g).load(Ordering::Relaxed);
             let full = w & HIGHS;
-            let mut left = full;
-            while left != 0 {
-                let i = g * GROUP + (left.trailing_zeros() / 8) as usize;
+            for i in slots_of(g, full) {
                 // SAFETY: a full slot of the old array: its entry is read out once, then
                 // owned by the new array's slot; the old tags are deleted after the new
                 // ones are published, so a reader finds the entry in one array or the
@@ -620,7 +623,6 @@ impl<T: Send + Sync + 'static> DHash<T> {
                 let s = unsafe { old.slot_ptr(i).read() };
                 new.put(s.hash, s.name, s.value);
                 used += 1;
-                left &= left - 1;
             }
             if full != 0 {
                 // The group's full tags deleted at once (0x80 bits -> 0x01 bytes); empty
