@@ -6,10 +6,12 @@
 //! | row | work |
 //! |---|---|
 //! | `memory per empty file` | create `files` empty files in `dirs` directories; uvfs: the allocator's live bytes (and RSS) before and after, per file; kernel: the growth of `Slab:` in `/proc/meminfo` (dentry, inode, shmem inode), per file, which other processes' activity blurs |
-//! | `create + close` | `open(O_CREAT)` + `close` of `churn_dirs` x 1000 files, after one round of the same that warmed the allocator |
+//! | `create + close` | `open(O_CREAT)` + `close` of `churn_dirs` x 1000 files, after one round of the same that warmed the allocator; the median of 10 timed batches, the paths made beforehand |
 //! | `allocations per create + close` | (uvfs) the allocator's count over the same round |
-//! | `unlink` | `unlink` of those files |
+//! | `unlink` | `unlink` of those files, timed the same way |
 //! | `create in a big directory` | `open(O_CREAT)` + `close` of 10,000 more files in a directory of `big_dir` entries, in 10 timed batches: the median batch |
+//! | `create in a 1000-entry directory` | the same number of creates spread over directories of 1000 entries (100 new names each), their batches taken in turn with the row above's, so that the two divide |
+//! | `create: big / 1000-entry directory` | the two rows above divided: how a create's cost grows with the directory |
 //! | `slowest create while filling` | the longest single `mknod` among the `big_dir` that fill that directory, in microseconds (a table that grows all at once shows here) |
 //! | `stat of a random name in a big directory` | `fstatat` of names drawn at random (seeded) from that directory, the median of 10 batches |
 //! | `cached stat, depth D` | `fstatat` of a file D directories deep, relative to a directory descriptor, the same path again and again (D = 1, 8, 64); uvfs answers from its path cache |
@@ -172,27 +174,41 @@ pub fn run(tmpfs: &Path, s: ScaleSizes, say: &dyn Fn(&str)) -> Result<ScaleRepor
     });
 
     say("big directory");
-    let (bcreate, bstat, bworst) = uvfs_big_dir(s);
-    let (kbcreate, kbstat, kbworst) = host.big_dir(s)?;
+    let u = uvfs_big_dir(s);
+    let k = host.big_dir(s)?;
     rows.push(Row {
         measure: format!("create in a {}-entry directory", s.big_dir),
         unit: "ns/op",
-        uvfs: Some(bcreate),
-        kernel: Some(kbcreate),
-        note: String::new(),
+        uvfs: Some(u.create),
+        kernel: Some(k.create),
+        note: format!("batches taken in turn with the next row's ({} ops each)", s.big_ops),
+    });
+    rows.push(Row {
+        measure: format!("create in a {SMALL_DIR}-entry directory"),
+        unit: "ns/op",
+        uvfs: Some(u.create_small),
+        kernel: Some(k.create_small),
+        note: format!("spread over {} directories of {SMALL_DIR} entries", small_dirs(s)),
+    });
+    rows.push(Row {
+        measure: format!("create: {}-entry / {SMALL_DIR}-entry directory", s.big_dir),
+        unit: "x",
+        uvfs: Some(u.create / u.create_small),
+        kernel: Some(k.create / k.create_small),
+        note: "the two rows above divided (same machine state)".into(),
     });
     rows.push(Row {
         measure: "slowest create while filling that directory".into(),
         unit: "us",
-        uvfs: Some(bworst),
-        kernel: Some(kbworst),
+        uvfs: Some(u.worst),
+        kernel: Some(k.worst),
         note: "one create's worst: the map's growth, fresh memory, the scheduler".into(),
     });
     rows.push(Row {
         measure: format!("stat of a random name in a {}-entry directory", s.big_dir),
         unit: "ns/op",
-        uvfs: Some(bstat),
-        kernel: Some(kbstat),
+        uvfs: Some(u.stat),
+        kernel: Some(k.stat),
         note: String::new(),
     });
 
@@ -251,7 +267,8 @@ pub fn table(r: &ScaleReport) -> String {
     };
     for row in &r.rows {
         let ratio = match (row.uvfs, row.kernel) {
-            (Some(u), Some(k)) if k > 0.0 => format!("{:.2}x", u / k),
+            // A row that is itself a ratio is not divided again.
+            (Some(u), Some(k)) if k > 0.0 && row.unit != "x" => format!("{:.2}x", u / k),
             _ => String::new(),
         };
         t.add_row(vec![row.measure.clone(), row.unit.into(), f(row.uvfs), f(row.kernel), ratio, row.note.clone()]);
@@ -272,6 +289,22 @@ fn per(start: Instant, n: usize) -> f64 {
 /// Batches [`batched`] splits a short measurement into.
 const BATCHES: usize = 10;
 
+/// `op` over `range`, timed: nanoseconds per operation.
+fn timed<E>(range: std::ops::Range<usize>, op: &mut impl FnMut(usize) -> Result<(), E>) -> Result<f64, E> {
+    let n = range.len();
+    let start = Instant::now();
+    for i in range {
+        op(i)?;
+    }
+    Ok(per(start, n))
+}
+
+/// The median of some batch times.
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times.get(times.len() / 2).copied().unwrap_or(0.0)
+}
+
 /// `op` over `0..n` in [`BATCHES`] consecutive batches, each timed: the median batch's
 /// nanoseconds per operation. A row of 10,000 creates lasts some 20 ms, which one stall
 /// of the machine (a few ms, see the slowest-create row) would move by tens of percent;
@@ -280,15 +313,28 @@ fn batched<E>(n: usize, mut op: impl FnMut(usize) -> Result<(), E>) -> Result<f6
     let size = n.div_ceil(BATCHES).max(1);
     let mut times = Vec::with_capacity(BATCHES);
     for b in (0..n).step_by(size) {
-        let end = (b + size).min(n);
-        let start = Instant::now();
-        for i in b..end {
-            op(i)?;
-        }
-        times.push(per(start, end - b));
+        times.push(timed(b..(b + size).min(n), &mut op)?);
     }
-    times.sort_by(f64::total_cmp);
-    Ok(times.get(times.len() / 2).copied().unwrap_or(0.0))
+    Ok(median(times))
+}
+
+/// `a` and `b`, each over `0..n` in [`BATCHES`] batches, the batches taken in turn (a, b,
+/// a, b, ...): the median batch of each, in nanoseconds per operation. Taken in turn, the
+/// two see the same machine: this VM's speed drifts by tens of percent within minutes, so
+/// two rows measured a minute apart cannot be divided, and these two can.
+fn alternated<E>(
+    n: usize,
+    mut a: impl FnMut(usize) -> Result<(), E>,
+    mut b: impl FnMut(usize) -> Result<(), E>,
+) -> Result<(f64, f64), E> {
+    let size = n.div_ceil(BATCHES).max(1);
+    let (mut ta, mut tb) = (Vec::with_capacity(BATCHES), Vec::with_capacity(BATCHES));
+    for start in (0..n).step_by(size) {
+        let r = start..(start + size).min(n);
+        ta.push(timed(r.clone(), &mut a)?);
+        tb.push(timed(r, &mut b)?);
+    }
+    Ok((median(ta), median(tb)))
 }
 
 /// `dirs` directories `/dN` with the files spread over them: (dir, file) names.
@@ -342,26 +388,15 @@ fn uvfs_fork(files: usize, empty: &Path) -> Result<(f64, f64), String> {
     Ok((ms, mb))
 }
 
-fn uvfs_create_round(t: &Task, dirs: usize) -> f64 {
-    let start = Instant::now();
-    for d in 0..dirs {
-        for f in 0..1000 {
-            let fd =
-                t.open(format!("/c{d}/f{f}").as_bytes(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).expect("create");
-            t.close(fd).expect("close");
-        }
-    }
-    per(start, dirs * 1000)
+/// The paths of the create/unlink rows: `churn_dirs` x 1000 files, made before the timing
+/// starts (as the kernel's side does), so that the rows time the file system, not `format!`.
+fn churn_names(s: ScaleSizes) -> Vec<Vec<u8>> {
+    (0..s.churn_dirs).flat_map(|d| (0..1000).map(move |f| format!("/c{d}/f{f}").into_bytes())).collect()
 }
 
-fn uvfs_unlink_round(t: &Task, dirs: usize) -> f64 {
-    let start = Instant::now();
-    for d in 0..dirs {
-        for f in 0..1000 {
-            t.unlink(format!("/c{d}/f{f}").as_bytes()).expect("unlink");
-        }
-    }
-    per(start, dirs * 1000)
+fn uvfs_create_close(t: &Task, path: &[u8]) -> Result<(), uvfs::Errno> {
+    let fd = t.open(path, OpenFlags::CREAT | OpenFlags::WRONLY, 0o644)?;
+    t.close(fd)
 }
 
 /// (create + close ns, allocations per create + close, unlink ns).
@@ -370,13 +405,18 @@ fn uvfs_churn(s: ScaleSizes) -> (f64, f64, f64) {
     for d in 0..s.churn_dirs {
         t.mkdir(format!("/c{d}").as_bytes(), 0o755).expect("mkdir");
     }
+    let names = churn_names(s);
     // One round to warm the allocator (and the directories' tables).
-    uvfs_create_round(&t, s.churn_dirs);
-    uvfs_unlink_round(&t, s.churn_dirs);
+    for n in &names {
+        uvfs_create_close(&t, n).expect("create");
+    }
+    for n in &names {
+        t.unlink(n).expect("unlink");
+    }
     let a0 = alloc::allocations();
-    let create = uvfs_create_round(&t, s.churn_dirs);
-    let allocs = (alloc::allocations() - a0) as f64 / (s.churn_dirs * 1000) as f64;
-    let unlink = uvfs_unlink_round(&t, s.churn_dirs);
+    let create = batched(names.len(), |i| uvfs_create_close(&t, &names[i])).expect("create");
+    let allocs = (alloc::allocations() - a0) as f64 / names.len() as f64;
+    let unlink = batched(names.len(), |i| t.unlink(&names[i])).expect("unlink");
     (create, allocs, unlink)
 }
 
@@ -394,8 +434,37 @@ fn random_indices(n: usize, count: usize) -> Vec<usize> {
         .collect()
 }
 
-/// (create ns, stat ns, slowest create while filling, us).
-fn uvfs_big_dir(s: ScaleSizes) -> (f64, f64, f64) {
+/// The big-directory rows of one side (ns per operation; `worst` in microseconds).
+struct BigDir {
+    /// A create + close in the big directory.
+    create: f64,
+    /// A create + close in a directory of about 1000 entries, in batches taken in turn
+    /// with those of `create` ([`alternated`]).
+    create_small: f64,
+    /// A stat of a random name in the big directory.
+    stat: f64,
+    /// The slowest single create while filling the big directory.
+    worst: f64,
+}
+
+/// Directories of [`SMALL_DIR`] entries that the creates compared with the big
+/// directory's are spread over: 100 new names each, so they stay near that size.
+fn small_dirs(s: ScaleSizes) -> usize {
+    (s.big_ops / 100).max(1)
+}
+
+/// Entries of each of those directories before the creates.
+const SMALL_DIR: usize = 1000;
+
+/// The new names of the big-directory creates and of the small-directory creates.
+fn big_dir_news(s: ScaleSizes, prefix: &str) -> (Vec<String>, Vec<String>) {
+    let small = small_dirs(s);
+    let big = (0..s.big_ops).map(|i| format!("{prefix}big/x{i}")).collect();
+    let smalls = (0..s.big_ops).map(|i| format!("{prefix}s{}/x{}", i % small, i / small)).collect();
+    (big, smalls)
+}
+
+fn uvfs_big_dir(s: ScaleSizes) -> BigDir {
     let (_vfs, t) = vfs();
     t.mkdir(b"/big", 0o755).expect("mkdir");
     let mut worst = 0f64;
@@ -405,12 +474,19 @@ fn uvfs_big_dir(s: ScaleSizes) -> (f64, f64, f64) {
         t.mknodat(DirFd::Cwd, name.as_bytes(), 0o100644, 0).expect("mknod");
         worst = worst.max(one.elapsed().as_secs_f64() * 1e6);
     }
-    let news: Vec<Vec<u8>> = (0..s.big_ops).map(|i| format!("/big/x{i}").into_bytes()).collect();
-    let create = batched(news.len(), |i| {
-        let fd = t.open(&news[i], OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).expect("create");
-        t.close(fd)
-    })
-    .expect("close");
+    for d in 0..small_dirs(s) {
+        t.mkdir(format!("/s{d}").as_bytes(), 0o755).expect("mkdir");
+        for i in 0..SMALL_DIR {
+            t.mknodat(DirFd::Cwd, format!("/s{d}/n{i}").as_bytes(), 0o100644, 0).expect("mknod");
+        }
+    }
+    let (big, small) = big_dir_news(s, "/");
+    let (create, create_small) = alternated(
+        s.big_ops,
+        |i| uvfs_create_close(&t, big[i].as_bytes()),
+        |i| uvfs_create_close(&t, small[i].as_bytes()),
+    )
+    .expect("create");
     let names: Vec<Vec<u8>> =
         random_indices(s.big_dir, s.big_ops * 10).into_iter().map(|i| format!("/big/n{i}").into_bytes()).collect();
     let stat = batched(names.len(), |i| {
@@ -418,7 +494,7 @@ fn uvfs_big_dir(s: ScaleSizes) -> (f64, f64, f64) {
         Ok::<(), uvfs::Errno>(())
     })
     .expect("stat");
-    (create, stat, worst)
+    BigDir { create, create_small, stat, worst }
 }
 
 /// The relative path of a file `depth` directories below the base: `d/d/.../f`.
@@ -582,8 +658,7 @@ impl HostDir {
     }
 
     fn churn(&self, s: ScaleSizes) -> Result<(f64, f64), String> {
-        let names: Vec<CString> =
-            (0..s.churn_dirs).flat_map(|d| (0..1000).map(move |f| cstr(format!("c{d}/f{f}").as_bytes()))).collect();
+        let names: Vec<CString> = churn_names(s).iter().map(|n| cstr(&n[1..])).collect();
         for d in 0..s.churn_dirs {
             self.mkdir(format!("c{d}").as_bytes())?;
         }
@@ -593,22 +668,13 @@ impl HostDir {
         for n in &names {
             self.unlink(n)?;
         }
-        let start = Instant::now();
-        for n in &names {
-            self.create_close(n)?;
-        }
-        let create = per(start, names.len());
-        let start = Instant::now();
-        for n in &names {
-            self.unlink(n)?;
-        }
-        let unlink = per(start, names.len());
+        let create = batched(names.len(), |i| self.create_close(&names[i]))?;
+        let unlink = batched(names.len(), |i| self.unlink(&names[i]))?;
         self.clear()?;
         Ok((create, unlink))
     }
 
-    /// (create ns, stat ns, slowest create while filling, us).
-    fn big_dir(&self, s: ScaleSizes) -> Result<(f64, f64, f64), String> {
+    fn big_dir(&self, s: ScaleSizes) -> Result<BigDir, String> {
         self.mkdir(b"big")?;
         let mut worst = 0f64;
         for i in 0..s.big_dir {
@@ -617,15 +683,24 @@ impl HostDir {
             self.mknod(name.as_bytes())?;
             worst = worst.max(one.elapsed().as_secs_f64() * 1e6);
         }
-        let news: Vec<CString> = (0..s.big_ops).map(|i| cstr(format!("big/x{i}").as_bytes())).collect();
-        let create = batched(news.len(), |i| self.create_close(&news[i]))?;
+        for d in 0..small_dirs(s) {
+            self.mkdir(format!("s{d}").as_bytes())?;
+            for i in 0..SMALL_DIR {
+                self.mknod(format!("s{d}/n{i}").as_bytes())?;
+            }
+        }
+        let (big, small) = big_dir_news(s, "");
+        let (big, small): (Vec<CString>, Vec<CString>) =
+            (big.iter().map(|n| cstr(n.as_bytes())).collect(), small.iter().map(|n| cstr(n.as_bytes())).collect());
+        let (create, create_small) =
+            alternated(s.big_ops, |i| self.create_close(&big[i]), |i| self.create_close(&small[i]))?;
         let names: Vec<CString> = random_indices(s.big_dir, s.big_ops * 10)
             .into_iter()
             .map(|i| cstr(format!("big/n{i}").as_bytes()))
             .collect();
         let stat = batched(names.len(), |i| self.stat(self.raw(), &names[i]))?;
         self.clear()?;
-        Ok((create, stat, worst))
+        Ok(BigDir { create, create_small, stat, worst })
     }
 
     fn deep_stat(&self, depth: usize, stats: usize) -> Result<f64, String> {
@@ -692,6 +767,47 @@ mod tests {
         });
         assert_eq!(failed, Err(42));
         assert_eq!(ran, 42);
+    }
+
+    /// Each side runs every operation once, in order, and the batches take turns: a's
+    /// first batch, b's first, a's second, ...; an error on either side stops both.
+    #[test]
+    fn alternated_batches_take_turns() {
+        for n in [0, 1, 10, 25] {
+            let seen = std::cell::RefCell::new(Vec::new());
+            let r = alternated(
+                n,
+                |i| {
+                    seen.borrow_mut().push(('a', i));
+                    Ok::<(), ()>(())
+                },
+                |i| {
+                    seen.borrow_mut().push(('b', i));
+                    Ok(())
+                },
+            );
+            assert!(r.is_ok_and(|(a, b)| a >= 0.0 && b >= 0.0));
+            let size = n.div_ceil(BATCHES).max(1);
+            let want: Vec<(char, usize)> = (0..n)
+                .step_by(size)
+                .flat_map(|s| {
+                    let r = s..(s + size).min(n);
+                    r.clone().map(|i| ('a', i)).chain(r.map(|i| ('b', i)))
+                })
+                .collect();
+            assert_eq!(seen.into_inner(), want, "n = {n}");
+        }
+        let mut b_ran = 0;
+        let failed = alternated(
+            100,
+            |i| if i == 15 { Err(i) } else { Ok(()) },
+            |_| {
+                b_ran += 1;
+                Ok(())
+            },
+        );
+        assert_eq!(failed, Err(15));
+        assert_eq!(b_ran, 10, "b ran its first batch only");
     }
 
     #[test]
