@@ -322,7 +322,7 @@ impl VfsInner {
         }
         if let Some(old) = dir.children.insert(Name::new(name), d, &self.rcu) {
             if old.inode().is_some() {
-                locked.order.remove(&old.pos.load(Ordering::Relaxed));
+                locked.order.remove(old.pos.load(Ordering::Relaxed));
                 locked.count -= 1;
             }
             old.set_flag(DENTRY_DEAD);
@@ -367,7 +367,7 @@ impl VfsInner {
         let _change = parent.inode().expect("directories are positive").sb().names_change();
         let old = dir.children.remove(name, &self.rcu)?;
         if old.inode().is_some() {
-            locked.order.remove(&old.pos.load(Ordering::Relaxed));
+            locked.order.remove(old.pos.load(Ordering::Relaxed));
             locked.count -= 1;
         }
         Some(old)

@@ -14,7 +14,6 @@
 //! behind `cold`) never shares that line. The checks at the end of this file assert it.
 
 use std::borrow::Borrow;
-use std::collections::BTreeMap;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -244,7 +243,7 @@ pub(crate) type DirWriteGuard<'g> = crate::sync::RwLockWriteGuard<'g, DirLocked,
 #[derive(Default)]
 pub struct DirLocked {
     /// Positive children by readdir position (stable cursors for getdents).
-    pub(crate) order: BTreeMap<u64, Arc<Dentry>>,
+    pub(crate) order: crate::core::offset::OffsetMap<Arc<Dentry>>,
     /// Next position to hand out; 0 and 1 are "." and "..".
     pub(crate) next_pos: u64,
     /// Number of positive children.

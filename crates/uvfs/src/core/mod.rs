@@ -18,6 +18,7 @@ pub(crate) mod instance;
 pub(crate) mod locks;
 pub(crate) mod mount;
 pub(crate) mod namespace;
+pub(crate) mod offset;
 pub(crate) mod path;
 pub(crate) mod permission;
 pub(crate) mod pipe;

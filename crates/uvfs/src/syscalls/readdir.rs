@@ -113,7 +113,7 @@ impl Task {
         }
         let dir = dentry.dir().ok_or(Errno::ENOTDIR)?;
         let locked = dir.lock.read();
-        for (&p, d) in locked.order.range(*pos..) {
+        for (p, d) in locked.order.range_from(*pos) {
             let Some(i) = d.inode() else { continue };
             let e = DirEntry {
                 ino: i.ino().0,
