@@ -134,13 +134,11 @@ impl VfsInner {
     pub(crate) fn d_prune(&self, sb: &SuperBlock, locked: &mut DirLocked, dir: &crate::core::dentry::Dir) {
         let _change = sb.names_change();
         locked.order.clear();
-        locked.count = 0;
         let mut stack: Vec<Arc<Dentry>> = dir.children.drain(&self.rcu);
         while let Some(d) = stack.pop() {
             if let Some(dd) = d.dir() {
                 let mut l = dd.lock.write();
                 l.order.clear();
-                l.count = 0;
                 stack.extend(dd.children.drain(&self.rcu));
             }
         }
@@ -318,12 +316,10 @@ impl VfsInner {
         d.pos.store(pos, Ordering::Relaxed);
         if d.inode().is_some() {
             locked.order.insert(pos, d.clone());
-            locked.count += 1;
         }
         if let Some(old) = dir.children.insert(Name::new(name), d, &self.rcu) {
             if old.inode().is_some() {
                 locked.order.remove(old.pos.load(Ordering::Relaxed));
-                locked.count -= 1;
             }
             old.set_flag(DENTRY_DEAD);
             // Not for a complete instance, where a name is removed before another takes
@@ -368,7 +364,6 @@ impl VfsInner {
         let old = dir.children.remove(name, &self.rcu)?;
         if old.inode().is_some() {
             locked.order.remove(old.pos.load(Ordering::Relaxed));
-            locked.count -= 1;
         }
         Some(old)
     }

@@ -246,8 +246,6 @@ pub struct DirLocked {
     pub(crate) order: crate::core::offset::OffsetMap<Arc<Dentry>>,
     /// Next position to hand out; 0 and 1 are "." and "..".
     pub(crate) next_pos: u64,
-    /// Number of positive children.
-    pub(crate) count: u64,
 }
 
 impl Dentry {
@@ -463,6 +461,11 @@ const _: () = {
     // The directory lock (written by every locked lookup) lives in the directory's own
     // allocation, after its map.
     assert!(offset_of!(Dir, lock) >= size_of::<ChildMap>());
+    // And that allocation is in the allocator's 128-byte class, whose blocks start on a
+    // line (see `uvfs-alloc`'s tests): what lookups read of the map, at its start, is on
+    // the first (see `dhash.rs`).
+    assert!(size_of::<Dir>() > 112 && size_of::<Dir>() <= 128);
+    assert!(offset_of!(Dir, children) == 0);
 };
 
 #[cfg(test)]

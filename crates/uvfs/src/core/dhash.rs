@@ -326,7 +326,9 @@ unsafe fn reclaim_array<T>(p: *mut Head, _: &Collector) {
     crate::sync::in_reclaim_context(|| unsafe { Array::<T>::from_raw(p).free() });
 }
 
-/// The table.
+/// The table. `repr(C)`: what lookups read (the arrays, the sequence count, the hash key)
+/// first, on one cache line; the writer's bookkeeping after it.
+#[repr(C)]
 pub struct DHash<T> {
     /// The array readers start in (null while the directory is empty); replaced by the
     /// writer when a rebuild ends, the old one retired.
@@ -334,6 +336,11 @@ pub struct DHash<T> {
     /// The array a rebuild is moving the entries into, null when none is under way. Set
     /// and cleared by the writer; readers that miss in `current` look here.
     future: AtomicPtr<Head>,
+    /// Atomic, written by the writer: odd while a rebuild step moves entries or ends the
+    /// rebuild (a sequence count for [`DHash::get_sure`]).
+    resizing: AtomicU64,
+    /// Immutable: keyed with [`table_seed`].
+    hasher: foldhash::fast::FixedState,
     /// Writer-only: old groups already moved into `future`.
     moved: AtomicUsize,
     /// Writer-only: old groups each change moves during the rebuild under way.
@@ -345,14 +352,17 @@ pub struct DHash<T> {
     len: AtomicUsize,
     /// Debug check that writers are serialized.
     writing: AtomicBool,
-    /// Atomic, written by the writer: odd while a rebuild step moves entries or ends the
-    /// rebuild (a sequence count for [`DHash::get_sure`]).
-    resizing: AtomicU64,
-    /// Immutable: keyed with [`table_seed`].
-    hasher: foldhash::fast::FixedState,
     /// The arrays hold `Arc<T>`s.
     _values: PhantomData<Arc<T>>,
 }
+
+// What a lookup reads of the table itself is one line, at its start (a directory's
+// `Dir` begins with its table and starts a line: see `dentry.rs`).
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(DHash<()>, hasher) + size_of::<foldhash::fast::FixedState>() <= 64);
+    assert!(offset_of!(DHash<()>, resizing) < 64 && offset_of!(DHash<()>, future) < 64);
+};
 
 // SAFETY: a table of `Arc<T>` shared between threads: values are read by many threads and
 // dropped by any (through the collector); names are plain bytes.

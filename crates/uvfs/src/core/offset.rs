@@ -100,6 +100,12 @@ impl<T> OffsetMap<T> {
         self.slots.len() - self.holes
     }
 
+    /// Whether there is no child (a directory `rmdir` may remove).
+    pub(crate) fn is_empty(&self) -> bool {
+        // Never a deque of empty slots only: those at either end go at once.
+        self.slots.is_empty()
+    }
+
     /// Forgets every child.
     pub(crate) fn clear(&mut self) {
         self.slots = VecDeque::new();

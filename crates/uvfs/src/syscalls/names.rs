@@ -338,7 +338,7 @@ impl Task {
         }
         let vdir = victim.dir().ok_or(Errno::ENOTDIR)?;
         let mut vlocked = vdir.lock.write();
-        if p.parent.mnt.sb.dcache_complete() && vlocked.count > 0 {
+        if p.parent.mnt.sb.dcache_complete() && !vlocked.order.is_empty() {
             return Err(Errno::ENOTEMPTY);
         }
         p.parent.mnt.sb.fs().rmdir(dir_inode, name, &inode)?;
@@ -587,7 +587,7 @@ impl Rename<'_> {
         let mut tl = match self.tgt {
             Some(t) if !exchange && t.inode().expect("positive").is_dir() => {
                 let l = t.dir().ok_or(Errno::ENOTDIR)?.lock.write();
-                if sb.dcache_complete() && l.count > 0 {
+                if sb.dcache_complete() && !l.order.is_empty() {
                     return Err(Errno::ENOTEMPTY);
                 }
                 Some(l)
