@@ -112,6 +112,33 @@ mod tests {
     use super::*;
     use crate::{DirFd, InotifyFlags, OpenFlags};
 
+    /// A dentry's name: the one it was made with (inline up to 39 bytes, else on the
+    /// heap), then each rename's, the replaced one freed through the collector, the last
+    /// with the dentry (run under Miri by the test command).
+    #[test]
+    fn dentry_names_through_renames() {
+        // Explicit limits: no `sysinfo` call, which Miri does not have.
+        let vfs = Vfs::new(VfsConfig { root_size_limit: Some(0), root_inode_limit: Some(0), ..Default::default() });
+        let t = vfs.root_task();
+        let long = "l".repeat(60);
+        t.mkdir(b"/a", 0o755).unwrap();
+        t.chdir(b"/a").unwrap();
+        let names = ["b", long.as_str(), "c", "a-name-of-exactly-thirty-nine-bytes-xyz"];
+        let mut at = String::from("/a");
+        for n in names {
+            let to = format!("/{n}");
+            t.rename(at.as_bytes(), to.as_bytes()).unwrap();
+            assert_eq!(t.getcwd().unwrap(), to.as_bytes());
+            at = to;
+        }
+        let fd = t.open(b"/", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+        let listed: Vec<Vec<u8>> = t.getdents(fd, 100).unwrap().into_iter().map(|e| e.name).collect();
+        assert!(listed.contains(&names[3].as_bytes().to_vec()), "{listed:?}");
+        t.close(fd).unwrap();
+        t.chdir(b"/").unwrap();
+        t.rmdir(at.as_bytes()).unwrap();
+    }
+
     /// Dropping the instance while files and an inotify instance outlive it: they stay
     /// usable and are released safely afterwards (run under Miri by the test command).
     #[test]

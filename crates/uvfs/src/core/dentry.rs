@@ -7,11 +7,12 @@
 //! complete in the cache). A directory's dentry owns the map of its children, which
 //! lockless lookups probe; every change to the map happens under the directory's lock.
 //!
-//! Layout (seed 004): a dentry is one cache line, the fields a lookup reads
-//! ([`DentryHot`]) and the readdir position (written only when the dentry is linked, as
-//! its name and parent are); what changes while others look up (the `Arc` strong count,
-//! which `align(64)` places on the cache line *before* the dentry, and hostfs's `d_time`,
-//! behind `cold`) never shares that line. The checks at the end of this file assert it.
+//! Layout (seed 004): with its `Arc` counts a dentry is two cache lines. The fields a
+//! lookup reads ([`DentryHot`]) start the second, beside what only links, renames and
+//! hostfs's revalidation write (the readdir position, a renamed name, `d_time`); the
+//! `Arc` counts, which every reference taken or dropped writes, are on the first, with
+//! the name the dentry was made with (lookups compare names in the parent's table). The
+//! checks at the end of this file assert it.
 
 use std::borrow::Borrow;
 use std::mem::MaybeUninit;
@@ -20,36 +21,45 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::core::inode::Inode;
 use crate::sync::RwLock;
-use crate::sync::rcu::{ArcBorrow, LocalGuard, Rcu, RcuArc, RcuBox};
+use crate::sync::rcu::{ArcBorrow, LocalGuard, Rcu, RcuArc, RcuOptBox};
 
 /// A name in a directory: bytes, not UTF-8, at most 255 of them, in 16 bytes. A name of
 /// at most [`Name::INLINE`] bytes is kept in the value itself (Linux's `d_iname`), so
 /// it costs no allocation, and a children-map probe compares it inside the map's slot,
 /// without a load from elsewhere; a longer one owns a heap copy.
+pub type Name = InlineName<15>;
+
+/// The name a dentry is made with: as [`Name`], in 40 bytes, so that names of up to 39
+/// bytes (nearly all) cost the dentry no allocation.
+pub(crate) type DName = InlineName<39>;
+
+/// A name of at most 255 bytes, the first `N` of them kept inline (`N + 1` bytes, 8-aligned,
+/// `N >= 8`), a longer one in a heap copy it owns.
 #[repr(C, align(8))]
-pub struct Name {
-    /// Immutable. Inline (`len <= INLINE`): the bytes. Heap: the first 8 bytes hold the
+pub struct InlineName<const N: usize> {
+    /// Immutable. Inline (`len <= N`): the bytes. Heap: the first 8 bytes hold the
     /// pointer of the owned `[u8; len]` (as `MaybeUninit` bytes, which keep a pointer's
     /// provenance when copied).
-    bytes: [MaybeUninit<u8>; Name::INLINE],
+    bytes: [MaybeUninit<u8>; N],
     /// Immutable: the length, which also says where the bytes are.
     len: u8,
 }
 
-// The layout `Name` relies on: 16 bytes, the pointer slot 8-aligned at offset 0.
+// The layouts the names rely on: no padding, the pointer slot 8-aligned at offset 0.
 const _: () = assert!(std::mem::size_of::<Name>() == 16 && std::mem::align_of::<Name>() == 8);
+const _: () = assert!(std::mem::size_of::<DName>() == 40 && std::mem::align_of::<DName>() == 8);
 
-impl Name {
+impl<const N: usize> InlineName<N> {
     /// The longest name kept inline.
-    pub const INLINE: usize = 15;
+    pub const INLINE: usize = N;
 
     /// A name from bytes. Every name reaching a dentry passed a `NAME_MAX` (255) check
     /// (the walk's ENAMETOOLONG, or the filesystem's own), so its length fits the `u8`.
-    pub fn new(b: &[u8]) -> Name {
+    pub fn new(b: &[u8]) -> InlineName<N> {
         let len = u8::try_from(b.len()).expect("a dentry name is at most NAME_MAX bytes");
-        // The heap copy first: nothing may fail once a `Name` claims to own one.
-        let heap = (b.len() > Name::INLINE).then(|| Box::into_raw(Box::<[u8]>::from(b)).cast::<u8>());
-        let mut name = Name { bytes: [MaybeUninit::uninit(); Name::INLINE], len };
+        // The heap copy first: nothing may fail once a name claims to own one.
+        let heap = (b.len() > N).then(|| Box::into_raw(Box::<[u8]>::from(b)).cast::<u8>());
+        let mut name = InlineName { bytes: [MaybeUninit::uninit(); N], len };
         match heap {
             None => {
                 for (d, s) in name.bytes.iter_mut().zip(b) {
@@ -58,15 +68,16 @@ impl Name {
             }
             // SAFETY: `bytes` is 8-aligned in place (the first field of an `align(8)`
             // struct; not in a local array, which is 1-aligned) and at least 8 bytes
-            // long; writing a pointer into `MaybeUninit` bytes is allowed.
+            // long (`N >= 8`, see the layout checks); writing a pointer into
+            // `MaybeUninit` bytes is allowed.
             Some(p) => unsafe { name.bytes.as_mut_ptr().cast::<*mut u8>().write(p) },
         }
         name
     }
 
-    /// The heap copy's pointer (`len > INLINE` only).
+    /// The heap copy's pointer (`len > N` only).
     fn heap_ptr(&self) -> *mut u8 {
-        debug_assert!(self.len as usize > Name::INLINE);
+        debug_assert!(self.len as usize > N);
         // SAFETY: a heap name wrote its pointer at offset 0, which is 8-aligned (`new`).
         unsafe { self.bytes.as_ptr().cast::<*mut u8>().read() }
     }
@@ -75,7 +86,7 @@ impl Name {
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         let len = self.len as usize;
-        if len <= Name::INLINE {
+        if len <= N {
             // SAFETY: `new` initialized the first `len` inline bytes.
             unsafe { std::slice::from_raw_parts(self.bytes.as_ptr().cast::<u8>(), len) }
         } else {
@@ -86,10 +97,10 @@ impl Name {
     }
 }
 
-impl Drop for Name {
+impl<const N: usize> Drop for InlineName<N> {
     fn drop(&mut self) {
         let len = self.len as usize;
-        if len > Name::INLINE {
+        if len > N {
             // SAFETY: the pointer came from `Box::<[u8]>::into_raw` of `len` bytes in `new`
             // and is freed only here, once.
             drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.heap_ptr(), len)) });
@@ -97,34 +108,34 @@ impl Drop for Name {
     }
 }
 
-impl Clone for Name {
-    fn clone(&self) -> Name {
-        Name::new(self.as_bytes())
+impl<const N: usize> Clone for InlineName<N> {
+    fn clone(&self) -> Self {
+        InlineName::new(self.as_bytes())
     }
 }
 
-impl PartialEq for Name {
-    fn eq(&self, other: &Name) -> bool {
+impl<const N: usize> PartialEq for InlineName<N> {
+    fn eq(&self, other: &Self) -> bool {
         self.as_bytes() == other.as_bytes()
     }
 }
 
-impl Eq for Name {}
+impl<const N: usize> Eq for InlineName<N> {}
 
 /// Hashes as its bytes, as [`Borrow<[u8]>`] requires (map probes hash a `&[u8]`).
-impl std::hash::Hash for Name {
+impl<const N: usize> std::hash::Hash for InlineName<N> {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.as_bytes().hash(state)
     }
 }
 
-impl std::fmt::Debug for Name {
+impl<const N: usize> std::fmt::Debug for InlineName<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Name({:?})", String::from_utf8_lossy(self.as_bytes()))
     }
 }
 
-impl Borrow<[u8]> for Name {
+impl<const N: usize> Borrow<[u8]> for InlineName<N> {
     fn borrow(&self) -> &[u8] {
         self.as_bytes()
     }
@@ -146,20 +157,33 @@ pub const DENTRY_PARENT_WATCHED: u32 = 1 << 2;
 /// Linux's `DCACHE_OP_REVALIDATE`). Read with the other flags the walk loads anyway.
 pub const DENTRY_OP_REVALIDATE: u32 = 1 << 4;
 
-/// A dentry. Only ever constructed as `Arc<Dentry>` (the walk relies on it). One cache
-/// line (`align(64)`), so that with its `Arc` counts on the line before it the whole
-/// object is 128 bytes, a size the allocator hands out 64-aligned from its fast path.
-#[repr(C, align(64))]
+/// A dentry. Only ever constructed as `Arc<Dentry>` (the walk relies on it). With its
+/// `Arc` counts, two cache lines (128 bytes, the allocator's class whose blocks start on a
+/// line): the first holds the counts, the name it was made with and the instance's
+/// counts it is counted in, the second what
+/// lockless lookups read and what only links, renames and revalidation write. See the
+/// layout checks at the end of this file.
+#[repr(C)]
 pub struct Dentry {
+    /// Immutable: the name the dentry was made with, and its name until a rename gives it
+    /// another (`renamed`). Inline up to 39 bytes. Lookups compare names in the parent's
+    /// table, not here, so it shares the line of the `Arc`'s counts.
+    iname: DName,
+    /// Immutable: the instance's evictable-dentry counts this dentry is counted in (a
+    /// dentry a lookup cached for a filesystem that is not dcache-complete), `None`
+    /// otherwise. Decremented when the dentry is freed.
+    counted: Option<Arc<DcacheCounts>>,
     /// Read by lockless lookups; see the module docs.
     pub(crate) hot: DentryHot,
+    /// The name since the last rename (empty: `iname`). Replaced by rename under the
+    /// rename lock and both directories' locks, the old one retired through the collector.
+    renamed: RcuOptBox<Name>,
     /// Position in the parent's readdir order; set under the parent's dir lock when the
-    /// dentry is linked (create, rename), as `parent` and `name` are.
+    /// dentry is linked (create, rename), as `parent` and the name are.
     pub(crate) pos: AtomicU64,
-    /// What only some filesystems' dentries use, among it what lookups write (hostfs's
-    /// `d_time`), in an allocation of its own; made once, at the dentry's creation for a
-    /// counted one, else by the first `d_time`.
-    pub(crate) cold: once_cell::race::OnceBox<DentryCold>,
+    /// Atomic, the filesystem's to use (Linux's `d_time`): hostfs keeps when the name was
+    /// last checked against the host, written at most once per check interval.
+    time: AtomicU64,
 }
 
 /// The lookup-read part of a dentry.
@@ -178,20 +202,6 @@ pub struct DentryHot {
     /// The parent (`None` only for a filesystem root). Replaced by rename under the rename
     /// lock, the old value retired through the collector.
     pub(crate) parent: Option<RcuArc<Dentry>>,
-    /// The name. Replaced by rename, like `parent`.
-    pub(crate) name: RcuBox<Name>,
-}
-
-/// The part of a dentry that few use and lookups may write, off the dentry's line.
-#[derive(Default)]
-pub struct DentryCold {
-    /// Immutable: the instance's evictable-dentry counts this dentry is counted in (a
-    /// dentry a lookup cached for a filesystem that is not dcache-complete), `None`
-    /// otherwise. Decremented when the dentry is freed.
-    pub(crate) counted: Option<Arc<DcacheCounts>>,
-    /// Atomic, the filesystem's to use (Linux's `d_time`): hostfs keeps when the name was
-    /// last checked against the host.
-    pub(crate) time: AtomicU64,
 }
 
 /// Dentries the instance may evict (cached lookups of filesystems that are not
@@ -215,7 +225,7 @@ impl DcacheCounts {
 
 impl Drop for Dentry {
     fn drop(&mut self) {
-        if let Some(c) = self.cold.get().and_then(|c| c.counted.as_ref()) {
+        if let Some(c) = &self.counted {
             c.slot(self.hot.inode.is_some()).fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -273,22 +283,18 @@ impl Dentry {
             _ => None,
         };
         Arc::new(Dentry {
+            iname: DName::new(name),
+            counted,
             hot: DentryHot {
                 flags: AtomicU32::new(flags),
                 mounts: AtomicU32::new(0),
                 inode,
                 dir,
                 parent: parent.map(RcuArc::new),
-                name: RcuBox::new(Name::new(name)),
             },
+            renamed: RcuOptBox::empty(),
             pos: AtomicU64::new(0),
-            cold: match counted {
-                Some(c) => once_cell::race::OnceBox::with_value(Box::new(DentryCold {
-                    counted: Some(c),
-                    ..Default::default()
-                })),
-                None => once_cell::race::OnceBox::new(),
-            },
+            time: AtomicU64::new(0),
         })
     }
 
@@ -347,7 +353,7 @@ impl Dentry {
     /// [`FileSystem::d_revalidate`](crate::core::superblock::FileSystem::d_revalidate).
     #[inline]
     pub fn d_time(&self) -> &AtomicU64 {
-        &self.cold.get_or_init(Box::default).time
+        &self.time
     }
 
     /// Whether cached lookups of this dentry are revalidated by its filesystem.
@@ -410,7 +416,10 @@ impl Dentry {
 
     /// The name, read under a guard.
     pub(crate) fn name<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g [u8] {
-        self.hot.name.load(guard).as_bytes()
+        match self.renamed.load(guard) {
+            Some(n) => n.as_bytes(),
+            None => self.iname.as_bytes(),
+        }
     }
 
     /// Lockless lookup of a child (positive or negative) in this directory:
@@ -434,7 +443,7 @@ impl Dentry {
         if let Some(p) = &self.hot.parent {
             p.replace(parent.clone(), rcu);
         }
-        self.hot.name.replace(Name::new(name), rcu);
+        self.renamed.replace(Name::new(name), rcu);
     }
 }
 
@@ -445,19 +454,20 @@ impl std::fmt::Debug for Dentry {
 }
 
 // Seed 004, checked at compile time: the lookup-read fields share no cache line with
-// anything written during a lookup or by reference counting. `align(64)` makes the dentry
-// start a cache line, so an `Arc`'s counts (strong, weak) sit on the line before it, and
-// the dentry is that one line: what lookups may write (`d_time`) is behind `cold`.
+// anything written by reference counting. The `Arc`'s counts (strong, weak: 16 bytes)
+// come first in its allocation, which is 128 bytes, a block of the allocator's 128-byte
+// class, which starts on a line (mimalloc's does; `uvfs-alloc`'s tests check it). The
+// counts and the first name share the first line; the lookup-read fields start the second.
 const _: () = {
     use std::mem::{align_of, offset_of, size_of};
-    assert!(align_of::<Dentry>() == 64);
-    assert!(size_of::<Dentry>() == 64);
-    assert!(offset_of!(Dentry, hot) == 0);
-    assert!(offset_of!(DentryHot, flags) < 64);
-    assert!(offset_of!(DentryHot, inode) < 64);
-    assert!(offset_of!(DentryHot, dir) < 64);
-    assert!(offset_of!(DentryHot, parent) < 64);
-    assert!(offset_of!(DentryHot, name) < 64);
+    /// `ArcInner`'s counts, before the value (8-aligned: no padding).
+    const COUNTS: usize = 2 * size_of::<usize>();
+    assert!(align_of::<Dentry>() == 8);
+    assert!(COUNTS + size_of::<Dentry>() == 128);
+    assert!(offset_of!(Dentry, iname) == 0 && COUNTS + offset_of!(Dentry, counted) + 8 == 64);
+    assert!(COUNTS + offset_of!(Dentry, hot) == 64);
+    assert!(offset_of!(DentryHot, flags) == 0 && offset_of!(DentryHot, parent) + 8 <= size_of::<DentryHot>());
+    assert!(offset_of!(Dentry, renamed) > offset_of!(Dentry, hot));
     // The directory lock (written by every locked lookup) lives in the directory's own
     // allocation, after its map.
     assert!(offset_of!(Dir, lock) >= size_of::<ChildMap>());
@@ -470,7 +480,7 @@ const _: () = {
 
 #[cfg(test)]
 mod tests {
-    use super::Name;
+    use super::{DName, Name};
     use std::hash::BuildHasher;
 
     /// Inline up to 15 bytes, on the heap beyond, the same bytes either way: empty, the
@@ -491,5 +501,12 @@ mod tests {
             assert_eq!(h.hash_one(&c), h.hash_one(&b[..]), "hash of a {len}-byte name");
         }
         assert!(format!("{:?}", Name::new(b"readme.txt")).contains("readme.txt"));
+        // A dentry's own copy keeps up to 39 bytes inline, the same bytes either way.
+        for len in [0usize, 15, 16, 39, 40, 255] {
+            let b: Vec<u8> = (0..len).map(|i| b'A' + (i % 26) as u8).collect();
+            let n = DName::new(&b);
+            assert_eq!((n.as_bytes(), n.len as usize > DName::INLINE), (&b[..], len > 39));
+            assert_eq!(n.clone().as_bytes(), &b[..]);
+        }
     }
 }

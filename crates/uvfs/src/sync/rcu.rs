@@ -321,9 +321,76 @@ impl<T> Drop for RcuBox<T> {
     }
 }
 
+/// An [`RcuBox`] that starts empty: for a value that most owners never set (a dentry's
+/// name after a rename), at the cost of a null pointer.
+pub(crate) struct RcuOptBox<T> {
+    /// Atomic; null, or owns the `Box` it points to.
+    ptr: AtomicPtr<T>,
+    _owns: PhantomData<Option<Box<T>>>,
+}
+
+// SAFETY: it is an `Option<Box<T>>` with atomic replacement.
+unsafe impl<T: Send + Sync> Send for RcuOptBox<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send + Sync> Sync for RcuOptBox<T> {}
+
+impl<T: Send + Sync + 'static> RcuOptBox<T> {
+    /// An empty cell.
+    pub(crate) const fn empty() -> RcuOptBox<T> {
+        RcuOptBox { ptr: AtomicPtr::new(std::ptr::null_mut()), _owns: PhantomData }
+    }
+
+    /// The current value, if any, for as long as both `guard` and the cell are borrowed.
+    #[inline]
+    pub(crate) fn load<'g>(&'g self, guard: &'g LocalGuard<'_>) -> Option<&'g T> {
+        let p = guard.protect(&self.ptr, Ordering::Acquire);
+        // SAFETY: as `RcuBox::load`: a box is freed only through the collector after
+        // `replace`, or by the cell's drop (which the borrow of `self` excludes).
+        unsafe { p.as_ref() }
+    }
+
+    /// Installs `value`; the previous one, if any, is freed after current readers leave.
+    pub(crate) fn replace(&self, value: T, rcu: &Rcu) {
+        let old = self.ptr.swap(Box::into_raw(Box::new(value)), Ordering::AcqRel);
+        if !old.is_null() {
+            // SAFETY: `old` is a `Box` no longer published by this cell.
+            unsafe { rcu.collector.retire(old, reclaim_box::<T>) };
+        }
+    }
+}
+
+impl<T> Drop for RcuOptBox<T> {
+    fn drop(&mut self) {
+        let p = *self.ptr.get_mut();
+        if !p.is_null() {
+            // SAFETY: the cell owns the box; see `RcuArc::drop` for why no reader remains.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An empty cell reads as empty; a value replaced while a reader holds it stays
+    /// readable until the reader leaves; the cell frees what it holds (Miri checks).
+    #[test]
+    fn optional_boxes_start_empty_and_outlive_their_readers() {
+        let rcu = Rcu::new();
+        let cell = RcuOptBox::<Vec<u8>>::empty();
+        let g = rcu.pin();
+        assert!(cell.load(&g).is_none());
+        cell.replace(vec![1, 2], &rcu);
+        let seen = cell.load(&g).unwrap();
+        cell.replace(vec![3], &rcu);
+        assert_eq!(seen, &[1, 2]);
+        assert_eq!(cell.load(&g).unwrap(), &[3]);
+        drop(g);
+        rcu.flush();
+        drop(cell);
+        drop(RcuOptBox::<Vec<u8>>::empty());
+    }
 
     /// Replaced values stay readable for a reader pinned before the replacement, and
     /// are freed once it leaves (Miri checks both).
