@@ -209,16 +209,6 @@ impl std::ops::Deref for PagesRead<'_> {
     }
 }
 
-/// Per-inode private data.
-enum Node {
-    /// Regular file contents.
-    File(FilePages),
-    /// Symlink body (the filesystem's own copy; the inode caches one too).
-    Link(Box<[u8]>),
-    /// Directories and special files carry nothing.
-    Other,
-}
-
 /// Extended attributes: full name -> value.
 type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
 
@@ -231,9 +221,12 @@ struct MemMeta {
     acls: Mutex<[Option<Arc<Acl>>; 2], { crate::sync::rank::FS_META }>,
 }
 
-/// Returns the inode's space to the filesystem when it is freed.
+/// Per-inode private data; returns the inode's space to the filesystem when it is freed.
+/// 48 bytes: a symlink's body is the one the inode keeps (`Inode::cached_link`), set when
+/// it is made, not a second copy here.
 struct MemNode {
-    node: Node,
+    /// A regular file's contents (unused by anything else).
+    pages: FilePages,
     /// Set once, by the first xattr or ACL the inode gets: an inode without either (most
     /// files) carries no empty map and no locks for them.
     meta: once_cell::race::OnceBox<MemMeta>,
@@ -246,6 +239,9 @@ struct MemNode {
     /// `fsflags`); the ones the VFS enforces are mirrored in the inode.
     fsflags: AtomicU32,
 }
+
+// The allocator's 48-byte class: an empty file's share of memory (issue 15).
+const _: () = assert!(std::mem::size_of::<MemNode>() <= 48);
 
 /// The inode flags tmpfs keeps (`SHMEM_FL_USER_MODIFIABLE`, without `FS_CASEFOLD_FL`:
 /// memfs has no case-insensitive directories, as tmpfs mounted without `casefold`).
@@ -260,9 +256,7 @@ impl MemNode {
         if self.evicted.swap(true, Ordering::AcqRel) {
             return;
         }
-        if let Node::File(FilePages(made)) = &self.node
-            && let Some(pages) = made.get()
-        {
+        if let Some(pages) = self.pages.0.get() {
             let mut pages = pages.write();
             self.usage.pages.fetch_sub(pages.len() as u64, Ordering::Relaxed);
             pages.clear();
@@ -304,8 +298,9 @@ impl MemFs {
         inode.private::<MemNode>().expect("memfs inode without memfs data")
     }
 
-    fn node(inode: &Inode) -> &Node {
-        &MemFs::mem(inode).node
+    /// A regular file's contents (`None`: not a regular file).
+    fn file_pages(inode: &Inode) -> Option<&FilePages> {
+        (inode.file_type() == FileType::Regular).then(|| &MemFs::mem(inode).pages)
     }
 
     fn acl_index(ty: AclType) -> usize {
@@ -319,15 +314,16 @@ impl MemFs {
         let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
         self.usage.reserve_ispace(self.max_inodes, BOGO_INODE_SIZE)?;
         let now = Timespec::now();
-        let (node, size, blocks, link) = match ftype {
-            FileType::Regular => (Node::File(FilePages::default()), 0, 0, None),
-            FileType::Directory => (Node::Other, 2 * DIRENT_SIZE, 0, None),
+        let (size, blocks, link) = match ftype {
+            FileType::Regular => (0, 0, None),
+            FileType::Directory => (2 * DIRENT_SIZE, 0, None),
             FileType::Symlink => {
                 let t = args.target.unwrap_or_default();
                 let blocks = if t.len() + 1 > SHORT_SYMLINK_LEN { PAGE / 512 } else { 0 };
-                (Node::Link(t.into()), t.len() as u64, blocks, Some(t.into()))
+                // The body lives in the inode (`Inode::cached_link`), memfs's only copy.
+                (t.len() as u64, blocks, Some(t.into()))
             }
-            _ => (Node::Other, 0, 0, None),
+            _ => (0, 0, None),
         };
         let n = NewInode {
             ino: Ino(self.next_ino.fetch_add(1, Ordering::Relaxed)),
@@ -349,7 +345,7 @@ impl MemFs {
             let _ = meta.set(Box::new(MemMeta { acls, ..Default::default() }));
         }
         let mem = MemNode {
-            node,
+            pages: FilePages::default(),
             meta,
             usage: self.usage.clone(),
             evicted: AtomicBool::new(false),
@@ -544,14 +540,14 @@ impl FileSystem for MemFs {
     }
 
     fn readlink(&self, inode: &Inode) -> Result<Vec<u8>> {
-        match MemFs::node(inode) {
-            Node::Link(t) => Ok(t.to_vec()),
+        match inode.file_type() {
+            FileType::Symlink => inode.cached_link().map(<[u8]>::to_vec).ok_or(Errno::EIO),
             _ => Err(Errno::EINVAL),
         }
     }
 
     fn truncate(&self, inode: &Inode, size: u64) -> Result<()> {
-        let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::EINVAL) };
+        let Some(pages) = MemFs::file_pages(inode) else { return Err(Errno::EINVAL) };
         if size > MAX_FILE_SIZE {
             return Err(Errno::EFBIG);
         }
@@ -576,7 +572,7 @@ impl FileSystem for MemFs {
     }
 
     fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
-        let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::EINVAL) };
+        let Some(pages) = MemFs::file_pages(inode) else { return Err(Errno::EINVAL) };
         let pages = pages.read();
         let size = inode.size();
         if off >= size {
@@ -598,7 +594,7 @@ impl FileSystem for MemFs {
     }
 
     fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)> {
-        let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::EINVAL) };
+        let Some(pages) = MemFs::file_pages(inode) else { return Err(Errno::EINVAL) };
         // Every write and truncate of the file holds this lock, so the size an append
         // resolves against is the one it extends.
         let mut pages = pages.write();
@@ -636,7 +632,7 @@ impl FileSystem for MemFs {
     }
 
     fn fallocate(&self, inode: &Inode, mode: FallocFlags, off: u64, len: u64) -> Result<()> {
-        let Node::File(pages) = MemFs::node(inode) else { return Err(Errno::ENODEV) };
+        let Some(pages) = MemFs::file_pages(inode) else { return Err(Errno::ENODEV) };
         let end = off + len;
         let mut pages = pages.write();
         if mode == FallocFlags::PUNCH_HOLE | FallocFlags::KEEP_SIZE {
@@ -675,7 +671,7 @@ impl FileSystem for MemFs {
     }
 
     fn seek_hole_data(&self, inode: &Inode, off: u64, hole: bool) -> Result<u64> {
-        let Node::File(pages) = MemFs::node(inode) else { return Ok(if hole { inode.size() } else { off }) };
+        let Some(pages) = MemFs::file_pages(inode) else { return Ok(if hole { inode.size() } else { off }) };
         let pages = pages.read();
         let size = inode.size();
         // Reserved pages never written are holes, as tmpfs's folios that are not uptodate.
@@ -695,7 +691,7 @@ impl FileSystem for MemFs {
     fn copy_range(&self, src: &Inode, src_off: u64, dst: &Inode, dst_off: u64, len: u64) -> Result<u64> {
         // Whole pages are shared when both offsets are page-aligned; anything else is
         // copied through a buffer by the VFS.
-        let (Node::File(from), Node::File(to)) = (MemFs::node(src), MemFs::node(dst)) else {
+        let (Some(from), Some(to)) = (MemFs::file_pages(src), MemFs::file_pages(dst)) else {
             return Err(Errno::EINVAL);
         };
         if !src_off.is_multiple_of(PAGE) || !dst_off.is_multiple_of(PAGE) || len < PAGE {
