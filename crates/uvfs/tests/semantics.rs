@@ -60,6 +60,45 @@ fn getdents_cursor_is_stable_under_churn() {
     assert_eq!(again.len(), 2 + 200 + 5);
 }
 
+/// A directory big enough that its children table is mapped from the kernel rather than
+/// allocated (some 16,000 entries and more; `core/dhash.rs`): every name is found while it
+/// grows and after most are removed (the table rebuilt smaller, into allocated memory),
+/// and a listing has each exactly once.
+#[test]
+fn a_huge_directory_through_its_growth_and_shrinking() {
+    let vfs = Vfs::new(VfsConfig::default());
+    let t = vfs.root_task();
+    t.mkdir(b"/big", 0o755).unwrap();
+    let n = 100_000;
+    let path = |i: usize| format!("/big/entry-{i}").into_bytes();
+    for i in 0..n {
+        t.mknodat(DirFd::Cwd, &path(i), 0o100644, 0).unwrap();
+        if i % 9973 == 0 {
+            for j in (0..=i).step_by(997) {
+                assert!(t.fstatat(DirFd::Cwd, &path(j), AtFlags::empty()).is_ok(), "entry {j} of {i}");
+            }
+        }
+    }
+    for i in (0..n).filter(|i| i % 50 != 0) {
+        t.unlink(&path(i)).unwrap();
+    }
+    // A change after the removals lets the table rebuild into a small array.
+    t.mknodat(DirFd::Cwd, b"/big/last", 0o100644, 0).unwrap();
+    for i in 0..n {
+        let r = t.fstatat(DirFd::Cwd, &path(i), AtFlags::empty());
+        assert_eq!(r.is_ok(), i % 50 == 0, "entry {i}: {r:?}");
+    }
+    let fd = t.open(b"/big", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    let mut listed = Vec::new();
+    while names(&t, fd, 1000, &mut listed) {}
+    t.close(fd).unwrap();
+    listed.sort();
+    let mut want: Vec<Vec<u8>> = (0..n).filter(|i| i % 50 == 0).map(|i| path(i)[5..].to_vec()).collect();
+    want.extend([b".".to_vec(), b"..".to_vec(), b"last".to_vec()]);
+    want.sort();
+    assert_eq!(listed, want);
+}
+
 #[test]
 fn getdents64_layout() {
     let vfs = Vfs::default();

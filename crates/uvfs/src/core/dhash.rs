@@ -132,6 +132,13 @@ impl<T> Clone for Array<T> {
 
 impl<T> Copy for Array<T> {}
 
+/// Arrays of at least this many bytes (a directory of some 16,000 entries and more) are
+/// mapped from the kernel, not taken from the allocator: a new mapping's pages read as zero,
+/// so its tags need no writing (a 1M-entry directory's next array has 2 MB of them, which
+/// the change that started a rebuild wrote at once, taking a page fault for each of their
+/// 512 pages), and `munmap` gives an outgrown array back at once.
+const MAPPED: usize = 1 << 20;
+
 impl<T> Array<T> {
     /// Where the slots start, and the allocation's layout, for `groups` tag words.
     fn layout(groups: usize) -> (usize, Layout) {
@@ -140,20 +147,37 @@ impl<T> Array<T> {
         (slots, Layout::from_size_align(size, align_of::<Slot<T>>()).expect("a DHash array's layout"))
     }
 
+    /// Whether an array of `layout` is mapped from the kernel rather than allocated.
+    fn mapped(layout: Layout) -> bool {
+        layout.size() >= MAPPED && !cfg!(miri)
+    }
+
     /// An array of `cap` usable slots: a power of two up to 64, then a multiple of 8.
     fn new(cap: usize) -> Array<T> {
         let groups = cap.div_ceil(GROUP);
         let (slots, layout) = Self::layout(groups);
-        // SAFETY: the layout has a non-zero size (a head and one group at least).
-        let p = unsafe { std::alloc::alloc(layout) };
+        let p = if Self::mapped(layout) {
+            use rustix::mm::{MapFlags, ProtFlags, mmap_anonymous};
+            let prot = ProtFlags::READ | ProtFlags::WRITE;
+            // SAFETY: a new private anonymous mapping, placed by the kernel (no address
+            // given), so it overlaps nothing of ours.
+            unsafe { mmap_anonymous(std::ptr::null_mut(), layout.size(), prot, MapFlags::PRIVATE) }
+                .map_or(std::ptr::null_mut(), |m| m.cast::<u8>())
+        } else {
+            // SAFETY: the layout has a non-zero size (a head and one group at least).
+            let p = unsafe { std::alloc::alloc(layout) };
+            if !p.is_null() {
+                // SAFETY: the allocation holds `groups` tag words after the head, aligned
+                // (the slots' alignment covers both): they start empty (zero). A mapping's
+                // pages read as zero already.
+                unsafe { std::ptr::write_bytes(p.add(size_of::<Head>()).cast::<AtomicU64>(), 0, groups) };
+            }
+            p
+        };
         let Some(head) = NonNull::new(p.cast::<Head>()) else { std::alloc::handle_alloc_error(layout) };
-        // SAFETY: the allocation holds the head and `groups` tag words after it, aligned
-        // (the slots' alignment covers both); the tags start empty (zero), the slots
-        // uninitialized.
-        unsafe {
-            head.write(Head { groups, cap, slots });
-            std::ptr::write_bytes(p.add(size_of::<Head>()).cast::<AtomicU64>(), 0, groups);
-        }
+        // SAFETY: the memory holds the head, aligned (a page, or the slots' alignment); the
+        // slots stay uninitialized.
+        unsafe { head.write(Head { groups, cap, slots }) };
         let a = Array { head, _slots: PhantomData };
         // The slots a small array does not use read as deleted: probes pass them, inserts
         // skip them.
@@ -312,8 +336,13 @@ impl<T> Array<T> {
             }
         }
         let (_, layout) = Self::layout(self.groups());
-        // SAFETY: allocated in `new` with this layout; per the contract, unreachable.
-        unsafe { std::alloc::dealloc(self.head.as_ptr().cast(), layout) };
+        if Self::mapped(layout) {
+            // SAFETY: mapped in `new` with this length; per the contract, unreachable.
+            let _ = unsafe { rustix::mm::munmap(self.head.as_ptr().cast(), layout.size()) };
+        } else {
+            // SAFETY: allocated in `new` with this layout; per the contract, unreachable.
+            unsafe { std::alloc::dealloc(self.head.as_ptr().cast(), layout) };
+        }
     }
 }
 
