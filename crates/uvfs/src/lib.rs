@@ -63,8 +63,10 @@
 //! ## Fast paths (see `shared/DESIGN.md`), each with a [`FastPaths`] switch
 //! - **Lockless walk, no shared write on lookup** (seed 004): `walk/namei.rs`. A stat, access,
 //!   readlink or failed open of cached names takes no lock, allocates nothing and writes
-//!   no shared memory; the `Arc` count of a dentry lives on the cache line before it
-//!   (`align(64)`), away from the lookup fields (`core/dentry.rs`, checked at compile time).
+//!   no shared memory; the `Arc` counts of a dentry and of an inode share the first line
+//!   of their allocation only with what lookups and stat do not read (a dentry's first
+//!   name, an inode's open count, lock and filesystem data), away from the lookup fields
+//!   (`core/dentry.rs`, `core/inode.rs`, checked at compile time).
 //!   A directory's children are an open-addressed table (`core/dhash.rs`): a probe reads
 //!   one word of tags and the slot whose tag matches, where the hash and the name are
 //!   compared, before any dentry is touched.
