@@ -41,6 +41,13 @@ impl<T> Default for OffsetMap<T> {
     }
 }
 
+/// Gives back what a chunk that shrank for good no longer needs.
+fn shrink<T>(ch: &mut Chunk<T>) {
+    if ch.capacity() > 64 && ch.capacity() > 4 * ch.len() {
+        ch.shrink_to(2 * ch.len());
+    }
+}
+
 impl<T> OffsetMap<T> {
     /// Where `pos` is, or would be inserted: (chunk, index in it); the chunk is the
     /// number of chunks when `pos` is after all of them.
@@ -113,16 +120,17 @@ impl<T> OffsetMap<T> {
         if self.holes > 8 && self.holes * 2 > self.slots() {
             for ch in &mut self.chunks {
                 ch.retain(|s| s.1.is_some());
+                shrink(ch);
             }
             self.chunks.retain(|ch| !ch.is_empty());
             self.holes = 0;
         }
-        // Give back what a chunk that shrank for good no longer needs.
-        if let Some(ch) = self.chunks.get_mut(c.min(self.chunks.len().saturating_sub(1)))
-            && ch.capacity() > 64
-            && ch.capacity() > 4 * ch.len()
-        {
-            ch.shrink_to(2 * ch.len());
+        // The end chunks are the ones the trims above shortened.
+        if let Some(ch) = self.chunks.front_mut() {
+            shrink(ch);
+        }
+        if let Some(ch) = self.chunks.back_mut() {
+            shrink(ch);
         }
         Some(v)
     }
@@ -234,5 +242,14 @@ mod tests {
         assert_eq!(m.len(), 0);
         assert!(m.is_empty() && m.chunks.capacity() <= 16, "chunks {} after emptying", m.chunks.capacity());
         assert_eq!(m.remove(3), None, "removed twice");
+        // A full chunk thinned out from the middle is compacted and shrunk.
+        for p in 0..super::CHUNK as u64 {
+            m.insert(p, p);
+        }
+        for p in (1..super::CHUNK as u64 - 1).filter(|p| p % 100 != 0) {
+            assert_eq!(m.remove(p), Some(p));
+        }
+        assert_eq!(m.values().count(), 12);
+        assert!(m.chunks[0].capacity() <= 64, "capacity {} for 12 children", m.chunks[0].capacity());
     }
 }
