@@ -766,6 +766,7 @@ mod tests {
 
     #[test]
     fn runs_on_fuse_close_their_files_and_unmount() {
+        let _serial = crate::FUSE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: no preconditions.
         assert!(unsafe { libc::geteuid() } == 0, "this test mounts through FUSE: run it as root");
         assert!(std::path::Path::new("/dev/fuse").exists(), "/dev/fuse is missing (modprobe fuse)");

@@ -153,3 +153,9 @@ pub fn run(args: BenchArgs) -> ExitCode {
     }
     ExitCode::from(status)
 }
+
+/// Serializes this crate's unit tests that mount through FUSE. One of them checks that no
+/// mount of this process is left when it ends, which another test's mount, live at that
+/// moment in a parallel test thread, would fail (`/uvfs-bench-fuse.<pid>.<n>` names both).
+#[cfg(test)]
+pub(crate) static FUSE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -336,6 +336,7 @@ mod tests {
 
     #[test]
     fn a_fuse_run_leaves_no_mount_behind() {
+        let _serial = crate::FUSE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: no preconditions.
         assert!(unsafe { libc::geteuid() } == 0, "this test mounts through FUSE: run it as root");
         // The smallest bench that mounts: the cases that hold files open, one short sample.
