@@ -91,7 +91,9 @@ impl<T> OffsetMap<T> {
 
     /// Takes what is at `pos`.
     pub(crate) fn remove(&mut self, pos: u64) -> Option<T> {
-        let (c, i) = self.index(pos);
+        // `rm -rf` removes in readdir order: the first child, found without a search.
+        let first = self.chunks.front().and_then(|ch| ch.front()).map(|&(p, _)| p);
+        let (c, i) = if first == Some(pos) { (0, 0) } else { self.index(pos) };
         let v = match self.chunks.get_mut(c).and_then(|ch| ch.get_mut(i)) {
             Some((p, slot)) if *p == pos => slot.take()?,
             _ => return None,
