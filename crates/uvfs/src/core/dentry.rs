@@ -459,9 +459,8 @@ impl std::fmt::Debug for Dentry {
 // class, which starts on a line (mimalloc's does; `uvfs-alloc`'s tests check it). The
 // counts and the first name share the first line; the lookup-read fields start the second.
 const _: () = {
+    use crate::sync::rcu::ARC_COUNTS as COUNTS;
     use std::mem::{align_of, offset_of, size_of};
-    /// `ArcInner`'s counts, before the value (8-aligned: no padding).
-    const COUNTS: usize = 2 * size_of::<usize>();
     assert!(align_of::<Dentry>() == 8);
     assert!(COUNTS + size_of::<Dentry>() == 128);
     assert!(offset_of!(Dentry, iname) == 0 && COUNTS + offset_of!(Dentry, counted) + 8 == 64);

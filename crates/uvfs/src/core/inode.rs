@@ -660,9 +660,8 @@ pub(crate) fn new_node_args(
 // inode, where a 64-aligned inode with its counts on a line of their own took 256.
 // Checked at compile time.
 const _: () = {
+    use crate::sync::rcu::ARC_COUNTS as COUNTS;
     use std::mem::{align_of, offset_of, size_of};
-    /// `ArcInner`'s counts, before the value (8-aligned: no padding).
-    const COUNTS: usize = 2 * size_of::<usize>();
     const fn line(offset: usize) -> usize {
         (COUNTS + offset) / 64
     }

@@ -279,50 +279,36 @@ impl<T> Drop for RcuArc<T> {
     }
 }
 
-/// An atomically replaceable boxed value that readers load under a guard.
-pub(crate) struct RcuBox<T> {
-    /// Atomic; owns the `Box` it points to.
-    ptr: AtomicPtr<T>,
-    _owns: PhantomData<Box<T>>,
-}
+/// The bytes of an `Arc`'s counts (strong, weak) before its value, for a value aligned to
+/// 8 bytes or less: what the dentry's and the inode's layout checks place lines by.
+pub(crate) const ARC_COUNTS: usize = 2 * std::mem::size_of::<usize>();
 
-// SAFETY: it is a `Box<T>` with atomic replacement.
-unsafe impl<T: Send + Sync> Send for RcuBox<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send + Sync> Sync for RcuBox<T> {}
+/// An atomically replaceable boxed value that readers load under a guard: an
+/// [`RcuOptBox`] that always holds one.
+pub(crate) struct RcuBox<T>(RcuOptBox<T>);
 
 impl<T: Send + Sync + 'static> RcuBox<T> {
     /// A cell holding `value`.
     pub(crate) fn new(value: T) -> RcuBox<T> {
-        RcuBox { ptr: AtomicPtr::new(Box::into_raw(Box::new(value))), _owns: PhantomData }
+        RcuBox(RcuOptBox { ptr: AtomicPtr::new(Box::into_raw(Box::new(value))), _owns: PhantomData })
     }
 
     /// The current value, for as long as both `guard` and the cell are borrowed.
     #[inline]
     pub(crate) fn load<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g T {
-        let p = guard.protect(&self.ptr, Ordering::Acquire);
-        // SAFETY: the box is freed only through the collector after `replace` (so it
-        // outlives `guard`), or by the cell's drop (which the borrow of `self` excludes).
-        unsafe { &*p }
+        // SAFETY: never empty: `new` fills the cell and `replace` only swaps in boxes.
+        unsafe { self.0.load(guard).unwrap_unchecked() }
     }
 
     /// Installs `value`; the previous one is freed after current readers leave.
     pub(crate) fn replace(&self, value: T, rcu: &Rcu) {
-        let old = self.ptr.swap(Box::into_raw(Box::new(value)), Ordering::AcqRel);
-        // SAFETY: `old` is a `Box` no longer published by this cell.
-        unsafe { rcu.collector.retire(old, reclaim_box::<T>) };
+        self.0.replace(value, rcu);
     }
 }
 
-impl<T> Drop for RcuBox<T> {
-    fn drop(&mut self) {
-        // SAFETY: the cell owns the box; see `RcuArc::drop` for why no reader remains.
-        drop(unsafe { Box::from_raw(*self.ptr.get_mut()) });
-    }
-}
-
-/// An [`RcuBox`] that starts empty: for a value that most owners never set (a dentry's
-/// name after a rename), at the cost of a null pointer.
+/// An atomically replaceable boxed value, or none, that readers load under a guard: for a
+/// value that most owners never set (a dentry's name after a rename). [`RcuBox`] is the
+/// one that always holds a value.
 pub(crate) struct RcuOptBox<T> {
     /// Atomic; null, or owns the `Box` it points to.
     ptr: AtomicPtr<T>,
@@ -344,8 +330,8 @@ impl<T: Send + Sync + 'static> RcuOptBox<T> {
     #[inline]
     pub(crate) fn load<'g>(&'g self, guard: &'g LocalGuard<'_>) -> Option<&'g T> {
         let p = guard.protect(&self.ptr, Ordering::Acquire);
-        // SAFETY: as `RcuBox::load`: a box is freed only through the collector after
-        // `replace`, or by the cell's drop (which the borrow of `self` excludes).
+        // SAFETY: a box is freed only through the collector after `replace` (so it
+        // outlives `guard`), or by the cell's drop (which the borrow of `self` excludes).
         unsafe { p.as_ref() }
     }
 
