@@ -10,9 +10,10 @@
 //! - insert: a push at the back, no search (a position lower than the last is still
 //!   placed in order, by a binary search and a shift in its chunk; nothing hands one out
 //!   today);
-//! - remove: a binary search, and the slot left empty; empty slots at either end go at
-//!   once, which is every removal of `rm -rf` (it removes in readdir order), and the
-//!   order is compacted when more than half of it is empty slots;
+//! - remove: a binary search (none for the first child), and the slot left empty; empty
+//!   slots at either end go at once, which is every removal of `rm -rf` (it removes in
+//!   readdir order), and a chunk is compacted when more than half of it is empty slots
+//!   (so a removal never passes over the whole order);
 //! - a cursor: a binary search for the first position at or after it.
 //!
 //! 16 bytes a child, where a `BTreeMap` of the same took some 30 and a search of its nodes
@@ -24,27 +25,57 @@ use std::collections::VecDeque;
 const CHUNK: usize = 1024;
 
 /// A run of (position, child) in increasing position; `None`: removed, not yet compacted.
-type Chunk<T> = VecDeque<(u64, Option<T>)>;
+struct Chunk<T> {
+    slots: VecDeque<(u64, Option<T>)>,
+    /// The `None` slots.
+    holes: usize,
+}
+
+impl<T> Chunk<T> {
+    fn with(pos: u64, v: T) -> Chunk<T> {
+        Chunk { slots: VecDeque::from([(pos, Some(v))]), holes: 0 }
+    }
+
+    /// Drops the empty slots at the front (`front`) or the back.
+    fn trim(&mut self, front: bool) {
+        loop {
+            let end = if front { self.slots.front() } else { self.slots.back() };
+            if end.is_none_or(|s| s.1.is_some()) {
+                break;
+            }
+            if front {
+                self.slots.pop_front()
+            } else {
+                self.slots.pop_back()
+            };
+            self.holes -= 1;
+        }
+    }
+
+    /// Compacts the chunk once more than half of it is empty slots, and gives back the room
+    /// it no longer needs: each removal costs a bounded share of its chunk, never a pass
+    /// over the whole order.
+    fn tidy(&mut self) {
+        if self.holes > 8 && self.holes * 2 > self.slots.len() {
+            self.slots.retain(|s| s.1.is_some());
+            self.holes = 0;
+        }
+        if self.slots.capacity() > 64 && self.slots.capacity() > 4 * self.slots.len() {
+            self.slots.shrink_to(2 * self.slots.len());
+        }
+    }
+}
 
 /// Children by readdir position. Protected by the directory lock.
 pub(crate) struct OffsetMap<T> {
     /// The chunks, in increasing position; none is empty, and the first does not begin,
     /// nor the last end, with `None`.
     chunks: VecDeque<Chunk<T>>,
-    /// The `None` slots.
-    holes: usize,
 }
 
 impl<T> Default for OffsetMap<T> {
     fn default() -> Self {
-        OffsetMap { chunks: VecDeque::new(), holes: 0 }
-    }
-}
-
-/// Gives back what a chunk that shrank for good no longer needs.
-fn shrink<T>(ch: &mut Chunk<T>) {
-    if ch.capacity() > 64 && ch.capacity() > 4 * ch.len() {
-        ch.shrink_to(2 * ch.len());
+        OffsetMap { chunks: VecDeque::new() }
     }
 }
 
@@ -52,89 +83,79 @@ impl<T> OffsetMap<T> {
     /// Where `pos` is, or would be inserted: (chunk, index in it); the chunk is the
     /// number of chunks when `pos` is after all of them.
     fn index(&self, pos: u64) -> (usize, usize) {
-        let c = self.chunks.partition_point(|ch| ch.back().is_some_and(|&(p, _)| p < pos));
-        let i = self.chunks.get(c).map_or(0, |ch| ch.partition_point(|&(p, _)| p < pos));
+        let c = self.chunks.partition_point(|ch| ch.slots.back().is_some_and(|&(p, _)| p < pos));
+        let i = self.chunks.get(c).map_or(0, |ch| ch.slots.partition_point(|&(p, _)| p < pos));
         (c, i)
-    }
-
-    /// All slots, empty ones included.
-    fn slots(&self) -> usize {
-        self.chunks.iter().map(VecDeque::len).sum()
     }
 
     /// Puts `v` at `pos`, which holds nothing.
     pub(crate) fn insert(&mut self, pos: u64, v: T) {
-        let last = self.chunks.back().and_then(|ch| ch.back()).map(|&(p, _)| p);
+        let last = self.chunks.back().and_then(|ch| ch.slots.back()).map(|&(p, _)| p);
         if last.is_none_or(|l| l < pos) {
             match self.chunks.back_mut() {
-                Some(ch) if ch.len() < CHUNK => ch.push_back((pos, Some(v))),
-                _ => {
-                    let mut ch = VecDeque::new();
-                    ch.push_back((pos, Some(v)));
-                    self.chunks.push_back(ch);
-                }
+                Some(ch) if ch.slots.len() < CHUNK => ch.slots.push_back((pos, Some(v))),
+                _ => self.chunks.push_back(Chunk::with(pos, v)),
             }
             return;
         }
         let (c, i) = self.index(pos);
         let ch = &mut self.chunks[c];
-        match ch.get_mut(i) {
+        match ch.slots.get_mut(i) {
             Some((p, slot)) if *p == pos => {
                 debug_assert!(slot.is_none(), "position {pos} given twice");
                 if slot.replace(v).is_none() {
-                    self.holes -= 1;
+                    ch.holes -= 1;
                 }
             }
-            _ => ch.insert(i, (pos, Some(v))),
+            _ => ch.slots.insert(i, (pos, Some(v))),
         }
     }
 
     /// Takes what is at `pos`.
     pub(crate) fn remove(&mut self, pos: u64) -> Option<T> {
         // `rm -rf` removes in readdir order: the first child, found without a search.
-        let first = self.chunks.front().and_then(|ch| ch.front()).map(|&(p, _)| p);
+        let first = self.chunks.front().and_then(|ch| ch.slots.front()).map(|&(p, _)| p);
         let (c, i) = if first == Some(pos) { (0, 0) } else { self.index(pos) };
-        let v = match self.chunks.get_mut(c).and_then(|ch| ch.get_mut(i)) {
+        let ch = self.chunks.get_mut(c)?;
+        let v = match ch.slots.get_mut(i) {
             Some((p, slot)) if *p == pos => slot.take()?,
             _ => return None,
         };
-        self.holes += 1;
-        while let Some(ch) = self.chunks.front_mut() {
-            while ch.front().is_some_and(|s| s.1.is_none()) {
-                ch.pop_front();
-                self.holes -= 1;
-            }
-            if !ch.is_empty() {
-                break;
-            }
-            self.chunks.pop_front();
+        ch.holes += 1;
+        if c == 0 {
+            ch.trim(true);
         }
-        while let Some(ch) = self.chunks.back_mut() {
-            while ch.back().is_some_and(|s| s.1.is_none()) {
-                ch.pop_back();
-                self.holes -= 1;
-            }
-            if !ch.is_empty() {
-                break;
-            }
-            self.chunks.pop_back();
+        if c + 1 == self.chunks.len() {
+            self.chunks[c].trim(false);
         }
-        if self.holes > 8 && self.holes * 2 > self.slots() {
-            for ch in &mut self.chunks {
-                ch.retain(|s| s.1.is_some());
-                shrink(ch);
-            }
-            self.chunks.retain(|ch| !ch.is_empty());
-            self.holes = 0;
-        }
-        // The end chunks are the ones the trims above shortened.
-        if let Some(ch) = self.chunks.front_mut() {
-            shrink(ch);
-        }
-        if let Some(ch) = self.chunks.back_mut() {
-            shrink(ch);
+        let ch = &mut self.chunks[c];
+        ch.tidy();
+        if ch.slots.is_empty() {
+            // Once per chunk's worth of removals: a shift of the chunks' headers. The
+            // chunks that became the ends may begin or end with empty slots.
+            self.chunks.remove(c);
+            self.trim_ends();
         }
         Some(v)
+    }
+
+    /// Drops the empty slots at both ends of the order, and the chunks that leaves empty.
+    fn trim_ends(&mut self) {
+        for front in [true, false] {
+            loop {
+                let end = if front { self.chunks.front_mut() } else { self.chunks.back_mut() };
+                let Some(ch) = end else { return };
+                ch.trim(front);
+                if !ch.slots.is_empty() {
+                    break;
+                }
+                if front {
+                    self.chunks.pop_front()
+                } else {
+                    self.chunks.pop_back()
+                };
+            }
+        }
     }
 
     /// The children at `from` and after, with their positions, in order.
@@ -143,31 +164,36 @@ impl<T> OffsetMap<T> {
         self.chunks
             .range(c..)
             .enumerate()
-            .flat_map(move |(k, ch)| ch.range(if k == 0 { i } else { 0 }..))
+            .flat_map(move |(k, ch)| ch.slots.range(if k == 0 { i } else { 0 }..))
             .filter_map(|(p, v)| v.as_ref().map(|v| (*p, v)))
     }
 
     /// The children, in order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
-        self.chunks.iter().flatten().filter_map(|(_, v)| v.as_ref())
+        self.chunks.iter().flat_map(|ch| &ch.slots).filter_map(|(_, v)| v.as_ref())
+    }
+
+    /// All slots, empty ones included.
+    #[cfg(test)]
+    fn slots(&self) -> usize {
+        self.chunks.iter().map(|ch| ch.slots.len()).sum()
     }
 
     /// The number of children.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.slots() - self.holes
+        self.chunks.iter().map(|ch| ch.slots.len() - ch.holes).sum()
     }
 
     /// Whether there is no child (a directory `rmdir` may remove).
     pub(crate) fn is_empty(&self) -> bool {
-        // Never chunks of empty slots only: those at either end go at once.
+        // Never chunks of empty slots only: an emptied chunk goes at once.
         self.chunks.is_empty()
     }
 
     /// Forgets every child.
     pub(crate) fn clear(&mut self) {
         self.chunks = VecDeque::new();
-        self.holes = 0;
     }
 }
 
@@ -210,7 +236,7 @@ mod tests {
             }
             assert_eq!(m.len(), want.len());
             assert!(m.slots() <= 2 * want.len() + 9, "slots {} for {} children", m.slots(), want.len());
-            assert!(m.chunks.iter().all(|ch| !ch.is_empty()), "an empty chunk");
+            assert!(m.chunks.iter().all(|ch| !ch.slots.is_empty()), "an empty chunk");
             if step % 97 == 0 {
                 let from = rnd(next + 2);
                 let got: Vec<(u64, u64)> = m.range_from(from).map(|(p, v)| (p, *v)).collect();
@@ -232,14 +258,14 @@ mod tests {
             m.insert(p, p);
         }
         assert_eq!(m.chunks.len(), 10_000usize.div_ceil(super::CHUNK), "appends fill chunks");
-        assert!(m.chunks.iter().all(|ch| ch.capacity() <= 2 * super::CHUNK));
+        assert!(m.chunks.iter().all(|ch| ch.slots.capacity() <= 2 * super::CHUNK));
         for p in 2..5_002u64 {
             assert_eq!(m.remove(p), Some(p));
-            assert_eq!(m.holes, 0);
+            assert_eq!(m.chunks.iter().map(|ch| ch.holes).sum::<usize>(), 0);
         }
         for p in (5_002..10_002u64).rev() {
             assert_eq!(m.remove(p), Some(p));
-            assert_eq!(m.holes, 0);
+            assert_eq!(m.chunks.iter().map(|ch| ch.holes).sum::<usize>(), 0);
         }
         assert_eq!(m.len(), 0);
         assert!(m.is_empty() && m.chunks.capacity() <= 16, "chunks {} after emptying", m.chunks.capacity());
@@ -252,6 +278,6 @@ mod tests {
             assert_eq!(m.remove(p), Some(p));
         }
         assert_eq!(m.values().count(), 12);
-        assert!(m.chunks[0].capacity() <= 64, "capacity {} for 12 children", m.chunks[0].capacity());
+        assert!(m.chunks[0].slots.capacity() <= 64, "capacity {} for 12 children", m.chunks[0].slots.capacity());
     }
 }
