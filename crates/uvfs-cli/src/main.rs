@@ -47,8 +47,9 @@ enum Command {
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit. The soft limit is often 1,024 for
 /// programs that do not raise it; hostfs sizes its descriptor cache from it (a quarter,
-/// see `uvfs::fs::hostfs::HostFsOptions::descriptor_limit`), and a FUSE server holds a host
-/// descriptor for each file open through the mount besides. Best effort: a hard limit
+/// see `uvfs::fs::hostfs::HostFsOptions::descriptor_limit`; three quarters for `uvfs mount
+/// --fs host:DIR`), and a FUSE server holds a host descriptor for each file open through
+/// the mount. Best effort: a hard limit
 /// the kernel refuses as a soft one (above `fs.nr_open`) leaves the soft one as it was.
 fn raise_nofile_limit() {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
