@@ -43,8 +43,8 @@
 //! watches. An inode's lock context (file locks) is taken by the lock calls and by
 //! close holding nothing else, and under it the global wait-for edges of waiting POSIX
 //! requests. The fd table lock, a task's `fs_lock`, hostfs's name of a file and a lock
-//! interrupt's slot, the table of open fifos and a pipe's buffer are leaves taken alone or
-//! last (a closed file is released after the fd table lock is dropped; a fifo's open, read
+//! interrupt's slot, the table of open fifos, a pipe's buffer and memfs's free pages of its
+//! shmem file are leaves taken alone or last (a closed file is released after the fd table lock is dropped; a fifo's open, read
 //! and write wait with no guard and no other lock held). Each lock's rank is part of its
 //! type, and debug builds (the test suite) panic on an acquisition out
 //! of this order (`sync`). Every struct field says whether it is immutable, atomic, or
@@ -144,8 +144,10 @@
 //!   both locks.
 //!
 //! ## Limitations
-//! - No page cache and no `mmap`: memfs's pages are the file, hostfs reads and writes the
-//!   host file. Through the FUSE mount the kernel's page cache does this work.
+//! - No page cache and no `mmap`: memfs's pages are the file (the pages of a big write
+//!   are pages of a shmem file of the process, `fs/memfs/shmem.rs`, which the kernel
+//!   does not zero before they are written), hostfs reads and writes the host file.
+//!   Through the FUSE mount the kernel's page cache does this work.
 //! - Sockets and device nodes can be created, listed, renamed and removed, but not opened
 //!   in-process (ENXIO). Fifos open as Linux's (`core/pipe.rs`); `F_SETPIPE_SZ` and
 //!   `splice` are not offered.

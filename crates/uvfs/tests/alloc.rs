@@ -450,17 +450,22 @@ fn copies_share_pages_and_holes_cost_nothing() {
     assert_eq!(OVER_PAGE.with(|c| c.get()), 0, "a page of data was allocated with a header inline");
 
     let b0 = bytes();
+    let made = uvfs::counters().data_pages_made;
     let (mut a, mut b) = (0i64, 0i64);
     let n = t.copy_file_range(src, Some(&mut a), dst, Some(&mut b), MIB, CopyRangeFlags::empty()).unwrap();
     let used = bytes() - b0;
     assert_eq!((n, a, b), (MIB, MIB as i64, MIB as i64));
     assert!(used < 64 * 1024, "a 1 MiB copy allocated {used} bytes");
+    assert_eq!(uvfs::counters().data_pages_made, made, "a copy made pages of data");
     assert_eq!(t.fstat(dst).unwrap().blocks, (MIB / 512) as u64, "the copy's blocks are counted as tmpfs");
 
-    // Writing either side unshares only that page.
+    // Writing either side unshares only that page (a single page is the heap's; a big
+    // write's pages are the shmem file's, see `fs/memfs/shmem.rs`).
     let b0 = bytes();
+    let made = uvfs::counters().data_pages_made;
     assert_eq!(t.pwrite(dst, b"x", 4096).unwrap(), 1);
     let used = bytes() - b0;
+    assert_eq!(uvfs::counters().data_pages_made - made, 1, "unsharing one page made another number of pages");
     assert!((4096..3 * 4096).contains(&used), "unsharing one page allocated {used} bytes");
     let mut buf = [0u8; 2];
     t.pread(src, &mut buf, 4096).unwrap();

@@ -164,7 +164,7 @@ fn time() -> BoxedStrategy<T> {
 }
 
 fn len() -> BoxedStrategy<usize> {
-    prop::sample::select(vec![0, 1, 3, 7, 100, 4097]).boxed()
+    prop::sample::select(vec![0, 1, 3, 7, 100, 4097, 70_001]).boxed()
 }
 
 fn off() -> BoxedStrategy<i64> {

@@ -10,7 +10,10 @@
 //! `copy_file_range` between files (so a copy costs no memory until written), and every
 //! page of zeros a copy makes is one shared page. `fallocate` reserves pages that hold no
 //! memory until written (they read as zeros and are holes to `SEEK_DATA`, as tmpfs's
-//! not-uptodate folios); `PUNCH_HOLE` frees them. Size and inode limits give ENOSPC and are what
+//! not-uptodate folios); `PUNCH_HOLE` frees them. The bytes of the pages a big write
+//! makes (16 pages or more) are pages of one shmem file of the process (`shmem`), written
+//! with `pwritev`, which the kernel does not zero first as it does fresh heap memory;
+//! smaller writes' pages are heap boxes. Size and inode limits give ENOSPC and are what
 //! `statfs` reports: by default tmpfs's (half of RAM, and as many inodes as half of RAM
 //! has pages), 0 for unlimited, as tmpfs's `size=` and `nr_inodes=`.
 //!
@@ -38,10 +41,15 @@ use crate::core::superblock::{CreateArgs, FileSystem, RenameReq, SuperBlock, Wri
 use crate::core::xattr::XattrFlags;
 use crate::sync::{Mutex, RwLock};
 
+mod shmem;
+use shmem::Page;
+
 /// tmpfs's `BOGO_DIRENT_SIZE`: what each entry adds to a directory's size.
 const DIRENT_SIZE: u64 = 20;
 /// Page size of file contents.
-const PAGE: u64 = 4096;
+const PAGE: u64 = shmem::PAGE as u64;
+/// Zeros to write over a part of a page.
+static ZEROS: [u8; shmem::PAGE] = [0; shmem::PAGE];
 /// tmpfs stores symlink bodies shorter than this inline (no block).
 const SHORT_SYMLINK_LEN: usize = 128;
 use crate::abi::limits::MAX_LFS_FILESIZE as MAX_FILE_SIZE;
@@ -129,39 +137,27 @@ pub struct MemFs {
     usage: Arc<Usage>,
 }
 
-/// The bytes of one page, shared copy-on-write between files (`Arc::make_mut` before a
-/// write). Boxed inside the `Arc`, so that the bytes are one 4 KiB allocation (the
-/// allocator's page-sized class) and the count a small one beside it: an `Arc` of the
-/// array itself would be 4 KiB plus its header, a quarter more in the allocator.
-type PageData = Arc<Box<[u8; PAGE as usize]>>;
+/// The bytes of one page (`shmem`: a slot of the process's shmem file), shared
+/// copy-on-write between files: written in place only through `Arc::get_mut`, else
+/// replaced by a patched copy.
+type PageData = Arc<Page>;
 
 /// A page of a file: `None` is reserved by `fallocate` and never written (no memory, reads
 /// as zeros, a hole to `SEEK_DATA`).
-type Page = Option<PageData>;
+type PageSlot = Option<PageData>;
 
-/// A page of zeros, allocated without being written by the CPU (`calloc`).
-fn zeroed_page() -> PageData {
-    // SAFETY: an all-zero byte array is a valid `[u8; N]`.
-    let bytes = unsafe { Box::<[u8; PAGE as usize]>::new_zeroed().assume_init() };
-    Arc::new(bytes)
-}
-
-/// A page holding a copy of `bytes` (a whole page), not zeroed first.
-fn copied_page(bytes: &[u8]) -> PageData {
-    let b: Box<[u8]> = bytes.into();
-    Arc::new(b.try_into().expect("a whole page"))
-}
-
-/// The one page of zeros every copied hole shares (copy-on-write like any page).
-fn zero_page() -> PageData {
-    static ZERO: std::sync::OnceLock<PageData> = std::sync::OnceLock::new();
-    ZERO.get_or_init(zeroed_page).clone()
-}
-
-/// The bytes of page `idx` to write to: allocated or unshared first.
-fn page_mut(pages: &mut BTreeMap<u64, Page>, idx: u64) -> &mut [u8; PAGE as usize] {
-    let slot = pages.entry(idx).or_insert(None);
-    Arc::make_mut(slot.get_or_insert_with(zeroed_page)).as_mut()
+/// Writes `bytes` at `at` of page `idx`: in place if the file holds the page alone, else
+/// into a new page (a copy of the shared one, or zeros) that replaces it. On error (no
+/// memory for a new page) the file is unchanged.
+fn write_page(pages: &mut BTreeMap<u64, PageSlot>, idx: u64, at: usize, bytes: &[u8]) -> Result<()> {
+    let slot = pages.get_mut(&idx).and_then(Option::as_mut);
+    if let Some(page) = slot.and_then(Arc::get_mut) {
+        page.write(at, bytes);
+        return Ok(());
+    }
+    let page = Page::patched(pages.get(&idx).and_then(Option::as_deref), at, bytes)?;
+    pages.insert(idx, Some(Arc::new(page)));
+    Ok(())
 }
 
 /// A regular file's contents: page index -> page, behind a leaf lock, both made by the
@@ -171,11 +167,11 @@ fn page_mut(pages: &mut BTreeMap<u64, Page>, idx: u64) -> &mut [u8; PAGE as usiz
 struct FilePages(
     /// Set once (an atomic pointer), by the first operation that writes; the map under its
     /// own leaf lock.
-    once_cell::race::OnceBox<RwLock<BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }>>,
+    once_cell::race::OnceBox<RwLock<BTreeMap<u64, PageSlot>, { crate::sync::rank::FILE_DATA }>>,
 );
 
 impl FilePages {
-    fn lock(&self) -> &RwLock<BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }> {
+    fn lock(&self) -> &RwLock<BTreeMap<u64, PageSlot>, { crate::sync::rank::FILE_DATA }> {
         self.0.get_or_init(Box::default)
     }
     /// The pages for reading: a file never written has none, and reading it makes none.
@@ -185,7 +181,7 @@ impl FilePages {
             None => PagesRead::Never,
         }
     }
-    fn write(&self) -> crate::sync::RwLockWriteGuard<'_, BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }> {
+    fn write(&self) -> crate::sync::RwLockWriteGuard<'_, BTreeMap<u64, PageSlot>, { crate::sync::rank::FILE_DATA }> {
         self.lock().write()
     }
 }
@@ -195,13 +191,13 @@ enum PagesRead<'a> {
     /// The file has had no data operation: no pages.
     Never,
     /// The file's map, its lock held shared.
-    Locked(crate::sync::RwLockReadGuard<'a, BTreeMap<u64, Page>, { crate::sync::rank::FILE_DATA }>),
+    Locked(crate::sync::RwLockReadGuard<'a, BTreeMap<u64, PageSlot>, { crate::sync::rank::FILE_DATA }>),
 }
 
 impl std::ops::Deref for PagesRead<'_> {
-    type Target = BTreeMap<u64, Page>;
+    type Target = BTreeMap<u64, PageSlot>;
     fn deref(&self) -> &Self::Target {
-        static NONE: BTreeMap<u64, Page> = BTreeMap::new();
+        static NONE: BTreeMap<u64, PageSlot> = BTreeMap::new();
         match self {
             PagesRead::Never => &NONE,
             PagesRead::Locked(g) => g,
@@ -405,7 +401,7 @@ impl MemFs {
 
     /// Charges the pages of `range` that `pages` does not have yet to the size limit:
     /// ENOSPC, with nothing charged, when they do not fit.
-    fn reserve_pages(&self, pages: &BTreeMap<u64, Page>, range: std::ops::Range<u64>) -> Result<u64> {
+    fn reserve_pages(&self, pages: &BTreeMap<u64, PageSlot>, range: std::ops::Range<u64>) -> Result<u64> {
         let new = range.filter(|i| !pages.contains_key(i)).count() as u64;
         if new > 0 {
             let used = self.usage.pages.fetch_add(new, Ordering::Relaxed) + new;
@@ -417,8 +413,76 @@ impl MemFs {
         Ok(new)
     }
 
+    /// Writes `buf` at `off` into `pages`, whose new pages are reserved. Its new pages
+    /// are made first, whole pages with one `pwrite` per run of them (see `shmem`), and
+    /// the pages only replaced or written in place once every new one exists: on error
+    /// (no memory) nothing was written.
+    fn write_pages(pages: &mut BTreeMap<u64, PageSlot>, off: u64, buf: &[u8]) -> Result<()> {
+        let end = off + buf.len() as u64;
+        let (head, tail) = ((off % PAGE) as usize, (end % PAGE) as usize);
+        let (first, last) = (off / PAGE, (end - 1) / PAGE);
+        // The partial pages at either end, as (page, offset, bytes): no allocation for a
+        // write inside a page (a 1-byte `pwrite`).
+        let mut partial: [Option<(u64, usize, &[u8])>; 2] = [None, None];
+        if head != 0 || buf.len() < PAGE as usize {
+            partial[0] = Some((first, head, &buf[..buf.len().min(PAGE as usize - head)]));
+        }
+        if tail != 0 && (last != first || partial[0].is_none()) {
+            partial[1] = Some((last, 0, &buf[buf.len() - tail..]));
+        }
+        // The whole pages between them.
+        let whole_first = if head == 0 { first } else { first + 1 };
+        let whole_end = if tail == 0 { last + 1 } else { last };
+        let whole = if whole_first < whole_end {
+            let at = (whole_first * PAGE - off) as usize;
+            &buf[at..at + ((whole_end - whole_first) * PAGE) as usize]
+        } else {
+            &[]
+        };
+        // A partial page that is shared or new becomes a new one too, from an image of
+        // the old page (or zeros) with the bytes written: every new page is made by one
+        // call (one `pwritev` where their slots follow each other).
+        // (On the stack: a partial write allocates nothing but its new page.)
+        let mut images: [Option<[u8; shmem::PAGE]>; 2] = [None, None];
+        for (p, image) in partial.iter().zip(&mut images) {
+            if let Some((idx, at, bytes)) = *p
+                && pages.get_mut(&idx).and_then(Option::as_mut).and_then(Arc::get_mut).is_none()
+            {
+                *image = Some(Page::image(pages.get(&idx).and_then(Option::as_deref), at, bytes));
+            }
+        }
+        let mut parts: [&[u8]; 3] = [&[]; 3];
+        parts[0] = images[0].as_ref().map_or(&[][..], |i| &i[..]);
+        parts[1] = whole;
+        parts[2] = images[1].as_ref().map_or(&[][..], |i| &i[..]);
+        let mut made = Page::new_pages(&parts)?.into_iter().map(Arc::new);
+        let mut copies: [Option<PageData>; 2] = [None, None];
+        copies[0] = images[0].as_ref().and_then(|_| made.next());
+        let run: Vec<PageData> = made.by_ref().take(whole.len() / shmem::PAGE).collect();
+        copies[1] = images[1].as_ref().and_then(|_| made.next());
+        // Nothing can fail from here on.
+        for (p, copy) in partial.into_iter().zip(copies) {
+            let Some((idx, at, bytes)) = p else { continue };
+            match copy {
+                Some(page) => {
+                    pages.insert(idx, Some(page));
+                }
+                None => {
+                    // Unshared when checked, under the file's write lock: nobody can have
+                    // taken a reference since (a copy takes its under the source's lock).
+                    let page = pages.get_mut(&idx).and_then(Option::as_mut).and_then(Arc::get_mut);
+                    page.expect("a page the file holds alone").write(at, bytes);
+                }
+            }
+        }
+        for (idx, page) in (whole_first..).zip(run) {
+            pages.insert(idx, Some(page));
+        }
+        Ok(())
+    }
+
     /// Sets size (at least `end`, unless `keep_size`) and blocks after pages changed.
-    fn set_extent(inode: &Inode, pages: &BTreeMap<u64, Page>, end: Option<u64>) {
+    fn set_extent(inode: &Inode, pages: &BTreeMap<u64, PageSlot>, end: Option<u64>) {
         let blocks = pages.len() as u64 * (PAGE / 512);
         inode.update(|w| {
             if let Some(end) = end
@@ -554,14 +618,14 @@ impl FileSystem for MemFs {
         let mut pages = pages.write();
         let old = inode.size();
         if size < old {
-            let keep = size.div_ceil(PAGE);
-            let dropped = pages.split_off(&keep);
-            self.usage.pages.fetch_sub(dropped.len() as u64, Ordering::Relaxed);
-            if !size.is_multiple_of(PAGE)
-                && let Some(Some(p)) = pages.get_mut(&(size / PAGE))
-            {
-                Arc::make_mut(p)[(size % PAGE) as usize..].fill(0);
+            // The tail of the last page kept is zeroed first: that may need a new page
+            // (a shared one is copied), and a failure leaves the file as it was.
+            if !size.is_multiple_of(PAGE) && matches!(pages.get(&(size / PAGE)), Some(Some(_))) {
+                let at = (size % PAGE) as usize;
+                write_page(&mut pages, size / PAGE, at, &ZEROS[at..])?;
             }
+            let dropped = pages.split_off(&size.div_ceil(PAGE));
+            self.usage.pages.fetch_sub(dropped.len() as u64, Ordering::Relaxed);
         }
         let blocks = pages.len() as u64 * (PAGE / 512);
         inode.update(|w| {
@@ -579,17 +643,43 @@ impl FileSystem for MemFs {
             return Ok(0);
         }
         let n = buf.len().min((size - off) as usize);
+        let buf = &mut buf[..n];
+        // Pages in consecutive slots of the shmem file are read together: (first slot,
+        // offset in it, start in `buf`, bytes, next slot).
+        let mut run: Option<(u32, usize, usize, usize, u32)> = None;
+        let flush = |run: &mut Option<(u32, usize, usize, usize, u32)>, buf: &mut [u8]| {
+            if let Some((slot, at, from, len, _)) = run.take() {
+                shmem::read_slots(slot, at, &mut buf[from..from + len]);
+            }
+        };
         let mut done = 0;
         while done < n {
             let pos = off + done as u64;
             let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
             let chunk = (n - done).min(PAGE as usize - in_page);
-            match pages.get(&idx) {
-                Some(Some(p)) => buf[done..done + chunk].copy_from_slice(&p[in_page..in_page + chunk]),
-                _ => buf[done..done + chunk].fill(0),
+            match pages.get(&idx).and_then(Option::as_ref) {
+                Some(p) => match (p.slot(), &mut run) {
+                    (Some(slot), Some((_, _, _, len, next))) if slot == *next => {
+                        *len += chunk;
+                        *next += 1;
+                    }
+                    (Some(slot), _) => {
+                        flush(&mut run, buf);
+                        run = Some((slot, in_page, done, chunk, slot + 1));
+                    }
+                    (None, _) => {
+                        flush(&mut run, buf);
+                        p.read(in_page, &mut buf[done..done + chunk]);
+                    }
+                },
+                None => {
+                    flush(&mut run, buf);
+                    buf[done..done + chunk].fill(0);
+                }
             }
             done += chunk;
         }
+        flush(&mut run, buf);
         Ok(n)
     }
 
@@ -605,20 +695,11 @@ impl FileSystem for MemFs {
         }
         let end = off.checked_add(buf.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or(Errno::EFBIG)?;
         // Reserve the new pages first so a full filesystem fails before anything changes.
-        self.reserve_pages(&pages, off / PAGE..end.div_ceil(PAGE))?;
-        let mut done = 0;
-        while done < buf.len() {
-            let pos = off + done as u64;
-            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
-            let chunk = (buf.len() - done).min(PAGE as usize - in_page);
-            if chunk == PAGE as usize {
-                // A whole page is replaced: no zeroing, and a page shared with a copy is
-                // left to the copy.
-                pages.insert(idx, Some(copied_page(&buf[done..done + chunk])));
-            } else {
-                page_mut(&mut pages, idx)[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
-            }
-            done += chunk;
+        let reserved = self.reserve_pages(&pages, off / PAGE..end.div_ceil(PAGE))?;
+        if let Err(e) = MemFs::write_pages(&mut pages, off, buf) {
+            // Nothing was written (see `write_pages`): give the reservation back.
+            self.usage.pages.fetch_sub(reserved, Ordering::Relaxed);
+            return Err(e);
         }
         let blocks = pages.len() as u64 * (PAGE / 512);
         inode.update(|w| {
@@ -640,11 +721,9 @@ impl FileSystem for MemFs {
             let (first, last) = (off.div_ceil(PAGE), end / PAGE);
             for (edge, from, to) in [(off / PAGE, off, end.min((off / PAGE + 1) * PAGE)), (last, last * PAGE, end)] {
                 let whole = from == edge * PAGE && to == (edge + 1) * PAGE;
-                if from < to
-                    && !whole
-                    && let Some(Some(p)) = pages.get_mut(&edge)
-                {
-                    Arc::make_mut(p)[(from - edge * PAGE) as usize..(to - edge * PAGE) as usize].fill(0);
+                if from < to && !whole && matches!(pages.get(&edge), Some(Some(_))) {
+                    let (a, b) = ((from - edge * PAGE) as usize, (to - edge * PAGE) as usize);
+                    write_page(&mut pages, edge, a, &ZEROS[a..b])?;
                 }
             }
             if first < last {
@@ -703,7 +782,9 @@ impl FileSystem for MemFs {
         // the copy holds data there, as a copy through the page cache would).
         let shared: Vec<PageData> = {
             let from = from.read();
-            (first_src..first_src + whole).map(|i| from.get(&i).cloned().flatten().unwrap_or_else(zero_page)).collect()
+            (first_src..first_src + whole)
+                .map(|i| from.get(&i).cloned().flatten().unwrap_or_else(|| Page::zeros().clone()))
+                .collect()
         };
         let mut to = to.write();
         self.reserve_pages(&to, first_dst..first_dst + whole)?;
