@@ -644,8 +644,8 @@ impl FileSystem for MemFs {
         }
         let n = buf.len().min((size - off) as usize);
         let buf = &mut buf[..n];
-        // Pages in consecutive slots of the shmem file are read together: (first slot,
-        // offset in it, start in `buf`, bytes, next slot).
+        // Pages in consecutive slots of the shmem file are read with one `pread`: (first
+        // slot, offset in it, start in `buf`, bytes, next slot).
         let mut run: Option<(u32, usize, usize, usize, u32)> = None;
         let flush = |run: &mut Option<(u32, usize, usize, usize, u32)>, buf: &mut [u8]| {
             if let Some((slot, at, from, len, _)) = run.take() {

@@ -8,10 +8,9 @@
 //! its page without zeroing what it overwrites whole (`shmem_write_begin`), as tmpfs does
 //! for a `write` to it. So the new pages of a big write ([`SHMEM_MIN_PAGES`] or more) are
 //! written with `pwritev` into the file, consecutive slots with one call; a smaller
-//! write's are heap boxes, where freed memory is reused without a system call. A read of
-//! [`PREAD_MIN`] bytes or more from consecutive slots is a `pread`; shorter reads, and
-//! writes into a page that exists and is not shared, go through one shared mapping of the
-//! whole file, without a system call.
+//! write's are heap boxes, where freed memory is reused without a system call. A read from
+//! consecutive slots is one `pread` ([`read_slots`]); a write into a page that exists and
+//! is not shared goes through one shared mapping of the whole file, without a system call.
 //!
 //! The file is a sparse array of 4 KiB slots, one per page ([`Page::Slot`]), reserved once
 //! ([`RESERVE`] of address space, `MAP_NORESERVE`: nothing is used until written). A freed
@@ -225,33 +224,31 @@ impl Shmem {
     }
 }
 
-/// Reads of at least this many bytes from consecutive slots are a `pread`; shorter ones
-/// copy from the mapping. A page first read through the mapping costs a fault (mapping 16
-/// pages around it), which took half of the server's CPU time in a 1 GiB read through
-/// the mount; a `pread` copies from the page cache without mapping anything.
-const PREAD_MIN: usize = 4 * PAGE;
-
 /// Copies into `buf` the bytes from `at` in slot `first` on, through the slots after it:
 /// pages the caller holds (so nobody writes them), which follow each other in a file.
+///
+/// With one `pread`, not through the mapping: a page first read through the mapping costs
+/// a fault (that maps 16 pages around it), which took half of the server's CPU time in a
+/// 1 GiB read through the mount, and more than a `pread` in 4 KiB random reads; a `pread`
+/// copies from the page cache without mapping anything.
 pub(super) fn read_slots(first: u32, at: usize, buf: &mut [u8]) {
     let s = shmem().expect("a slot comes from the shmem file");
     let off = first as usize * PAGE + at;
     assert!(at < PAGE && off + buf.len() <= RESERVE);
-    if buf.len() >= PREAD_MIN {
-        let mut done = 0;
-        while done < buf.len() {
-            match rustix::io::pread(&s.fd, &mut buf[done..], (off + done) as u64) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => done += n,
-            }
-        }
-        if done == buf.len() {
-            return;
+    let mut done = 0;
+    while done < buf.len() {
+        match rustix::io::pread(&s.fd, &mut buf[done..], (off + done) as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break,
         }
     }
-    // SAFETY: the range is inside the mapping (asserted) and in the caller's pages, which
-    // nobody writes while they are held for reading (see the module docs); `buf` is ours.
-    unsafe { std::ptr::copy_nonoverlapping(s.base.add(off), buf.as_mut_ptr(), buf.len()) }
+    let rest = &mut buf[done..];
+    // What a `pread` did not copy (it cannot fail on pages that exist): through the
+    // mapping. SAFETY: the range is inside the mapping (asserted) and in the caller's
+    // pages, which nobody writes while they are held (see the module docs); `buf` is ours.
+    unsafe { std::ptr::copy_nonoverlapping(s.base.add(off + done), rest.as_mut_ptr(), rest.len()) }
 }
 
 /// The process's shmem file, made at the first use; `None` where it cannot be.
