@@ -55,7 +55,7 @@ const FREE_KEPT: usize = 8192;
 pub(super) enum Page {
     /// A slot of the shmem file.
     Slot(u32),
-    /// A heap box, where there is no shmem file.
+    /// A heap box: a page of a small write, or any page where there is no shmem file.
     Heap(Box<[u8; PAGE]>),
 }
 
@@ -69,9 +69,9 @@ struct Shmem {
     slots: Mutex<Slots>,
 }
 
-// SAFETY: `base` is a shared mapping that lives as long as the process (never unmapped),
-// and the slots it covers are handed out under the mutex; see the module docs for why
-// reads and writes through it do not race.
+// SAFETY: `base` is a shared mapping this value owns (unmapped when it drops; the
+// process's own never does), and the slots it covers are handed out under the mutex; see
+// the module docs for why reads and writes through it do not race.
 unsafe impl Send for Shmem {}
 // SAFETY: as above.
 unsafe impl Sync for Shmem {}
