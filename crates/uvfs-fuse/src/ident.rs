@@ -46,7 +46,8 @@ pub struct Caller {
 /// The task cache.
 pub struct Tasks {
     base: Arc<Task>,
-    cache: Mutex<HashMap<Key, Arc<Task>>>,
+    /// Keyed by the caller's ids, hashed with foldhash (one lookup per request).
+    cache: Mutex<HashMap<Key, Arc<Task>, foldhash::fast::RandomState>>,
 }
 
 const CACHE_MAX: usize = 4096;
@@ -54,7 +55,7 @@ const CACHE_MAX: usize = 4096;
 impl Tasks {
     /// Tasks derived from `base` (the server task, owner of the shared fd table).
     pub fn new(base: Arc<Task>) -> Tasks {
-        Tasks { base, cache: Mutex::new(HashMap::new()) }
+        Tasks { base, cache: Mutex::new(HashMap::default()) }
     }
 
     /// The server task.

@@ -45,9 +45,14 @@ struct Node {
     relist: bool,
 }
 
+/// The node maps' hash: every request looks a node up, and a READDIRPLUS one per entry;
+/// the keys are node ids and inode numbers, not names a caller chooses, so a fast
+/// hash (foldhash, seeded per map) serves better than the default SipHash.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 struct Inner {
-    by_id: HashMap<u64, Node>,
-    by_key: HashMap<Key, u64>,
+    by_id: Map<u64, Node>,
+    by_key: Map<Key, u64>,
     next_foreign: u64,
 }
 
@@ -70,9 +75,9 @@ pub enum Inserted {
 impl Nodes {
     /// A table holding the root, whose file is never released.
     pub fn new(root: Arc<File>, root_key: Key) -> Nodes {
-        let mut by_id = HashMap::new();
+        let mut by_id = Map::default();
         by_id.insert(ROOT_ID, Node { file: root, lookups: u64::MAX / 2, key: root_key, relist: false });
-        let mut by_key = HashMap::new();
+        let mut by_key = Map::default();
         by_key.insert(root_key, ROOT_ID);
         Nodes { inner: Mutex::new(Inner { by_id, by_key, next_foreign: FOREIGN_BASE }), root_key }
     }
