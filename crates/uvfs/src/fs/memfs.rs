@@ -137,28 +137,14 @@ pub struct MemFs {
     usage: Arc<Usage>,
 }
 
-/// The bytes of one page (`shmem`: a slot of the process's shmem file), shared
-/// copy-on-write between files: written in place only through `Arc::get_mut`, else
-/// replaced by a patched copy.
+/// The bytes of one page (`shmem::Page`: a slot of the process's shmem file, or a heap
+/// box), shared copy-on-write between files: written in place only through
+/// `Arc::get_mut`, else replaced by a patched copy (`MemFs::write_pages`).
 type PageData = Arc<Page>;
 
 /// A page of a file: `None` is reserved by `fallocate` and never written (no memory, reads
 /// as zeros, a hole to `SEEK_DATA`).
 type PageSlot = Option<PageData>;
-
-/// Writes `bytes` at `at` of page `idx`: in place if the file holds the page alone, else
-/// into a new page (a copy of the shared one, or zeros) that replaces it. On error (no
-/// memory for a new page) the file is unchanged.
-fn write_page(pages: &mut BTreeMap<u64, PageSlot>, idx: u64, at: usize, bytes: &[u8]) -> Result<()> {
-    let slot = pages.get_mut(&idx).and_then(Option::as_mut);
-    if let Some(page) = slot.and_then(Arc::get_mut) {
-        page.write(at, bytes);
-        return Ok(());
-    }
-    let page = Page::patched(pages.get(&idx).and_then(Option::as_deref), at, bytes)?;
-    pages.insert(idx, Some(Arc::new(page)));
-    Ok(())
-}
 
 /// A regular file's contents: page index -> page, behind a leaf lock, both made by the
 /// first operation that writes the file (write, truncate, fallocate, a copy into it), so
@@ -622,7 +608,7 @@ impl FileSystem for MemFs {
             // (a shared one is copied), and a failure leaves the file as it was.
             if !size.is_multiple_of(PAGE) && matches!(pages.get(&(size / PAGE)), Some(Some(_))) {
                 let at = (size % PAGE) as usize;
-                write_page(&mut pages, size / PAGE, at, &ZEROS[at..])?;
+                MemFs::write_pages(&mut pages, size, &ZEROS[at..])?;
             }
             let dropped = pages.split_off(&size.div_ceil(PAGE));
             self.usage.pages.fetch_sub(dropped.len() as u64, Ordering::Relaxed);
@@ -723,7 +709,7 @@ impl FileSystem for MemFs {
                 let whole = from == edge * PAGE && to == (edge + 1) * PAGE;
                 if from < to && !whole && matches!(pages.get(&edge), Some(Some(_))) {
                     let (a, b) = ((from - edge * PAGE) as usize, (to - edge * PAGE) as usize);
-                    write_page(&mut pages, edge, a, &ZEROS[a..b])?;
+                    MemFs::write_pages(&mut pages, from, &ZEROS[a..b])?;
                 }
             }
             if first < last {

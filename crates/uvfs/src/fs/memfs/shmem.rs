@@ -285,7 +285,7 @@ impl Page {
     }
 
     /// The image of a page that holds what `old` holds (zeros without it), with `bytes`
-    /// at `at`: what [`Page::new_pages`] makes a patched copy from.
+    /// at `at`: what [`Page::new_pages`] makes a patched copy of a page from.
     pub(super) fn image(old: Option<&Page>, at: usize, bytes: &[u8]) -> [u8; PAGE] {
         let mut image = [0u8; PAGE];
         if let Some(old) = old {
@@ -293,12 +293,6 @@ impl Page {
         }
         image[at..at + bytes.len()].copy_from_slice(bytes);
         image
-    }
-
-    /// A page holding what `old` holds (zeros without it), with `bytes` at `at`.
-    pub(super) fn patched(old: Option<&Page>, at: usize, bytes: &[u8]) -> Result<Page> {
-        let image = Page::image(old, at, bytes);
-        Ok(Page::new_pages(&[&image[..]])?.pop().expect("one page"))
     }
 
     /// Copies the bytes at `at` into `buf`.
@@ -380,11 +374,13 @@ mod tests {
         pages[1].write(4, b"abcd");
         pages[1].read(0, &mut buf);
         assert_eq!(&buf, &[2, 2, 2, 2, b'a', b'b', b'c', b'd']);
-        let p = Page::patched(Some(&pages[1]), 0, b"xy").unwrap();
+        let patched =
+            |old: Option<&Page>, at, bytes| Page::new_pages(&[&Page::image(old, at, bytes)]).unwrap().remove(0);
+        let p = patched(Some(&pages[1]), 0, b"xy");
         p.read(0, &mut buf);
         assert_eq!(&buf, &[b'x', b'y', 2, 2, b'a', b'b', b'c', b'd']);
         assert!(matches!(p, Page::Heap(_)), "a single page is the heap's");
-        let z = Page::patched(None, 100, b"q").unwrap();
+        let z = patched(None, 100, b"q");
         let mut whole = [1u8; PAGE];
         z.read(0, &mut whole);
         assert!(whole.iter().enumerate().all(|(i, &b)| b == if i == 100 { b'q' } else { 0 }));
