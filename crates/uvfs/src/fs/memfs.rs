@@ -407,6 +407,14 @@ impl MemFs {
         let end = off + buf.len() as u64;
         let (head, tail) = ((off % PAGE) as usize, (end % PAGE) as usize);
         let (first, last) = (off / PAGE, (end - 1) / PAGE);
+        // A write inside one page the file holds alone (a 1-byte `pwrite`): in place, with
+        // one lookup.
+        if first == last
+            && let Some(page) = pages.get_mut(&first).and_then(Option::as_mut).and_then(Arc::get_mut)
+        {
+            page.write(head, buf);
+            return Ok(());
+        }
         // The partial pages at either end, as (page, offset, bytes): no allocation for a
         // write inside a page (a 1-byte `pwrite`).
         let mut partial: [Option<(u64, usize, &[u8])>; 2] = [None, None];

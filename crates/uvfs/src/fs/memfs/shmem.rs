@@ -300,13 +300,7 @@ impl Page {
         assert!(at + buf.len() <= PAGE);
         match self {
             Page::Heap(b) => buf.copy_from_slice(&b[at..at + buf.len()]),
-            Page::Slot(slot) => {
-                let s = shmem().expect("a slot comes from the shmem file");
-                // SAFETY: the range is inside the slot (asserted), which this page owns
-                // (nobody writes it while it is shared; see the module docs), and `buf`
-                // is ours: they do not overlap.
-                unsafe { std::ptr::copy_nonoverlapping(s.at(*slot).add(at), buf.as_mut_ptr(), buf.len()) }
-            }
+            Page::Slot(slot) => read_slots(*slot, at, buf),
         }
     }
 
