@@ -90,6 +90,58 @@ fn passthrough_reads_and_writes_bypass_the_server() {
     passthrough_case(HostChanges::Never, opts);
 }
 
+/// A host directory promised unchanged without passthrough (`--host-unchanged --disable
+/// passthrough`): `NO_OPEN` applies, so opening and closing an existing file costs no
+/// round trip, reads and writes reach the server, and everything lands on the host.
+#[test]
+fn unchanged_host_directory_without_opens() {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    use uvfs::fs::hostfs::{HostChanges, HostFsOptions};
+    let host = TempDir::new("hostno");
+    std::fs::write(host.path().join("old"), b"host data").unwrap();
+    let hopts = HostFsOptions { changes: HostChanges::Never, ..Default::default() };
+    let fs = uvfs::fs::hostfs::HostFs::with_options(host.path(), hopts).unwrap();
+    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
+    let mnt = TempDir::new("hostnomnt");
+    let opts = MountOptions { levers: Levers::DEFAULT - Levers::PASSTHROUGH, ..MountOptions::default() };
+    let (handle, _uring) = common::spawn(&vfs, mnt.path(), opts);
+    assert!(!handle.passthrough(), "passthrough was negotiated");
+    let levers = handle.levers();
+    assert!(levers.contains(Levers::NO_OPEN) && !levers.contains(Levers::PASSTHROUGH), "{levers:?}");
+    let m = mnt.path();
+    let count = |op: &str| handle.requests().iter().find(|(o, _)| *o == op).map_or(0, |r| r.1);
+
+    // Ten opens of an existing file: no OPEN or RELEASE (the first is answered ENOSYS at
+    // most), one READ (the pages stay cached across opens).
+    for _ in 0..10 {
+        assert_eq!(std::fs::read(m.join("old")).unwrap(), b"host data");
+    }
+    assert!(count("OPEN") <= 1 && count("RELEASE") == 0, "{:?}", handle.requests());
+    assert_eq!(handle.data_requests().0, 1);
+
+    // Writes of an existing file and of a new one go through the server to the host.
+    let f = std::fs::OpenOptions::new().write(true).open(m.join("old")).unwrap();
+    f.write_all_at(b"HOST", 0).unwrap();
+    drop(f);
+    let mut a = std::fs::OpenOptions::new().append(true).open(m.join("old")).unwrap();
+    a.write_all(b"!").unwrap();
+    drop(a);
+    assert_eq!(std::fs::read(host.path().join("old")).unwrap(), b"HOST data!");
+    assert_eq!(std::fs::read(m.join("old")).unwrap(), b"HOST data!");
+    let data: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
+    std::fs::write(m.join("new"), &data).unwrap();
+    assert!(std::fs::read(host.path().join("new")).unwrap() == data);
+    assert!(std::fs::read(m.join("new")).unwrap() == data);
+    assert_eq!(vfs.root_task().stat(b"/new").unwrap().size, data.len() as u64);
+    // O_TRUNC of an existing file, seen on the host and through the mount.
+    std::fs::write(m.join("new"), b"short").unwrap();
+    assert_eq!(std::fs::read(host.path().join("new")).unwrap(), b"short");
+    assert_eq!(std::fs::metadata(m.join("new")).unwrap().len(), 5);
+    assert!(count("OPEN") <= 1, "{:?}", handle.requests());
+    handle.unmount().unwrap();
+}
+
 /// `Levers::CACHED_READS` (on with `--host-unchanged`): a small host file opened for
 /// reading only is read through the page cache, once; a big one, and every open that
 /// writes, through passthrough. The two never mix on one file (the kernel would fail the

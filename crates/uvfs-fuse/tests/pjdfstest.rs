@@ -81,23 +81,26 @@ fn pjdfstest_on_an_overlay() {
 
 /// pjdfstest on a host directory served by hostfs, as `uvfs mount --fs host:DIR` serves
 /// it: trusted (`--host-unchanged`: day-long caches, and creates that take the host's
-/// owner and mode as they come), and revalidated (the default: one-second caches).
+/// owner and mode as they come; with passthrough, and without it, when `NO_OPEN` takes
+/// over), and revalidated (the default: one-second caches).
 #[test]
 fn pjdfstest_on_a_host_directory() {
     use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
-    for unchanged in [true, false] {
+    let no_passthrough = MountOptions { levers: Levers::DEFAULT - Levers::PASSTHROUGH, ..MountOptions::default() };
+    for (what, mount) in [
+        ("host, unchanged", MountOptions::default()),
+        ("host, unchanged, no passthrough", no_passthrough),
+        ("host, revalidated", MountOptions::host_changing()),
+    ] {
         let dir = TempDir::new("pjd-host");
         std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         let mut opts = HostFsOptions::default();
-        let mount = if unchanged {
+        if what.starts_with("host, unchanged") {
             opts.changes = HostChanges::Never;
-            MountOptions::default()
-        } else {
-            MountOptions::host_changing()
-        };
+        }
         let fs = HostFs::with_options(dir.path(), opts).unwrap();
         let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
-        pjdfstest_on(if unchanged { "host, unchanged" } else { "host, revalidated" }, vfs, mount);
+        pjdfstest_on(what, vfs, mount);
     }
 }
 
