@@ -27,9 +27,19 @@
 //! holds, under the file's page lock); a slot is written by `pwrite` only before its
 //! `Page` exists, and reused only after its `Page` was dropped. So no slot is read while
 //! it is written, and none is used by two pages at once.
+//!
+//! A forked child shares the file with its parent, where the heap would have been copied:
+//! its copies of the parent's pages name the same slots, and its slot allocator is a copy
+//! of the parent's. So a process that finds itself a forked child (a word the kernel
+//! zeroes in the child, `MADV_WIPEONFORK`) neither writes a slot nor frees one (a punched
+//! hole would be the parent's data lost): a write into a page it holds copies the page to
+//! the heap first, and its new pages are heap boxes. What it reads of the parent's slots
+//! follows what the parent writes there later; a child should exec or exit, as with any
+//! multithreaded library, but it cannot harm the parent's files.
 
 use std::os::fd::OwnedFd;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::abi::errno::{Errno, Result};
 use crate::sync::Mutex;
@@ -65,6 +75,9 @@ struct Shmem {
     fd: OwnedFd,
     /// Immutable: the start of the shared mapping of the file's [`RESERVE`] bytes.
     base: *mut u8,
+    /// Immutable pointer to an atomic byte: 1, on a private page the kernel zeroes in a
+    /// forked child (`MADV_WIPEONFORK`): 0 there.
+    parent: *const AtomicU8,
     /// The slot allocator (a leaf lock, held for list operations only).
     slots: Mutex<Slots>,
 }
@@ -78,9 +91,12 @@ unsafe impl Sync for Shmem {}
 
 impl Drop for Shmem {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, of this size; no `Page` refers to this
+        // SAFETY: the mappings made in `new`, of these sizes; no `Page` refers to this
         // instance once it is dropped (the process's own is never dropped).
-        let _ = unsafe { rustix::mm::munmap(self.base.cast(), RESERVE) };
+        unsafe {
+            let _ = rustix::mm::munmap(self.base.cast(), RESERVE);
+            let _ = rustix::mm::munmap(self.parent.cast_mut().cast(), PAGE);
+        }
     }
 }
 
@@ -113,14 +129,46 @@ impl Shmem {
             )
         }
         .ok()?;
-        // A forked child (before its exec) needs none of it: fork copies no page tables.
-        // SAFETY: the range is the mapping just made.
-        let _ = unsafe { madvise(base, RESERVE, Advice::LinuxDontFork) };
+        // The mapping stays in a forked child (fork copies no page tables of a shared
+        // file mapping; they fault in), so what a child reads through it is mapped.
+        // SAFETY: a new private anonymous page, placed by the kernel.
+        let page = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                PAGE,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        };
+        // SAFETY: the range is the page just made.
+        let wiped = page.and_then(|p| unsafe { madvise(p, PAGE, Advice::LinuxWipeOnFork) }.map(|()| p));
+        let Ok(page) = wiped else {
+            // Without fork detection a child could punch out its parent's pages: no file.
+            // SAFETY: the mappings made above, used by nothing yet.
+            unsafe {
+                if let Ok(p) = page {
+                    let _ = rustix::mm::munmap(p, PAGE);
+                }
+                let _ = rustix::mm::munmap(base, RESERVE);
+            }
+            return None;
+        };
+        let parent = page.cast::<AtomicU8>();
+        // SAFETY: the page is ours, writable, and an `AtomicU8` has no alignment need.
+        unsafe { (*parent).store(1, Ordering::Relaxed) };
         Some(Shmem {
             fd,
             base: base.cast(),
+            parent,
             slots: Mutex::new(Slots { next: 0, kept: Vec::new(), punched: Vec::new() }),
         })
+    }
+
+    /// Whether this process is a child forked after the file was made (see the module
+    /// docs): it must neither write nor free a slot.
+    fn forked(&self) -> bool {
+        // SAFETY: the page `new` made, mapped as long as `self` lives (in a child too).
+        unsafe { (*self.parent).load(Ordering::Relaxed) == 0 }
     }
 
     /// `n` free slots, ascending (so that consecutive pages often get consecutive slots,
@@ -268,7 +316,7 @@ impl Page {
             return Ok(Vec::new());
         }
         crate::sync::counters::bump(|c| c.data_pages_made += n as u64);
-        match shmem().filter(|_| n >= SHMEM_MIN_PAGES) {
+        match shmem().filter(|s| n >= SHMEM_MIN_PAGES && !s.forked()) {
             Some(s) => {
                 let slots = s.alloc(n)?;
                 // Pages first: a failed fill frees the slots with them.
@@ -319,6 +367,15 @@ impl Page {
             Page::Heap(b) => b[at..at + bytes.len()].copy_from_slice(bytes),
             Page::Slot(slot) => {
                 let s = shmem().expect("a slot comes from the shmem file");
+                if s.forked() {
+                    // The slot is the parent's too: the child's copy of the page moves to
+                    // the heap (dropping the slot page frees nothing in a child).
+                    let mut b = Box::new([0u8; PAGE]);
+                    read_slots(*slot, 0, &mut b[..]);
+                    b[at..at + bytes.len()].copy_from_slice(bytes);
+                    *self = Page::Heap(b);
+                    return;
+                }
                 // SAFETY: the range is inside the slot (asserted), which `&mut self`
                 // makes ours alone; `bytes` is not in the mapping's slots we write.
                 unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.at(*slot).add(at), bytes.len()) }
@@ -340,6 +397,7 @@ impl Drop for Page {
     fn drop(&mut self) {
         if let Page::Slot(slot) = self
             && let Some(s) = shmem()
+            && !s.forked()
         {
             s.free(*slot);
         }
