@@ -277,7 +277,12 @@ fn make_vfs(fs: &str, host_unchanged: bool) -> Result<uvfs::Vfs, Fail> {
     use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
     match fs {
         "memfs" if host_unchanged => Err(usage("--host-unchanged needs --fs host:DIR")),
-        "memfs" => Ok(uvfs::Vfs::new(uvfs::VfsConfig::default())),
+        // A server's reads are round trips anyway: every page in the shmem file, which
+        // the kernel does not zero before memfs writes it (`SmallWritePages::Shmem`).
+        "memfs" => Ok(uvfs::Vfs::new(uvfs::VfsConfig {
+            root_small_write_pages: uvfs::fs::memfs::SmallWritePages::Shmem,
+            ..uvfs::VfsConfig::default()
+        })),
         s if s.starts_with("host:") => {
             // A host directory through hostfs. By default the host may change it behind
             // uvfs's back: every cached name is checked against the host before use (one

@@ -29,7 +29,8 @@ impl Vfs {
     /// A new instance whose root is an empty memfs.
     pub fn new(config: VfsConfig) -> Vfs {
         let fs =
-            MemFs::with_limits(MemFsLimits { max_bytes: config.root_size_limit, max_inodes: config.root_inode_limit });
+            MemFs::with_limits(MemFsLimits { max_bytes: config.root_size_limit, max_inodes: config.root_inode_limit })
+                .with_small_write_pages(config.root_small_write_pages);
         Vfs::with_root(config, Box::new(fs)).expect("memfs root")
     }
 

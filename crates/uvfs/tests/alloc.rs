@@ -485,6 +485,38 @@ fn copies_share_pages_and_holes_cost_nothing() {
     assert_eq!(t.fstat(src).unwrap().blocks, (MIB / 512) as u64);
 }
 
+/// Where a write's new pages go (`SmallWritePages`): by default a small write's (under 16
+/// pages) on the heap and a big one's in the shmem file; with `Shmem` (what `uvfs mount`
+/// serves memfs with) every page in the file, and the data reads back the same.
+#[test]
+fn small_writes_pages_go_where_the_config_says() {
+    use uvfs::fs::memfs::SmallWritePages;
+    for small in [SmallWritePages::Heap, SmallWritePages::Shmem] {
+        let vfs = Vfs::new(VfsConfig { root_small_write_pages: small, ..VfsConfig::default() });
+        let t = vfs.root_task();
+        let fd = t.openat(DirFd::Cwd, b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+        let data: Vec<u8> = (0..10 * 1024).map(|i| (i % 251) as u8).collect();
+        let c0 = uvfs::counters();
+        assert_eq!(t.pwrite(fd, &data, 100).unwrap(), data.len());
+        let c1 = uvfs::counters();
+        assert_eq!(c1.data_pages_made - c0.data_pages_made, 3, "{small:?}");
+        let in_file = if small == SmallWritePages::Shmem { 3 } else { 0 };
+        assert_eq!(c1.data_pages_in_shmem - c0.data_pages_in_shmem, in_file, "{small:?}");
+        // A write into a page the file holds alone is made in place, whatever its store.
+        assert_eq!(t.pwrite(fd, b"xyz", 4000).unwrap(), 3);
+        assert_eq!(uvfs::counters().data_pages_made, c1.data_pages_made, "{small:?}");
+        let big = vec![9u8; 64 * 4096];
+        assert_eq!(t.pwrite(fd, &big, 1 << 20).unwrap(), big.len());
+        let c2 = uvfs::counters();
+        assert_eq!(c2.data_pages_in_shmem - c1.data_pages_in_shmem, 64, "{small:?}: a big write's pages");
+        let mut back = vec![0u8; data.len()];
+        assert_eq!(t.pread(fd, &mut back, 100).unwrap(), data.len());
+        let mut want = data.clone();
+        want[4000 - 100..4003 - 100].copy_from_slice(b"xyz");
+        assert!(back == want, "{small:?}: the data read back differs");
+    }
+}
+
 /// The overlay keeps the walk's fast paths (issue 14): once looked up, a stat through it
 /// (a lower file, a copied-up one, a miss) allocates nothing and takes no lock.
 #[test]

@@ -49,6 +49,9 @@ pub struct VfsConfig {
     /// Inode limit of the root memfs (tmpfs `nr_inodes=`); `None`: tmpfs's default (the
     /// pages in half of RAM); `Some(0)`: unlimited.
     pub root_inode_limit: Option<u64>,
+    /// Where the root memfs keeps a small write's new pages (the heap by default; a FUSE
+    /// server prefers the shmem file, see [`SmallWritePages`](crate::fs::memfs::SmallWritePages)).
+    pub root_small_write_pages: crate::fs::memfs::SmallWritePages,
     /// Events an inotify instance queues before `IN_Q_OVERFLOW` (`max_queued_events`).
     pub max_queued_events: usize,
     /// Watches one inotify instance may hold before ENOSPC (Linux's `max_user_watches`
@@ -74,6 +77,7 @@ impl Default for VfsConfig {
             fast_paths: FastPaths::all(),
             root_size_limit: None,
             root_inode_limit: None,
+            root_small_write_pages: crate::fs::memfs::SmallWritePages::Heap,
             max_queued_events: 16384,
             max_user_watches: 65536,
             dentry_limit: 1 << 20,

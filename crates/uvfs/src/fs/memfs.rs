@@ -125,8 +125,27 @@ impl Usage {
     }
 }
 
+/// Where memfs keeps the new pages of a small write (under 16 pages; a bigger write's
+/// always go to the process's shmem file, module `shmem`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SmallWritePages {
+    /// On the heap: an in-process read of them is a copy from memory, where one from the
+    /// shmem file is a `pread`; memory freed by a churn is reused without a system call.
+    #[default]
+    Heap,
+    /// In the shmem file too. Fresh heap memory is zeroed by the kernel at its first touch
+    /// before memfs overwrites it, which a `pwrite` into the file is not: during an untar
+    /// through `uvfs mount` (writes of 10 KiB) that zeroing was 18 % of the server's CPU
+    /// time, and with every page in the file the untar took 12 % less time (BENCHMARKS.md,
+    /// "Small writes' pages in the shmem file"). The cost is a `pread` per read, which a
+    /// FUSE server's READ round trip hides, so `uvfs mount` serves memfs so.
+    Shmem,
+}
+
 /// The memfs filesystem type.
 pub struct MemFs {
+    /// Immutable: where a small write's new pages go.
+    small_writes: SmallWritePages,
     /// Immutable: bytes of file contents allowed (`None`: unlimited).
     max_bytes: Option<u64>,
     /// Immutable: inodes allowed (`None`: unlimited).
@@ -273,7 +292,19 @@ impl MemFs {
     /// A memfs with limits.
     pub fn with_limits(limits: MemFsLimits) -> MemFs {
         let (max_bytes, max_inodes) = limits.resolve();
-        MemFs { max_bytes, max_inodes, next_ino: AtomicU64::new(1), usage: Arc::default() }
+        MemFs {
+            small_writes: SmallWritePages::Heap,
+            max_bytes,
+            max_inodes,
+            next_ino: AtomicU64::new(1),
+            usage: Arc::default(),
+        }
+    }
+
+    /// This memfs with small writes' pages kept as `pages` says.
+    pub fn with_small_write_pages(mut self, pages: SmallWritePages) -> MemFs {
+        self.small_writes = pages;
+        self
     }
 
     fn mem(inode: &Inode) -> &MemNode {
@@ -403,7 +434,7 @@ impl MemFs {
     /// are made first, whole pages with one `pwrite` per run of them (see `shmem`), and
     /// the pages only replaced or written in place once every new one exists: on error
     /// (no memory) nothing was written.
-    fn write_pages(pages: &mut BTreeMap<u64, PageSlot>, off: u64, buf: &[u8]) -> Result<()> {
+    fn write_pages(&self, pages: &mut BTreeMap<u64, PageSlot>, off: u64, buf: &[u8]) -> Result<()> {
         let end = off + buf.len() as u64;
         let (head, tail) = ((off % PAGE) as usize, (end % PAGE) as usize);
         let (first, last) = (off / PAGE, (end - 1) / PAGE);
@@ -449,7 +480,7 @@ impl MemFs {
         parts[0] = images[0].as_ref().map_or(&[][..], |i| &i[..]);
         parts[1] = whole;
         parts[2] = images[1].as_ref().map_or(&[][..], |i| &i[..]);
-        let mut made = Page::new_pages(&parts)?.into_iter().map(Arc::new);
+        let mut made = Page::new_pages(&parts, self.small_writes)?.into_iter().map(Arc::new);
         let mut copies: [Option<PageData>; 2] = [None, None];
         copies[0] = images[0].as_ref().and_then(|_| made.next());
         let run: Vec<PageData> = made.by_ref().take(whole.len() / shmem::PAGE).collect();
@@ -616,7 +647,7 @@ impl FileSystem for MemFs {
             // (a shared one is copied), and a failure leaves the file as it was.
             if !size.is_multiple_of(PAGE) && matches!(pages.get(&(size / PAGE)), Some(Some(_))) {
                 let at = (size % PAGE) as usize;
-                MemFs::write_pages(&mut pages, size, &ZEROS[at..])?;
+                self.write_pages(&mut pages, size, &ZEROS[at..])?;
             }
             let dropped = pages.split_off(&size.div_ceil(PAGE));
             self.usage.pages.fetch_sub(dropped.len() as u64, Ordering::Relaxed);
@@ -690,7 +721,7 @@ impl FileSystem for MemFs {
         let end = off.checked_add(buf.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or(Errno::EFBIG)?;
         // Reserve the new pages first so a full filesystem fails before anything changes.
         let reserved = self.reserve_pages(&pages, off / PAGE..end.div_ceil(PAGE))?;
-        if let Err(e) = MemFs::write_pages(&mut pages, off, buf) {
+        if let Err(e) = self.write_pages(&mut pages, off, buf) {
             // Nothing was written (see `write_pages`): give the reservation back.
             self.usage.pages.fetch_sub(reserved, Ordering::Relaxed);
             return Err(e);
@@ -717,7 +748,7 @@ impl FileSystem for MemFs {
                 let whole = from == edge * PAGE && to == (edge + 1) * PAGE;
                 if from < to && !whole && matches!(pages.get(&edge), Some(Some(_))) {
                     let (a, b) = ((from - edge * PAGE) as usize, (to - edge * PAGE) as usize);
-                    MemFs::write_pages(&mut pages, from, &ZEROS[a..b])?;
+                    self.write_pages(&mut pages, from, &ZEROS[a..b])?;
                 }
             }
             if first < last {

@@ -32,13 +32,15 @@ pub struct Counters {
     pub path_cache_fills: u64,
     /// Pages of memfs file data made: new ones, and copies of shared ones to write.
     pub data_pages_made: u64,
+    /// Of `data_pages_made`, those made in the process's shmem file (not the heap).
+    pub data_pages_in_shmem: u64,
 }
 
 thread_local! {
     static COUNTERS: Cell<Counters> = const { Cell::new(Counters {
         locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0, notify_locks: 0,
         dentries_invalidated: 0, dcache_scanned: 0, hash_probes: 0, path_cache_hits: 0, path_cache_fills: 0,
-        data_pages_made: 0,
+        data_pages_made: 0, data_pages_in_shmem: 0,
     }) };
 }
 

@@ -34,6 +34,7 @@ pub mod locks;
 use std::ffi::CString;
 use std::fmt;
 
+use uvfs::fs::memfs::SmallWritePages;
 use uvfs::{
     AccessMode, AtFlags, Credentials, DirFd, Errno, FastPaths, Fd, Gid, OpenFlags, RenameFlags, Task, TimeSpec,
     Timespec, Uid, Vfs, VfsConfig, Whence, XattrFlags,
@@ -1048,9 +1049,12 @@ pub fn uvfs_creds(who: Who) -> Credentials {
     }
 }
 
-/// Runs `setup` as root then `ops` as `who` on a fresh uvfs instance.
+/// Runs `setup` as root then `ops` as `who` on a fresh uvfs instance. Without fast paths
+/// its memfs also keeps small writes' pages in the shmem file (as `uvfs mount` does), so
+/// both page stores meet the kernel in every differential case.
 pub fn uvfs_run(fast: FastPaths, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
-    let vfs = Vfs::new(VfsConfig { fast_paths: fast, ..VfsConfig::default() });
+    let small = if fast.is_empty() { SmallWritePages::Shmem } else { SmallWritePages::Heap };
+    let vfs = Vfs::new(VfsConfig { fast_paths: fast, root_small_write_pages: small, ..VfsConfig::default() });
     uvfs_run_on(&vfs, who, setup, ops)
 }
 

@@ -309,15 +309,17 @@ impl Page {
     /// Pages holding the bytes of `parts` (each a whole number of pages), in order. New
     /// pages of one write are made with one call, so that they get consecutive slots,
     /// written with as few system calls.
-    pub(super) fn new_pages(parts: &[&[u8]]) -> Result<Vec<Page>> {
+    pub(super) fn new_pages(parts: &[&[u8]], small: super::SmallWritePages) -> Result<Vec<Page>> {
         debug_assert!(parts.iter().all(|p| p.len().is_multiple_of(PAGE)));
         let n = parts.iter().map(|p| p.len() / PAGE).sum();
         if n == 0 {
             return Ok(Vec::new());
         }
         crate::sync::counters::bump(|c| c.data_pages_made += n as u64);
-        match shmem().filter(|s| n >= SHMEM_MIN_PAGES && !s.forked()) {
+        let min = if small == super::SmallWritePages::Shmem { 1 } else { SHMEM_MIN_PAGES };
+        match shmem().filter(|s| n >= min && !s.forked()) {
             Some(s) => {
+                crate::sync::counters::bump(|c| c.data_pages_in_shmem += n as u64);
                 let slots = s.alloc(n)?;
                 // Pages first: a failed fill frees the slots with them.
                 let pages: Vec<Page> = slots.iter().map(|&slot| Page::Slot(slot)).collect();
@@ -387,7 +389,7 @@ impl Page {
     pub(super) fn zeros() -> &'static std::sync::Arc<Page> {
         static ZEROS: OnceLock<std::sync::Arc<Page>> = OnceLock::new();
         ZEROS.get_or_init(|| {
-            let page = Page::new_pages(&[&[0u8; PAGE]]).ok().and_then(|mut v| v.pop());
+            let page = Page::new_pages(&[&[0u8; PAGE]], super::SmallWritePages::Heap).ok().and_then(|mut v| v.pop());
             std::sync::Arc::new(page.unwrap_or_else(|| Page::Heap(Box::new([0u8; PAGE]))))
         })
     }
@@ -415,7 +417,8 @@ mod tests {
         for (i, b) in bytes.iter_mut().enumerate() {
             *b = (i / PAGE + 1) as u8;
         }
-        let mut pages = Page::new_pages(&[&bytes[..PAGE], &bytes[PAGE..]]).unwrap();
+        let mut pages =
+            Page::new_pages(&[&bytes[..PAGE], &bytes[PAGE..]], crate::fs::memfs::SmallWritePages::Heap).unwrap();
         assert_eq!(pages.len(), n);
         assert!(pages.iter().all(|p| matches!(p, Page::Slot(_)) == shmem().is_some()), "a big write's pages");
         let mut buf = [0u8; 8];
@@ -426,8 +429,9 @@ mod tests {
         pages[1].write(4, b"abcd");
         pages[1].read(0, &mut buf);
         assert_eq!(&buf, &[2, 2, 2, 2, b'a', b'b', b'c', b'd']);
-        let patched =
-            |old: Option<&Page>, at, bytes| Page::new_pages(&[&Page::image(old, at, bytes)]).unwrap().remove(0);
+        let patched = |old: Option<&Page>, at, bytes| {
+            Page::new_pages(&[&Page::image(old, at, bytes)], crate::fs::memfs::SmallWritePages::Heap).unwrap().remove(0)
+        };
         let p = patched(Some(&pages[1]), 0, b"xy");
         p.read(0, &mut buf);
         assert_eq!(&buf, &[b'x', b'y', 2, 2, b'a', b'b', b'c', b'd']);
