@@ -199,6 +199,19 @@ enum PagesRead<'a> {
     Locked(crate::sync::RwLockReadGuard<'a, BTreeMap<u64, PageSlot>, { crate::sync::rank::FILE_DATA }>),
 }
 
+impl PagesRead<'_> {
+    /// The size of `inode` that goes with these pages. Every operation that sizes a file
+    /// makes its map first and sets the size under its lock, so a file without one is
+    /// empty: its size read now could be that of a first write running meanwhile, whose
+    /// pages this reader does not see (it read zeros for them).
+    fn size(&self, inode: &Inode) -> u64 {
+        match self {
+            PagesRead::Never => 0,
+            PagesRead::Locked(_) => inode.size(),
+        }
+    }
+}
+
 impl std::ops::Deref for PagesRead<'_> {
     type Target = BTreeMap<u64, PageSlot>;
     fn deref(&self) -> &Self::Target {
@@ -314,6 +327,53 @@ impl MemFs {
     /// A regular file's contents (`None`: not a regular file).
     fn file_pages(inode: &Inode) -> Option<&FilePages> {
         (inode.file_type() == FileType::Regular).then(|| &MemFs::mem(inode).pages)
+    }
+
+    /// `read` of `inode` whose pages are `pages`, held for reading.
+    fn read_pages(pages: &PagesRead<'_>, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let size = pages.size(inode);
+        if off >= size {
+            return Ok(0);
+        }
+        let n = buf.len().min((size - off) as usize);
+        let buf = &mut buf[..n];
+        // Pages in consecutive slots of the shmem file are read with one `pread`: (first
+        // slot, offset in it, start in `buf`, bytes, next slot).
+        let mut run: Option<(u32, usize, usize, usize, u32)> = None;
+        let flush = |run: &mut Option<(u32, usize, usize, usize, u32)>, buf: &mut [u8]| {
+            if let Some((slot, at, from, len, _)) = run.take() {
+                shmem::read_slots(slot, at, &mut buf[from..from + len]);
+            }
+        };
+        let mut done = 0;
+        while done < n {
+            let pos = off + done as u64;
+            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
+            let chunk = (n - done).min(PAGE as usize - in_page);
+            match pages.get(&idx).and_then(Option::as_ref) {
+                Some(p) => match (p.slot(), &mut run) {
+                    (Some(slot), Some((_, _, _, len, next))) if slot == *next => {
+                        *len += chunk;
+                        *next += 1;
+                    }
+                    (Some(slot), _) => {
+                        flush(&mut run, buf);
+                        run = Some((slot, in_page, done, chunk, slot + 1));
+                    }
+                    (None, _) => {
+                        flush(&mut run, buf);
+                        p.read(in_page, &mut buf[done..done + chunk]);
+                    }
+                },
+                None => {
+                    flush(&mut run, buf);
+                    buf[done..done + chunk].fill(0);
+                }
+            }
+            done += chunk;
+        }
+        flush(&mut run, buf);
+        Ok(n)
     }
 
     fn acl_index(ty: AclType) -> usize {
@@ -662,50 +722,7 @@ impl FileSystem for MemFs {
 
     fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
         let Some(pages) = MemFs::file_pages(inode) else { return Err(Errno::EINVAL) };
-        let pages = pages.read();
-        let size = inode.size();
-        if off >= size {
-            return Ok(0);
-        }
-        let n = buf.len().min((size - off) as usize);
-        let buf = &mut buf[..n];
-        // Pages in consecutive slots of the shmem file are read with one `pread`: (first
-        // slot, offset in it, start in `buf`, bytes, next slot).
-        let mut run: Option<(u32, usize, usize, usize, u32)> = None;
-        let flush = |run: &mut Option<(u32, usize, usize, usize, u32)>, buf: &mut [u8]| {
-            if let Some((slot, at, from, len, _)) = run.take() {
-                shmem::read_slots(slot, at, &mut buf[from..from + len]);
-            }
-        };
-        let mut done = 0;
-        while done < n {
-            let pos = off + done as u64;
-            let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
-            let chunk = (n - done).min(PAGE as usize - in_page);
-            match pages.get(&idx).and_then(Option::as_ref) {
-                Some(p) => match (p.slot(), &mut run) {
-                    (Some(slot), Some((_, _, _, len, next))) if slot == *next => {
-                        *len += chunk;
-                        *next += 1;
-                    }
-                    (Some(slot), _) => {
-                        flush(&mut run, buf);
-                        run = Some((slot, in_page, done, chunk, slot + 1));
-                    }
-                    (None, _) => {
-                        flush(&mut run, buf);
-                        p.read(in_page, &mut buf[done..done + chunk]);
-                    }
-                },
-                None => {
-                    flush(&mut run, buf);
-                    buf[done..done + chunk].fill(0);
-                }
-            }
-            done += chunk;
-        }
-        flush(&mut run, buf);
-        Ok(n)
+        MemFs::read_pages(&pages.read(), inode, off, buf)
     }
 
     fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)> {
@@ -777,7 +794,7 @@ impl FileSystem for MemFs {
     fn seek_hole_data(&self, inode: &Inode, off: u64, hole: bool) -> Result<u64> {
         let Some(pages) = MemFs::file_pages(inode) else { return Ok(if hole { inode.size() } else { off }) };
         let pages = pages.read();
-        let size = inode.size();
+        let size = pages.size(inode);
         // Reserved pages never written are holes, as tmpfs's folios that are not uptodate.
         let at = if hole {
             let mut idx = off / PAGE;
@@ -935,3 +952,30 @@ impl FileSystem for MemFs {
 // An empty file's node fits the allocator's 64-byte class: its pages and its xattrs and
 // ACLs live behind pointers made on first use.
 const _: () = assert!(std::mem::size_of::<MemNode>() <= 64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DirFd, OpenFlags, Vfs, VfsConfig};
+
+    /// A read racing a file's first write, with the interleaving made by hand: the reader
+    /// finds no page map, then the write makes one, writes and sets the size, then the
+    /// reader goes on. It must read the file as it was (empty), not the new size with
+    /// zeros for the data it cannot see (which `tests/concurrency.rs` caught once).
+    #[test]
+    fn a_reader_that_found_no_pages_reads_the_file_empty() {
+        let vfs = Vfs::new(VfsConfig::default());
+        let t = vfs.root_task();
+        let f = t.openat_file(DirFd::Cwd, b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+        let inode = f.inode();
+        let held = MemFs::file_pages(inode).unwrap().read();
+        assert!(matches!(held, PagesRead::Never));
+        assert_eq!(t.pwrite(&f, b"first data", 0).unwrap(), 10);
+        let mut buf = [7u8; 16];
+        assert_eq!(MemFs::read_pages(&held, inode, 0, &mut buf).unwrap(), 0);
+        drop(held);
+        let now = MemFs::file_pages(inode).unwrap().read();
+        assert_eq!(MemFs::read_pages(&now, inode, 0, &mut buf).unwrap(), 10);
+        assert_eq!(&buf[..10], b"first data");
+    }
+}
