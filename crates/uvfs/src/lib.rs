@@ -144,9 +144,10 @@
 //!   both locks.
 //!
 //! ## Limitations
-//! - No page cache and no `mmap`: memfs's pages are the file (the pages of a big write
-//!   are pages of a shmem file of the process, `fs/memfs/shmem.rs`, which the kernel
-//!   does not zero before they are written), hostfs reads and writes the host file.
+//! - No page cache and no `mmap`: memfs's pages are the file (the pages of a big write,
+//!   and with [`VfsConfig::root_small_write_pages`] of every write, are pages of a shmem
+//!   file of the process, `fs/memfs/shmem.rs`, which the kernel does not zero before they
+//!   are written), hostfs reads and writes the host file.
 //!   Through the FUSE mount the kernel's page cache does this work.
 //! - Sockets and device nodes can be created, listed, renamed and removed, but not opened
 //!   in-process (ENXIO). Fifos open as Linux's (`core/pipe.rs`); `F_SETPIPE_SZ` and
