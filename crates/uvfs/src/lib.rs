@@ -190,7 +190,7 @@ mod task;
 mod vfs;
 mod walk;
 
-pub use abi::config::{FastPaths, VfsConfig};
+pub use abi::config::{FastPaths, SmallWritePages, VfsConfig};
 pub use abi::cred::{Capabilities, Credentials, Gid, Uid};
 pub use abi::errno::{Errno, Result};
 pub use abi::flags::{

@@ -38,6 +38,23 @@ impl Default for FastPaths {
     }
 }
 
+/// Where memfs keeps the new pages of a small write (under 16 pages; a bigger write's
+/// always go to the process's shmem file, `fs/memfs/shmem.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SmallWritePages {
+    /// On the heap: an in-process read of them is a copy from memory, where one from the
+    /// shmem file is a `pread`; memory freed by a churn is reused without a system call.
+    #[default]
+    Heap,
+    /// In the shmem file too. Fresh heap memory is zeroed by the kernel at its first touch
+    /// before memfs overwrites it, which a `pwrite` into the file is not: during an untar
+    /// through `uvfs mount` (writes of 10 KiB) that zeroing was 18 % of the server's CPU
+    /// time, and with every page in the file the untar took 5-7 % less time (BENCHMARKS.md,
+    /// "Small writes' pages in the shmem file"). The cost is a `pread` per read, which a
+    /// FUSE server's READ round trip hides, so `uvfs mount` serves memfs so.
+    Shmem,
+}
+
 /// Configuration of a [`Vfs`](crate::Vfs).
 #[derive(Clone, Debug)]
 pub struct VfsConfig {
@@ -50,8 +67,8 @@ pub struct VfsConfig {
     /// pages in half of RAM); `Some(0)`: unlimited.
     pub root_inode_limit: Option<u64>,
     /// Where the root memfs keeps a small write's new pages (the heap by default; a FUSE
-    /// server prefers the shmem file, see [`SmallWritePages`](crate::fs::memfs::SmallWritePages)).
-    pub root_small_write_pages: crate::fs::memfs::SmallWritePages,
+    /// server prefers the shmem file, see [`SmallWritePages`]).
+    pub root_small_write_pages: SmallWritePages,
     /// Events an inotify instance queues before `IN_Q_OVERFLOW` (`max_queued_events`).
     pub max_queued_events: usize,
     /// Watches one inotify instance may hold before ENOSPC (Linux's `max_user_watches`
@@ -77,7 +94,7 @@ impl Default for VfsConfig {
             fast_paths: FastPaths::all(),
             root_size_limit: None,
             root_inode_limit: None,
-            root_small_write_pages: crate::fs::memfs::SmallWritePages::Heap,
+            root_small_write_pages: SmallWritePages::Heap,
             max_queued_events: 16384,
             max_user_watches: 65536,
             dentry_limit: 1 << 20,

@@ -125,22 +125,7 @@ impl Usage {
     }
 }
 
-/// Where memfs keeps the new pages of a small write (under 16 pages; a bigger write's
-/// always go to the process's shmem file, module `shmem`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SmallWritePages {
-    /// On the heap: an in-process read of them is a copy from memory, where one from the
-    /// shmem file is a `pread`; memory freed by a churn is reused without a system call.
-    #[default]
-    Heap,
-    /// In the shmem file too. Fresh heap memory is zeroed by the kernel at its first touch
-    /// before memfs overwrites it, which a `pwrite` into the file is not: during an untar
-    /// through `uvfs mount` (writes of 10 KiB) that zeroing was 18 % of the server's CPU
-    /// time, and with every page in the file the untar took 12 % less time (BENCHMARKS.md,
-    /// "Small writes' pages in the shmem file"). The cost is a `pread` per read, which a
-    /// FUSE server's READ round trip hides, so `uvfs mount` serves memfs so.
-    Shmem,
-}
+pub use crate::abi::config::SmallWritePages;
 
 /// The memfs filesystem type.
 pub struct MemFs {
