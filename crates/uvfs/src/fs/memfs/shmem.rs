@@ -319,11 +319,11 @@ impl Page {
         let min = if small == super::SmallWritePages::Shmem { 1 } else { SHMEM_MIN_PAGES };
         match shmem().filter(|s| n >= min && !s.forked()) {
             Some(s) => {
-                crate::sync::counters::bump(|c| c.data_pages_in_shmem += n as u64);
                 let slots = s.alloc(n)?;
                 // Pages first: a failed fill frees the slots with them.
                 let pages: Vec<Page> = slots.iter().map(|&slot| Page::Slot(slot)).collect();
                 s.fill(&slots, parts)?;
+                crate::sync::counters::bump(|c| c.data_pages_in_shmem += n as u64);
                 Ok(pages)
             }
             None => Ok(parts
