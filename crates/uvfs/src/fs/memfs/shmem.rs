@@ -315,23 +315,25 @@ impl Page {
         if n == 0 {
             return Ok(Vec::new());
         }
-        crate::sync::counters::bump(|c| c.data_pages_made += n as u64);
         let min = if small == super::SmallWritePages::Shmem { 1 } else { SHMEM_MIN_PAGES };
-        match shmem().filter(|s| n >= min && !s.forked()) {
+        let (pages, in_file) = match shmem().filter(|s| n >= min && !s.forked()) {
             Some(s) => {
                 let slots = s.alloc(n)?;
                 // Pages first: a failed fill frees the slots with them.
                 let pages: Vec<Page> = slots.iter().map(|&slot| Page::Slot(slot)).collect();
                 s.fill(&slots, parts)?;
-                crate::sync::counters::bump(|c| c.data_pages_in_shmem += n as u64);
-                Ok(pages)
+                (pages, n)
             }
-            None => Ok(parts
-                .iter()
-                .flat_map(|p| p.chunks_exact(PAGE))
-                .map(|c| Page::Heap(Box::new(c.try_into().expect("a whole page"))))
-                .collect()),
-        }
+            None => {
+                let heap = parts.iter().flat_map(|p| p.chunks_exact(PAGE));
+                (heap.map(|c| Page::Heap(Box::new(c.try_into().expect("a whole page")))).collect(), 0)
+            }
+        };
+        crate::sync::counters::bump(|c| {
+            c.data_pages_made += n as u64;
+            c.data_pages_in_shmem += in_file as u64;
+        });
+        Ok(pages)
     }
 
     /// The image of a page that holds what `old` holds (zeros without it), with `bytes`
