@@ -97,12 +97,9 @@ fn passthrough_reads_and_writes_bypass_the_server() {
 fn unchanged_host_directory_without_opens() {
     use std::io::Write;
     use std::os::unix::fs::FileExt;
-    use uvfs::fs::hostfs::{HostChanges, HostFsOptions};
     let host = TempDir::new("hostno");
     std::fs::write(host.path().join("old"), b"host data").unwrap();
-    let hopts = HostFsOptions { changes: HostChanges::Never, ..Default::default() };
-    let fs = uvfs::fs::hostfs::HostFs::with_options(host.path(), hopts).unwrap();
-    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
+    let vfs = host_vfs(host.path(), uvfs::fs::hostfs::HostChanges::Never);
     let mnt = TempDir::new("hostnomnt");
     let opts = MountOptions { levers: Levers::DEFAULT - Levers::PASSTHROUGH, ..MountOptions::default() };
     let (handle, _uring) = common::spawn(&vfs, mnt.path(), opts);
@@ -149,12 +146,9 @@ fn unchanged_host_directory_without_opens() {
 #[test]
 fn cached_reads_of_small_host_files() {
     use std::os::unix::fs::FileExt;
-    use uvfs::fs::hostfs::{HostChanges, HostFsOptions};
     let host = TempDir::new("hostcr");
     std::fs::write(host.path().join("small"), b"0123456789").unwrap();
-    let hopts = HostFsOptions { changes: HostChanges::Never, ..Default::default() };
-    let fs = uvfs::fs::hostfs::HostFs::with_options(host.path(), hopts).unwrap();
-    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
+    let vfs = host_vfs(host.path(), uvfs::fs::hostfs::HostChanges::Never);
     let mnt = TempDir::new("hostcrmnt");
     let (handle, _uring) = common::spawn(&vfs, mnt.path(), MountOptions::default());
     assert!(handle.passthrough() && handle.levers().contains(Levers::CACHED_READS));
@@ -209,12 +203,18 @@ fn cached_reads_of_small_host_files() {
     handle.unmount().unwrap();
 }
 
+/// uvfs over the host directory `host`, whose changes behind uvfs's back hostfs expects
+/// as `changes` says.
+fn host_vfs(host: &std::path::Path, changes: uvfs::fs::hostfs::HostChanges) -> uvfs::Vfs {
+    let hopts = uvfs::fs::hostfs::HostFsOptions { changes, ..Default::default() };
+    let fs = uvfs::fs::hostfs::HostFs::with_options(host, hopts).unwrap();
+    uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap()
+}
+
 fn passthrough_case(changes: uvfs::fs::hostfs::HostChanges, opts: MountOptions) {
     let host = TempDir::new("hostpt");
     std::fs::write(host.path().join("old"), b"host data").unwrap();
-    let hopts = uvfs::fs::hostfs::HostFsOptions { changes, ..Default::default() };
-    let fs = uvfs::fs::hostfs::HostFs::with_options(host.path(), hopts).unwrap();
-    let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
+    let vfs = host_vfs(host.path(), changes);
     // uvfs caches the file's attributes before the kernel writes it.
     assert_eq!(vfs.root_task().stat(b"/old").unwrap().size, 9);
     let mnt = TempDir::new("hostptmnt");
