@@ -50,11 +50,12 @@ pub(super) const PAGE: usize = 4096;
 /// Address space reserved for the file's mapping: 1 TiB, 2^28 slots (a `u32` each).
 const RESERVE: usize = 1 << 40;
 
-/// The fewest new pages a write puts in the shmem file; fewer go to the heap. A
-/// `pwritev` costs a system call, and a later write into such a page through the mapping
-/// a fault, where the heap reuses freed memory without either: an untar (writes of
-/// 10 KiB) took some 8 % more of the server's CPU with every page in the file, a 1 GiB
-/// write half as much time with its 128 KiB writes there (BENCHMARKS.md).
+/// The fewest new pages a write puts in the shmem file by default
+/// ([`SmallWritePages::Heap`](super::SmallWritePages)); fewer go to the heap. Each later
+/// read of a page in the file is a `pread` where the heap's is a copy from memory, and a
+/// `pwritev` costs a system call where the heap reuses freed memory without one; a 1 GiB
+/// write took half the time with its 128 KiB writes in the file (BENCHMARKS.md). A FUSE
+/// server, whose reads are round trips anyway, puts every page there (`Shmem`).
 const SHMEM_MIN_PAGES: usize = 16;
 
 /// Free slots kept with their memory for reuse (32 MiB); when twice as many are free, the
@@ -65,7 +66,8 @@ const FREE_KEPT: usize = 8192;
 pub(super) enum Page {
     /// A slot of the shmem file.
     Slot(u32),
-    /// A heap box: a page of a small write, or any page where there is no shmem file.
+    /// A heap box: a page of a small write (by default), of a forked child, or any page
+    /// where there is no shmem file.
     Heap(Box<[u8; PAGE]>),
 }
 
@@ -387,13 +389,11 @@ impl Page {
         }
     }
 
-    /// The one page of zeros that copies of holes share (never written: shared).
+    /// The one page of zeros that copies of holes share (never written: shared), a heap
+    /// box (one page: no system call to make it, and not counted as a page made).
     pub(super) fn zeros() -> &'static std::sync::Arc<Page> {
         static ZEROS: OnceLock<std::sync::Arc<Page>> = OnceLock::new();
-        ZEROS.get_or_init(|| {
-            let page = Page::new_pages(&[&[0u8; PAGE]], super::SmallWritePages::Heap).ok().and_then(|mut v| v.pop());
-            std::sync::Arc::new(page.unwrap_or_else(|| Page::Heap(Box::new([0u8; PAGE]))))
-        })
+        ZEROS.get_or_init(|| std::sync::Arc::new(Page::Heap(Box::new([0u8; PAGE]))))
     }
 }
 
@@ -419,8 +419,7 @@ mod tests {
         for (i, b) in bytes.iter_mut().enumerate() {
             *b = (i / PAGE + 1) as u8;
         }
-        let mut pages =
-            Page::new_pages(&[&bytes[..PAGE], &bytes[PAGE..]], crate::fs::memfs::SmallWritePages::Heap).unwrap();
+        let mut pages = Page::new_pages(&[&bytes[..PAGE], &bytes[PAGE..]], crate::SmallWritePages::Heap).unwrap();
         assert_eq!(pages.len(), n);
         assert!(pages.iter().all(|p| matches!(p, Page::Slot(_)) == shmem().is_some()), "a big write's pages");
         let mut buf = [0u8; 8];
@@ -432,7 +431,7 @@ mod tests {
         pages[1].read(0, &mut buf);
         assert_eq!(&buf, &[2, 2, 2, 2, b'a', b'b', b'c', b'd']);
         let patched = |old: Option<&Page>, at, bytes| {
-            Page::new_pages(&[&Page::image(old, at, bytes)], crate::fs::memfs::SmallWritePages::Heap).unwrap().remove(0)
+            Page::new_pages(&[&Page::image(old, at, bytes)], crate::SmallWritePages::Heap).unwrap().remove(0)
         };
         let p = patched(Some(&pages[1]), 0, b"xy");
         p.read(0, &mut buf);
