@@ -280,7 +280,7 @@ fn make_vfs(fs: &str, host_unchanged: bool) -> Result<uvfs::Vfs, Fail> {
         // A server's reads are round trips anyway: every page in the shmem file, which
         // the kernel does not zero before memfs writes it (`SmallWritePages::Shmem`).
         "memfs" => Ok(uvfs::Vfs::new(uvfs::VfsConfig {
-            root_small_write_pages: uvfs::fs::memfs::SmallWritePages::Shmem,
+            root_small_write_pages: uvfs::SmallWritePages::Shmem,
             ..uvfs::VfsConfig::default()
         })),
         s if s.starts_with("host:") => {

@@ -43,9 +43,10 @@
 //! watches. An inode's lock context (file locks) is taken by the lock calls and by
 //! close holding nothing else, and under it the global wait-for edges of waiting POSIX
 //! requests. The fd table lock, a task's `fs_lock`, hostfs's name of a file and a lock
-//! interrupt's slot, the table of open fifos, a pipe's buffer and memfs's free pages of its
-//! shmem file are leaves taken alone or last (a closed file is released after the fd table lock is dropped; a fifo's open, read
-//! and write wait with no guard and no other lock held). Each lock's rank is part of its
+//! interrupt's slot, the table of open fifos, a pipe's buffer and memfs's free pages of
+//! its shmem file are leaves taken alone or last (a closed file is released after the fd
+//! table lock is dropped; a fifo's open, read and write wait with no guard and no other
+//! lock held). Each lock's rank is part of its
 //! type, and debug builds (the test suite) panic on an acquisition out
 //! of this order (`sync`). Every struct field says whether it is immutable, atomic, or
 //! protected by which lock.

@@ -490,7 +490,7 @@ fn copies_share_pages_and_holes_cost_nothing() {
 /// serves memfs with) every page in the file, and the data reads back the same.
 #[test]
 fn small_writes_pages_go_where_the_config_says() {
-    use uvfs::fs::memfs::SmallWritePages;
+    use uvfs::SmallWritePages;
     for small in [SmallWritePages::Heap, SmallWritePages::Shmem] {
         let vfs = Vfs::new(VfsConfig { root_small_write_pages: small, ..VfsConfig::default() });
         let t = vfs.root_task();

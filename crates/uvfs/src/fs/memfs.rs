@@ -13,7 +13,8 @@
 //! not-uptodate folios); `PUNCH_HOLE` frees them. The bytes of the pages a big write
 //! makes (16 pages or more) are pages of one shmem file of the process (`shmem`), written
 //! with `pwritev`, which the kernel does not zero first as it does fresh heap memory;
-//! smaller writes' pages are heap boxes. Size and inode limits give ENOSPC and are what
+//! smaller writes' pages are heap boxes, or pages of the file too with
+//! [`SmallWritePages::Shmem`] (what a FUSE server asks for). Size and inode limits give ENOSPC and are what
 //! `statfs` reports: by default tmpfs's (half of RAM, and as many inodes as half of RAM
 //! has pages), 0 for unlimited, as tmpfs's `size=` and `nr_inodes=`.
 //!
@@ -125,7 +126,7 @@ impl Usage {
     }
 }
 
-pub use crate::abi::config::SmallWritePages;
+use crate::abi::config::SmallWritePages;
 
 /// The memfs filesystem type.
 pub struct MemFs {

@@ -34,7 +34,7 @@ pub mod locks;
 use std::ffi::CString;
 use std::fmt;
 
-use uvfs::fs::memfs::SmallWritePages;
+use uvfs::SmallWritePages;
 use uvfs::{
     AccessMode, AtFlags, Credentials, DirFd, Errno, FastPaths, Fd, Gid, OpenFlags, RenameFlags, Task, TimeSpec,
     Timespec, Uid, Vfs, VfsConfig, Whence, XattrFlags,
