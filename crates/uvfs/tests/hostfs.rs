@@ -128,6 +128,85 @@ fn inode_hash_probe_takes_no_lock() {
     assert_eq!(uvfs::counters().locks - before, 0);
 }
 
+/// A listing read to its end keeps its host directory stream for the call that continues
+/// there: the VFS's last, empty batch and a new description seeked to the end offset
+/// (FUSE's call that completes the kernel's cached listing) open nothing on the host.
+/// A removed directory's stream is closed with it.
+#[test]
+fn a_listing_continues_from_its_end() {
+    let _serial = serial();
+    let dir = tmp("streams");
+    for i in 0..10 {
+        std::fs::write(dir.path().join(format!("f{i}")), b"").unwrap();
+    }
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let vfs = vfs_over(&dir, FastPaths::all());
+    let t = vfs.root_task();
+    let opened = || uvfs::counters().host_dir_streams_opened;
+    let names = |v: Vec<uvfs::DirEntry>| v.into_iter().map(|e| e.name).collect::<Vec<_>>();
+
+    let fd = t.open(b"/", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    let before = opened();
+    let all = t.getdents(fd, 1000).unwrap();
+    assert_eq!(all.len(), 13, "{:?}", names(all));
+    let end = all.last().unwrap().next;
+    assert!(t.getdents(fd, 1000).unwrap().is_empty());
+    let again = t.open(b"/", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    t.lseek(again, end as i64, uvfs::Whence::Set).unwrap();
+    assert!(t.getdents(again, 1000).unwrap().is_empty());
+    assert_eq!(opened() - before, 1, "one stream for the listing and both calls at its end");
+
+    // A name added after the end: continuing there lists nothing more, as the host's own
+    // stream does (tmpfs's last cookie is its end-of-directory mark); a listing from the
+    // start opens a stream of its own and has it.
+    t.mknodat(DirFd::Cwd, b"/late", 0o100644, 0).unwrap();
+    assert!(t.getdents(fd, 1000).unwrap().is_empty());
+    t.lseek(again, 0, uvfs::Whence::Set).unwrap();
+    let fresh = names(t.getdents(again, 1000).unwrap());
+    assert!(fresh.len() == 14 && fresh.contains(&b"late".to_vec()), "{fresh:?}");
+    assert_eq!(opened() - before, 2);
+    // Read in batches that stop short of the end, a listing opens a stream per batch and
+    // gives every name once.
+    t.lseek(again, 0, uvfs::Whence::Set).unwrap();
+    let mut batched = Vec::new();
+    loop {
+        let b = t.getdents(again, 4).unwrap();
+        if b.is_empty() {
+            break;
+        }
+        batched.extend(names(b));
+    }
+    batched.sort();
+    batched.dedup();
+    assert_eq!(batched.len(), 14);
+    t.close(fd).unwrap();
+    t.close(again).unwrap();
+
+    // The kept stream of a removed directory is closed at the rmdir: a directory listed to
+    // its end holds one host descriptor more than one only opened, and none after both go.
+    // (By the link's text: a removed directory's reads "<path> (deleted)".)
+    let held = |name: &str| {
+        let path = dir.path().join(name).to_string_lossy().into_owned();
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+            .filter(|l| l.to_string_lossy().starts_with(&path))
+            .count()
+    };
+    for d in ["/listed", "/opened"] {
+        t.mkdir(d.as_bytes(), 0o755).unwrap();
+        let fd = t.open(d.as_bytes(), OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+        if d == "/listed" {
+            assert_eq!(t.getdents(fd, 1000).unwrap().len(), 2);
+        }
+        t.close(fd).unwrap();
+    }
+    assert_eq!(held("listed"), held("opened") + 1);
+    t.rmdir(b"/listed").unwrap();
+    t.rmdir(b"/opened").unwrap();
+    assert_eq!(held("listed"), held("opened"));
+}
+
 /// Two names of one host file (a hard link) are one inode in uvfs, found through the
 /// inode cache by (device, inode number).
 #[test]

@@ -32,8 +32,10 @@
 //! used are closed, and a closed one is reopened on demand by name, relative to the
 //! parent's descriptor (itself reopened the same way if it was closed, up to the root,
 //! whose descriptor is held for the instance's life), with `O_NOFOLLOW` and the (device,
-//! inode) check. So uvfs's own caches (a million dentries and inodes by default, or a
-//! FUSE kernel's) hold no host descriptors. What is never closed by the cache: the
+//! inode) check. A directory listed to its end keeps the description it was read by in
+//! the cache too, for the call that continues there (`EndStreams`). So uvfs's own
+//! caches (a million dentries and inodes by default, or a FUSE kernel's) hold no host
+//! descriptors. What is never closed by the cache: the
 //! descriptor of a file or directory uvfs has open (pinned from `FileSystem::open` to
 //! `release`: an open file keeps its data when its name goes, on the host or through
 //! uvfs, as on Linux), the root's, and the one a call in progress uses (it holds it for
@@ -83,7 +85,7 @@ use crate::core::acl::{Acl, AclInit, AclType};
 use crate::core::inode::{Inode, NewInode};
 use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
 use crate::core::xattr::XattrFlags;
-use crate::sync::Mutex;
+use crate::sync::{Mutex, counters};
 
 /// Whether the host directory may change behind uvfs's back, and how uvfs notices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +160,8 @@ pub struct HostFs {
     live: Arc<AtomicUsize>,
     /// The instance's host descriptors (internally synchronized).
     cache: Arc<FileCache>,
+    /// Directory streams left at their end, for the `readdir` that continues there.
+    streams: EndStreams,
 }
 
 /// A host directory: its descriptor (closed by the cache when unused, reopened by name)
@@ -179,6 +183,65 @@ struct DirLoc {
     parent: Weak<HostDir>,
     /// The single name component.
     name: Box<[u8]>,
+}
+
+/// Host directory descriptions that a `readdir` read to the end of their directory, kept
+/// for the call that continues from there. A listing takes several calls: the VFS reads
+/// in batches and then once more to see the end, and FUSE's kernel asks again at the end
+/// offset to complete its cached listing. Each opened the host directory, seeked to its
+/// cursor and closed it again; continuing a kept description is one `getdents64`. Only
+/// descriptions read to their end are kept: no entry read from one is left unreturned, so
+/// continuing one reads what a description opened now and seeked to the same cookie would
+/// (`getdents64` leaves the last entry's cookie and the position equal). Each is a slot of
+/// the descriptor cache, so counted in its limit and closed by it like any other (the
+/// next call then opens afresh); at most [`EndStreams::KEPT`] are kept.
+#[derive(Default)]
+struct EndStreams(Mutex<Vec<EndStream>>);
+
+/// One kept description (see [`EndStreams`]).
+struct EndStream {
+    /// The directory (compared by address; the weak count keeps the address from being
+    /// reused while the entry exists).
+    dir: Weak<HostDir>,
+    /// The cookie of the last entry read (the cursor the description continues from).
+    at: u64,
+    /// The description, `O_RDONLY | O_DIRECTORY`, positioned at the directory's end.
+    slot: Arc<Slot>,
+}
+
+impl EndStreams {
+    /// Descriptions kept at most.
+    const KEPT: usize = 8;
+
+    /// The description of `dir` left at cursor `at`, taken out.
+    fn take(&self, dir: &Arc<HostDir>, at: u64) -> Option<Arc<Slot>> {
+        let mut v = self.0.lock();
+        let i = v.iter().position(|e| e.at == at && std::ptr::eq(e.dir.as_ptr(), Arc::as_ptr(dir)))?;
+        Some(v.remove(i).slot)
+    }
+
+    /// Keeps `slot`, whose description `dir`'s listing read to its end at cursor `at`.
+    /// Those of directories whose inodes are gone, and the oldest past `KEPT`, are closed.
+    fn keep(&self, dir: &Arc<HostDir>, at: u64, slot: Arc<Slot>) {
+        let closed: Vec<EndStream> = {
+            let mut v = self.0.lock();
+            v.push(EndStream { dir: Arc::downgrade(dir), at, slot });
+            let mut closed: Vec<EndStream> = v.extract_if(.., |e| e.dir.strong_count() == 0).collect();
+            if v.len() > Self::KEPT {
+                closed.push(v.remove(0));
+            }
+            closed
+        };
+        // Closed outside the lock.
+        drop(closed);
+    }
+
+    /// Closes the descriptions of `dir` (removed: nothing kept may hold it on the host).
+    fn forget(&self, dir: &Arc<HostDir>) {
+        let closed: Vec<EndStream> =
+            self.0.lock().extract_if(.., |e| std::ptr::eq(e.dir.as_ptr(), Arc::as_ptr(dir))).collect();
+        drop(closed);
+    }
 }
 
 /// A descriptor held for a call: a cached one, or one opened for the call.
@@ -489,7 +552,14 @@ impl HostFs {
         let key = key_of(&rustix::fs::fstat(&fd).map_err(host)?);
         let cache = FileCache::new(limit);
         let root = Arc::new(HostDir { key, fd: Slot::fixed(&cache, fd), loc: Mutex::new(None) });
-        Ok(HostFs { root, opts, epoch: std::time::Instant::now(), live: Arc::default(), cache })
+        Ok(HostFs {
+            root,
+            opts,
+            epoch: std::time::Instant::now(),
+            live: Arc::default(),
+            cache,
+            streams: EndStreams::default(),
+        })
     }
 
     /// A handle on the number of hostfs inodes alive (kept by tests after the filesystem
@@ -1081,6 +1151,9 @@ impl FileSystem for HostFs {
         let d = Self::dir(dir)?;
         let dfd = d.fd()?;
         rustix::fs::unlinkat(&dfd, name, AtFlags::REMOVEDIR).map_err(host)?;
+        if let Some(gone) = &node(inode).dir {
+            self.streams.forget(gone);
+        }
         Self::lost_name(inode, d, name);
         self.refresh(dir)
     }
@@ -1118,6 +1191,9 @@ impl FileSystem for HostFs {
                 moved(t, (nd, new_name), (od, old_name));
                 let _ = self.refresh(t);
             } else {
+                if let Some(gone) = &node(t).dir {
+                    self.streams.forget(gone);
+                }
                 Self::lost_name(t, nd, new_name);
             }
         }
@@ -1225,31 +1301,32 @@ impl FileSystem for HostFs {
     }
 
     fn readdir(&self, dir: &Inode, cursor: u64, out: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
-        let dfd = Self::dir_fd(dir)?;
-        // A fresh open description per call (its own position); the cursor is the host's
-        // `d_off` cookie of the last entry given.
-        let mut d = rustix::fs::Dir::read_from(&dfd).map_err(host)?;
-        if cursor != 0 {
-            d.seek(cursor as i64).map_err(host)?;
+        let hd = Self::dir(dir)?;
+        // The cursor is the host's `d_off` cookie of the last entry given. A description
+        // kept at the directory's end there continues (unless the cache closed it).
+        if let Some(slot) = self.streams.take(hd, cursor)
+            && let Some(fd) = slot.get()
+        {
+            if let Some(at) = list_host_dir(&fd, cursor, out)? {
+                drop(fd);
+                self.streams.keep(hd, at, slot);
+            }
+            return Ok(());
         }
-        while let Some(e) = d.read() {
-            let e = e.map_err(host)?;
-            let dtype = match e.file_type() {
-                rustix::fs::FileType::RegularFile => FileType::Regular,
-                rustix::fs::FileType::Directory => FileType::Directory,
-                rustix::fs::FileType::Symlink => FileType::Symlink,
-                rustix::fs::FileType::Fifo => FileType::Fifo,
-                rustix::fs::FileType::Socket => FileType::Socket,
-                rustix::fs::FileType::CharacterDevice => FileType::CharDevice,
-                rustix::fs::FileType::BlockDevice => FileType::BlockDevice,
-                rustix::fs::FileType::Unknown => FileType::Regular,
-            }
-            .dirent_type();
-            let entry =
-                DirEntry { ino: e.ino(), next: e.offset() as u64, dtype, name: e.file_name().to_bytes().to_vec() };
-            if !out(entry) {
-                break;
-            }
+        // Else a fresh open description (its own position), seeked to the cookie.
+        let fd = {
+            let dfd = hd.fd()?;
+            counters::bump(|c| c.host_dir_streams_opened += 1);
+            rustix::fs::openat(&dfd, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+                .map_err(host)?
+        };
+        if cursor != 0 {
+            rustix::fs::seek(&fd, rustix::fs::SeekFrom::Start(cursor)).map_err(host)?;
+        }
+        if let Some(at) = list_host_dir(&fd, cursor, out)? {
+            let slot = Slot::new(&self.cache);
+            slot.fill(fd, true);
+            self.streams.keep(hd, at, slot);
         }
         Ok(())
     }
@@ -1451,4 +1528,35 @@ impl XTarget {
         }
         .map_err(host)
     }
+}
+
+/// Lists a host directory from `fd`'s position (`at`: the cookie it is at) into `out`
+/// until `out` refuses an entry or the directory ends. `Some(cookie)` when it ended with
+/// every entry read given to `out`: the description is then at that cookie, and may be
+/// kept to continue from it (see `EndStreams`).
+fn list_host_dir(fd: impl AsFd, mut at: u64, out: &mut dyn FnMut(DirEntry) -> bool) -> Result<Option<u64>> {
+    // On the stack: a small directory's entries fit in one `getdents64`.
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+    let mut dir = rustix::fs::RawDir::new(fd, &mut buf);
+    while let Some(e) = dir.next() {
+        let e = e.map_err(host)?;
+        let dtype = match e.file_type() {
+            rustix::fs::FileType::RegularFile => FileType::Regular,
+            rustix::fs::FileType::Directory => FileType::Directory,
+            rustix::fs::FileType::Symlink => FileType::Symlink,
+            rustix::fs::FileType::Fifo => FileType::Fifo,
+            rustix::fs::FileType::Socket => FileType::Socket,
+            rustix::fs::FileType::CharacterDevice => FileType::CharDevice,
+            rustix::fs::FileType::BlockDevice => FileType::BlockDevice,
+            rustix::fs::FileType::Unknown => FileType::Regular,
+        }
+        .dirent_type();
+        let next = e.next_entry_cookie();
+        if !out(DirEntry { ino: e.ino(), next, dtype, name: e.file_name().to_bytes().to_vec() }) {
+            // Entries after this one may be in the buffer: the description is not kept.
+            return Ok(None);
+        }
+        at = next;
+    }
+    Ok(Some(at))
 }

@@ -34,13 +34,16 @@ pub struct Counters {
     pub data_pages_made: u64,
     /// Of `data_pages_made`, those made in the process's shmem file (not the heap).
     pub data_pages_in_shmem: u64,
+    /// Host directory streams hostfs's `readdir` opened (a call that continues a stream
+    /// kept at its directory's end opens none).
+    pub host_dir_streams_opened: u64,
 }
 
 thread_local! {
     static COUNTERS: Cell<Counters> = const { Cell::new(Counters {
         locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0, notify_locks: 0,
         dentries_invalidated: 0, dcache_scanned: 0, hash_probes: 0, path_cache_hits: 0, path_cache_fills: 0,
-        data_pages_made: 0, data_pages_in_shmem: 0,
+        data_pages_made: 0, data_pages_in_shmem: 0, host_dir_streams_opened: 0,
     }) };
 }
 

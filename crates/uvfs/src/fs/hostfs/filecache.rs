@@ -145,7 +145,8 @@ impl FileCache {
     }
 }
 
-/// One cached host descriptor of an inode.
+/// One cached host descriptor: of an inode, or of a directory listing read to its end
+/// (`EndStreams`).
 pub(super) struct Slot {
     /// The descriptor, if open: read without a lock, written under `state`.
     fd: ArcSwapOption<OwnedFd>,
