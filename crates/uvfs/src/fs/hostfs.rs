@@ -1539,7 +1539,13 @@ fn list_host_dir(fd: impl AsFd, mut at: u64, out: &mut dyn FnMut(DirEntry) -> bo
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
     let mut dir = rustix::fs::RawDir::new(fd, &mut buf);
     while let Some(e) = dir.next() {
-        let e = e.map_err(host)?;
+        let e = match e {
+            Ok(e) => e,
+            // A directory removed on the host lists as empty (as rustix's `Dir` has it);
+            // its description is not kept.
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(host(e)),
+        };
         let dtype = match e.file_type() {
             rustix::fs::FileType::RegularFile => FileType::Regular,
             rustix::fs::FileType::Directory => FileType::Directory,
