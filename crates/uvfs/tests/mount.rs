@@ -733,9 +733,13 @@ fn umount_races_opens_without_losing_users() {
     t.mkdir(b"/m", 0o755).unwrap();
     let steps = iters(3000) as u64;
     let done = AtomicBool::new(false);
+    // Forked before the loop: a fork taken while the loop has its file open copies that
+    // descriptor, whose mount then stays busy for the child's life (as on Linux), and the
+    // umount below would retry forever (about one run in a hundred did).
+    let child = t.fork();
     std::thread::scope(|sc| {
         let opener = sc.spawn(|| {
-            let t = t.fork();
+            let t = child;
             while !done.load(Ordering::SeqCst) {
                 if let Ok(fd) = t.open(b"/m/f", OpenFlags::RDONLY, 0) {
                     // Whatever it opened, its mount is still in use until the close.
