@@ -107,10 +107,11 @@ pub enum HostChanges {
 pub struct HostFsOptions {
     /// Whether (and how) changes made on the host behind uvfs's back are noticed.
     pub changes: HostChanges,
-    /// How many host descriptors the instance keeps open (directories', and files' not
-    /// open in uvfs) before it closes the least recently used; the files uvfs has open
-    /// keep theirs beyond it (see the module docs). `None`: a quarter of the soft
-    /// `RLIMIT_NOFILE` when the instance is made, from 16 to 65,536. `Some(0)` is EINVAL.
+    /// How many host descriptors the instance keeps open (directories', files' not open
+    /// in uvfs, and listings read to their end) before it closes the least recently
+    /// used; the files uvfs has open keep theirs beyond it (see the module docs). `None`:
+    /// a quarter of the soft `RLIMIT_NOFILE` when the instance is made, from 16 to
+    /// 65,536. `Some(0)` is EINVAL.
     pub descriptor_limit: Option<usize>,
 }
 
@@ -1316,9 +1317,11 @@ impl FileSystem for HostFs {
         // Else a fresh open description (its own position), seeked to the cookie.
         let fd = {
             let dfd = hd.fd()?;
+            let fd =
+                rustix::fs::openat(&dfd, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+                    .map_err(host)?;
             counters::bump(|c| c.host_dir_streams_opened += 1);
-            rustix::fs::openat(&dfd, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-                .map_err(host)?
+            fd
         };
         if cursor != 0 {
             rustix::fs::seek(&fd, rustix::fs::SeekFrom::Start(cursor)).map_err(host)?;
