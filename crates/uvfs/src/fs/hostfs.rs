@@ -1549,17 +1549,8 @@ fn list_host_dir(fd: impl AsFd, mut at: u64, out: &mut dyn FnMut(DirEntry) -> bo
             Err(rustix::io::Errno::NOENT) => return Ok(None),
             Err(e) => return Err(host(e)),
         };
-        let dtype = match e.file_type() {
-            rustix::fs::FileType::RegularFile => FileType::Regular,
-            rustix::fs::FileType::Directory => FileType::Directory,
-            rustix::fs::FileType::Symlink => FileType::Symlink,
-            rustix::fs::FileType::Fifo => FileType::Fifo,
-            rustix::fs::FileType::Socket => FileType::Socket,
-            rustix::fs::FileType::CharacterDevice => FileType::CharDevice,
-            rustix::fs::FileType::BlockDevice => FileType::BlockDevice,
-            rustix::fs::FileType::Unknown => FileType::Regular,
-        }
-        .dirent_type();
+        // (A host that does not fill `d_type` has its entries listed as regular files.)
+        let dtype = FileType::from_mode(e.file_type().as_raw_mode()).unwrap_or(FileType::Regular).dirent_type();
         let next = e.next_entry_cookie();
         if !out(DirEntry { ino: e.ino(), next, dtype, name: e.file_name().to_bytes().to_vec() }) {
             // Entries after this one may be in the buffer: the description is not kept.
