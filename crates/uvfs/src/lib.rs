@@ -46,10 +46,9 @@
 //! interrupt's slot, the table of open fifos, a pipe's buffer and memfs's free pages of
 //! its shmem file are leaves taken alone or last (a closed file is released after the fd
 //! table lock is dropped; a fifo's open, read and write wait with no guard and no other
-//! lock held). Each lock's rank is part of its
-//! type, and debug builds (the test suite) panic on an acquisition out
-//! of this order (`sync`). Every struct field says whether it is immutable, atomic, or
-//! protected by which lock.
+//! lock held). Each lock's rank is part of its type, and debug builds (the test suite)
+//! panic on an acquisition out of this order (`sync`). Every struct field says whether it
+//! is immutable, atomic, or protected by which lock.
 //!
 //! ## The reclamation rule
 //! Dentries, inodes, names, files, ACLs and mounts that a lockless reader can reach are

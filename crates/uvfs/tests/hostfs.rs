@@ -183,7 +183,8 @@ fn a_listing_continues_from_its_end() {
     t.close(again).unwrap();
 
     // The kept stream of a removed directory is closed at the rmdir: a directory listed to
-    // its end holds one host descriptor more than one only opened, and none after both go.
+    // its end holds one host descriptor more than one only opened, and no more once both
+    // are removed (the descriptor the cache holds for either goes when its inode does).
     // (By the link's text: a removed directory's reads "<path> (deleted)".)
     let held = |name: &str| {
         let path = dir.path().join(name).to_string_lossy().into_owned();

@@ -161,7 +161,8 @@ pub struct HostFs {
     live: Arc<AtomicUsize>,
     /// The instance's host descriptors (internally synchronized).
     cache: Arc<FileCache>,
-    /// Directory streams left at their end, for the `readdir` that continues there.
+    /// Host directory descriptions left at a listing's end, for the `readdir` that
+    /// continues there.
     streams: EndStreams,
 }
 
@@ -210,6 +211,13 @@ struct EndStream {
     slot: Arc<Slot>,
 }
 
+impl EndStream {
+    /// Whether this is a description of `dir`.
+    fn is_of(&self, dir: &Arc<HostDir>) -> bool {
+        std::ptr::eq(self.dir.as_ptr(), Arc::as_ptr(dir))
+    }
+}
+
 impl EndStreams {
     /// Descriptions kept at most.
     const KEPT: usize = 8;
@@ -217,7 +225,7 @@ impl EndStreams {
     /// The description of `dir` left at cursor `at`, taken out.
     fn take(&self, dir: &Arc<HostDir>, at: u64) -> Option<Arc<Slot>> {
         let mut v = self.0.lock();
-        let i = v.iter().position(|e| e.at == at && std::ptr::eq(e.dir.as_ptr(), Arc::as_ptr(dir)))?;
+        let i = v.iter().position(|e| e.at == at && e.is_of(dir))?;
         Some(v.remove(i).slot)
     }
 
@@ -239,8 +247,7 @@ impl EndStreams {
 
     /// Closes the descriptions of `dir` (removed: nothing kept may hold it on the host).
     fn forget(&self, dir: &Arc<HostDir>) {
-        let closed: Vec<EndStream> =
-            self.0.lock().extract_if(.., |e| std::ptr::eq(e.dir.as_ptr(), Arc::as_ptr(dir))).collect();
+        let closed: Vec<EndStream> = self.0.lock().extract_if(.., |e| e.is_of(dir)).collect();
         drop(closed);
     }
 }

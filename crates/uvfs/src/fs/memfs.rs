@@ -14,9 +14,10 @@
 //! makes (16 pages or more) are pages of one shmem file of the process (`shmem`), written
 //! with `pwritev`, which the kernel does not zero first as it does fresh heap memory;
 //! smaller writes' pages are heap boxes, or pages of the file too with
-//! [`SmallWritePages::Shmem`] (what a FUSE server asks for). Size and inode limits give ENOSPC and are what
-//! `statfs` reports: by default tmpfs's (half of RAM, and as many inodes as half of RAM
-//! has pages), 0 for unlimited, as tmpfs's `size=` and `nr_inodes=`.
+//! [`SmallWritePages::Shmem`] (what a FUSE server asks for). Size and inode limits give
+//! ENOSPC and are what `statfs` reports: by default tmpfs's (half of RAM, and as many
+//! inodes as half of RAM has pages), 0 for unlimited, as tmpfs's `size=` and
+//! `nr_inodes=`.
 //!
 //! Extended attributes (`user.`, `trusted.`, `security.`) live in the inode's private
 //! data, in name order, under a leaf lock. As in tmpfs, their space comes out of the inode
@@ -33,6 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+use crate::abi::config::SmallWritePages;
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::{FallocFlags, FsFlags, Timespec};
 use crate::abi::stat::{FileType, S_IFMT, StatFs, StatxAttrs};
@@ -125,8 +127,6 @@ impl Usage {
         self.ispace.fetch_sub(n, Ordering::Relaxed);
     }
 }
-
-use crate::abi::config::SmallWritePages;
 
 /// The memfs filesystem type.
 pub struct MemFs {

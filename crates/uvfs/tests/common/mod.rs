@@ -34,10 +34,9 @@ pub mod locks;
 use std::ffi::CString;
 use std::fmt;
 
-use uvfs::SmallWritePages;
 use uvfs::{
-    AccessMode, AtFlags, Credentials, DirFd, Errno, FastPaths, Fd, Gid, OpenFlags, RenameFlags, Task, TimeSpec,
-    Timespec, Uid, Vfs, VfsConfig, Whence, XattrFlags,
+    AccessMode, AtFlags, Credentials, DirFd, Errno, FastPaths, Fd, Gid, OpenFlags, RenameFlags, SmallWritePages, Task,
+    TimeSpec, Timespec, Uid, Vfs, VfsConfig, Whence, XattrFlags,
 };
 
 /// `STATX_ATTR_MOUNT_ROOT`, which the comparison leaves out (see `Op::Statx`).
