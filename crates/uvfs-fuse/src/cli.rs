@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::{Levers, MountOptions, Permissions, Transport};
+use crate::{Levers, MountOptions, Permissions, QueueClass, Transport};
 
 /// Arguments of `uvfs mount`.
 #[derive(clap::Args, Debug, Clone)]
@@ -66,6 +66,12 @@ pub struct MountArgs {
     /// why, when unavailable)
     #[arg(long, value_enum, default_value_t = Transport::Auto)]
     pub transport: Transport,
+    /// The io_uring queue threads' scheduling class: `idle` (SCHED_IDLE while requests
+    /// come, so a caller and the queue serving it share a CPU; a queue thread that starves
+    /// goes back to the normal class for a while; needs root or CAP_SYS_NICE, else normal)
+    /// or `normal`
+    #[arg(long, value_enum, default_value_t = QueueClass::Idle)]
+    pub queue_class: QueueClass,
     /// Detach once mounted (the mount stays until unmounted with `umount`)
     #[arg(long)]
     pub daemon: bool,
@@ -229,6 +235,7 @@ fn options(a: &MountArgs) -> Result<MountOptions, Fail> {
         negative_timeout: secs("negative-timeout", a.negative_timeout, base.negative_timeout)?,
         permissions: a.permissions,
         transport: a.transport,
+        queue_class: a.queue_class,
         stats: a.stats,
         ..base
     };

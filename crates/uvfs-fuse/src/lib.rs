@@ -28,10 +28,14 @@
 //! that back-to-back requests do not each wake a sleeping thread.
 //! [`Transport::Uring`] (FUSE over io_uring, Linux 6.14+ with the `fuse` module parameter
 //! `enable_uring`): one ring per CPU whose thread receives a request and sends the previous
-//! reply in one `io_uring_enter`, on the CPU the caller runs on. [`Transport::Auto`] (the
-//! default) uses io_uring when it is available. When it is not (the parameter is off,
-//! io_uring is disabled, the kernel refuses), one line on stderr says why and the mount
-//! serves over `/dev/fuse`: a missing speed-up never fails a mount.
+//! reply in one `io_uring_enter`, on the CPU the caller runs on. The queue threads run in
+//! the idle scheduling class while requests come ([`MountOptions::queue_class`],
+//! [`transport::sched`]), so that the reply's wake-up leaves the caller on that CPU too;
+//! a guard moves a queue thread that starves behind busy programs back to the normal
+//! class. [`Transport::Auto`] (the default) uses io_uring when it is available. When it
+//! is not (the parameter is off, io_uring is disabled, the kernel refuses), one line on
+//! stderr says why and the mount serves over `/dev/fuse`: a missing speed-up never fails
+//! a mount.
 //!
 //! ## Permissions
 //! Every request runs on a task with the caller's credentials, so uvfs's own checks
@@ -116,6 +120,7 @@ use uvfs::{DirFd, OpenFlags, Vfs};
 
 pub use cli::{MountArgs, run};
 use session::{Session, UringState};
+pub use transport::sched::QueueClass;
 
 /// Who decides permissions (see the crate docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -312,6 +317,9 @@ pub struct MountOptions {
     pub permissions: Permissions,
     /// How requests travel.
     pub transport: Transport,
+    /// The scheduling class of the io_uring queue threads ([`transport::sched`]):
+    /// `SCHED_IDLE` by default, so that a caller stays on its CPU when the reply wakes it.
+    pub queue_class: QueueClass,
     /// Invalidate kernel caches when the in-process API changes something.
     pub watch: bool,
     /// Let every user use the mount (`allow_other`; needs root or `user_allow_other`).
@@ -346,6 +354,7 @@ impl Default for MountOptions {
             busy_poll: if cpus >= 2 { DEFAULT_BUSY_POLL } else { Duration::ZERO },
             permissions: Permissions::Kernel,
             transport: Transport::Auto,
+            queue_class: QueueClass::Idle,
             watch: true,
             allow_other: rustix_is_root(),
             levers: Levers::DEFAULT,
@@ -434,6 +443,8 @@ struct Running {
     conn: u64,
     /// `/dev/fuse` workers and io_uring queue threads; they end with the connection.
     workers: Vec<JoinHandle<()>>,
+    /// What the idle-class queues' guard counts (with [`QueueClass::Idle`] on io_uring).
+    sched: Option<Arc<transport::sched::Shared>>,
     /// Atomic: tells the invalidation thread to stop.
     stop: Arc<AtomicBool>,
     watcher: Option<JoinHandle<()>>,
@@ -446,7 +457,7 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
     let server = new_server(vfs, opts)?;
     let (queues, uring) = match opts.transport {
         Transport::Dev => (None, UringState::NotRequested),
-        Transport::Auto | Transport::Uring => match transport::uring::Queues::prepare() {
+        Transport::Auto | Transport::Uring => match transport::uring::Queues::prepare(opts.queue_class) {
             Ok(q) => (Some(q), UringState::Prepared),
             Err(why) => (None, UringState::Off(why)),
         },
@@ -475,19 +486,27 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
             return Err(e);
         }
     };
+    let idle_unavailable = queues.as_ref().and_then(|q| q.idle_unavailable.clone());
+    let mut sched = None;
     if let Some(q) = queues {
-        workers.extend(q.start(&session));
+        let (threads, shared) = q.start(&session);
+        workers.extend(threads);
+        sched = shared;
     }
     session.wait_settled();
     if let UringState::Off(why) = session.uring()
         && opts.transport != Transport::Dev
     {
         eprintln!("uvfs mount: FUSE over io_uring not available ({why}): using /dev/fuse");
+    } else if let Some(why) = idle_unavailable
+        && session.uring_active()
+    {
+        eprintln!("uvfs mount: idle-class io_uring queues not available ({why}): normal class");
     }
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
     let relister = if server.relist_wanted() { watch::spawn_relist(&server, session.notifier()) } else { None };
-    Ok(Running { session, server, mountpoint: m.mountpoint, conn, workers, stop, watcher, relister })
+    Ok(Running { session, server, mountpoint: m.mountpoint, conn, workers, sched, stop, watcher, relister })
 }
 
 impl Running {
@@ -559,6 +578,15 @@ impl MountHandle {
     /// asking, whether or not a request came in it).
     pub fn poll_windows(&self) -> u64 {
         self.run.as_ref().map_or(0, |r| r.session.poll_windows.load(Ordering::Relaxed))
+    }
+
+    /// Moves of io_uring queue threads into `SCHED_IDLE`, and back out of it after one
+    /// starved ([`QueueClass::Idle`]; zeros in the normal class or without io_uring).
+    pub fn queue_class_moves(&self) -> (u64, u64) {
+        self.run
+            .as_ref()
+            .and_then(|r| r.sched.as_ref())
+            .map_or((0, 0), |s| (s.promotions.load(Ordering::Relaxed), s.demotions.load(Ordering::Relaxed)))
     }
 
     /// Directories whose cached listing the kernel was told to drop after their files
@@ -730,6 +758,7 @@ pub fn serve(
     }));
     let server = run.server.clone();
     let session = run.session.clone();
+    let sched = run.sched.clone();
     run.join();
     if opts.stats {
         let counts = server.request_counts();
@@ -737,6 +766,10 @@ pub fn serve(
         let list: Vec<String> = counts.iter().map(|(op, n)| format!("{op} {n}")).collect();
         let polled = session.polled.load(Ordering::Relaxed);
         eprintln!("uvfs mount: {total} requests ({polled} taken by busy polling): {}", list.join(", "));
+        if let Some(s) = sched {
+            let (p, d) = (s.promotions.load(Ordering::Relaxed), s.demotions.load(Ordering::Relaxed));
+            eprintln!("uvfs mount: queue threads moved to SCHED_IDLE {p} times, back after starving {d} times");
+        }
     }
     Ok(())
 }

@@ -26,6 +26,7 @@ use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use uvfs::Errno;
 use zerocopy::IntoBytes;
 
+use super::sched::{self, QueueClass};
 use crate::abi::{self, UringCmdReq, UringReqHeader};
 use crate::reply::{Reply, ReplyBuf, out_header};
 use crate::request::decode;
@@ -43,6 +44,12 @@ pub(crate) struct Queues {
     threads: Vec<JoinHandle<()>>,
     /// Each queue's start signal: the session, or `None` to give up.
     go: Vec<mpsc::Sender<Option<Arc<Session>>>>,
+    /// With idle-class queue threads ([`QueueClass::Idle`]): what they share with the
+    /// guard ([`sched`]), and the guard's thread, which ends after the last queue.
+    sched: Option<(Arc<sched::Shared>, JoinHandle<()>)>,
+    /// Why the queue threads stay in the normal class although [`QueueClass::Idle`] was
+    /// asked for.
+    pub(crate) idle_unavailable: Option<String>,
 }
 
 /// Why io_uring cannot be used, from what the system says before trying.
@@ -83,19 +90,40 @@ fn possible_cpus() -> usize {
 }
 
 impl Queues {
-    /// Sets up one ring per possible CPU (each on its own pinned thread), or says why not.
-    pub(crate) fn prepare() -> Result<Queues, String> {
+    /// Sets up one ring per possible CPU (each on its own pinned thread, of `class`), or
+    /// says why not.
+    pub(crate) fn prepare(class: QueueClass) -> Result<Queues, String> {
         precheck()?;
         let n = possible_cpus();
+        let (sched, idle_unavailable) = match class {
+            QueueClass::Normal => (None, None),
+            QueueClass::Idle => match sched::start(n) {
+                Ok(s) => (Some(s), None),
+                Err(why) => (None, Some(why)),
+            },
+        };
+        let shared = sched.as_ref().map(|(s, _)| s.clone());
         let (report_tx, report_rx) = mpsc::channel::<Result<(), String>>();
-        let mut q = Queues { threads: Vec::new(), go: Vec::new() };
+        let mut q = Queues { threads: Vec::new(), go: Vec::new(), sched, idle_unavailable };
         for qid in 0..n {
             let (go_tx, go_rx) = mpsc::channel();
             let report = report_tx.clone();
-            let t = std::thread::Builder::new()
+            let exit = QueueExit(shared.clone());
+            let spawned = std::thread::Builder::new()
                 .name(format!("uvfs-fuse-q{qid}"))
-                .spawn(move || queue_thread(qid, report, go_rx))
-                .map_err(|e| format!("cannot start a queue thread: {e}"))?;
+                .spawn(move || queue_thread(qid, report, go_rx, &exit));
+            let t = match spawned {
+                Ok(t) => t,
+                Err(e) => {
+                    // The queues never started never end: count them out for the guard (the
+                    // failed one's went with its closure).
+                    for _ in qid + 1..n {
+                        drop(QueueExit(shared.clone()));
+                    }
+                    q.cancel();
+                    return Err(format!("cannot start a queue thread: {e}"));
+                }
+            };
             q.threads.push(t);
             q.go.push(go_tx);
         }
@@ -122,12 +150,18 @@ impl Queues {
         self.go.len()
     }
 
-    /// Hands the session to the queues, which register once INIT was answered.
-    pub(crate) fn start(self, session: &Arc<Session>) -> Vec<JoinHandle<()>> {
+    /// Hands the session to the queues, which register once INIT was answered; returns
+    /// the threads to join (the guard's last) and what the guard counts.
+    pub(crate) fn start(self, session: &Arc<Session>) -> (Vec<JoinHandle<()>>, Option<Arc<sched::Shared>>) {
         for g in &self.go {
             let _ = g.send(Some(session.clone()));
         }
-        self.threads
+        let mut threads = self.threads;
+        let shared = self.sched.map(|(s, guard)| {
+            threads.push(guard);
+            s
+        });
+        (threads, shared)
     }
 
     /// Stops the queues unused.
@@ -137,6 +171,20 @@ impl Queues {
         }
         for t in self.threads {
             let _ = t.join();
+        }
+        if let Some((_, guard)) = self.sched {
+            let _ = guard.join();
+        }
+    }
+}
+
+/// Tells the guard that a queue thread ended, however it ends (dropped by the thread).
+struct QueueExit(Option<Arc<sched::Shared>>);
+
+impl Drop for QueueExit {
+    fn drop(&mut self) {
+        if let Some(s) = &self.0 {
+            s.exit();
         }
     }
 }
@@ -260,7 +308,12 @@ fn errno_text(e: i32) -> String {
     Errno::from_raw(e).name().map_or_else(|| format!("errno {e}"), str::to_string)
 }
 
-fn queue_thread(qid: usize, report: mpsc::Sender<Result<(), String>>, go: mpsc::Receiver<Option<Arc<Session>>>) {
+fn queue_thread(
+    qid: usize,
+    report: mpsc::Sender<Result<(), String>>,
+    go: mpsc::Receiver<Option<Arc<Session>>>,
+    exit: &QueueExit,
+) {
     pin_to(qid);
     let ring = match build_ring() {
         Ok(r) => r,
@@ -284,7 +337,10 @@ fn queue_thread(qid: usize, report: mpsc::Sender<Result<(), String>>, go: mpsc::
     if session.wait_init().is_none() || !matches!(session.uring(), UringState::Registering(_)) {
         return;
     }
-    serve(qid, &mut r, &session);
+    if let Some(s) = &exit.0 {
+        s.enter(qid);
+    }
+    serve(qid, &mut r, &session, exit.0.as_deref());
 }
 
 /// What an entry is doing, as far as this thread knows.
@@ -298,7 +354,7 @@ enum EntState {
     Dead,
 }
 
-fn serve(qid: usize, r: &mut Ring, session: &Session) {
+fn serve(qid: usize, r: &mut Ring, session: &Session, sched: Option<&sched::Shared>) {
     let fd = session.dev.as_raw_fd();
     let qreq = |commit_id| UringCmdReq { flags: 0, commit_id, qid: qid as u16, padding: [0; 6] };
     let mut state = vec![EntState::Registering; r.entries.len()];
@@ -404,6 +460,9 @@ fn serve(qid: usize, r: &mut Ring, session: &Session) {
             }
         }
         if ncommits > 0 {
+            if let Some(s) = sched {
+                s.served(qid);
+            }
             let mut sq = r.ring.submission();
             for &(i, commit_id) in &commits[..ncommits] {
                 let sqe = cmd_sqe(fd, abi::URING_CMD_COMMIT_AND_FETCH, &qreq(commit_id), None, i as u64);

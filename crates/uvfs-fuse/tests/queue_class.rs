@@ -1,0 +1,129 @@
+//! `MountOptions::queue_class`: the io_uring queue threads move into `SCHED_IDLE` while
+//! requests come (so that a caller and the queue serving it share a CPU), go back to the
+//! normal class when one starves behind programs that never sleep (so that requests are
+//! still answered), and stay in the normal class with `QueueClass::Normal`. Counts of
+//! class moves and the threads' classes, never times. Over io_uring as root only: the
+//! output says when a test could not run.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::Mounted;
+use parking_lot::Mutex;
+use uvfs_fuse::{MountOptions, QueueClass, Transport};
+
+/// The tests take turns: each looks at the queue threads of the whole process.
+static TURN: Mutex<()> = Mutex::new(());
+
+/// The ids of this process's io_uring queue threads (`uvfs-fuse-qN`).
+fn queue_threads() -> Vec<i32> {
+    let mut tids = Vec::new();
+    for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if comm.starts_with("uvfs-fuse-q") {
+            tids.push(e.file_name().to_str().unwrap().parse().unwrap());
+        }
+    }
+    tids
+}
+
+fn idle_class(tid: i32) -> bool {
+    // SAFETY: no pointers; a thread id of this process.
+    unsafe { libc::sched_getscheduler(tid) == libc::SCHED_IDLE }
+}
+
+/// A memfs mounted with nothing cached (each `stat` is a LOOKUP and a GETATTR) and
+/// `class`, or `None` (said) where the queues cannot be tested here.
+fn mount(class: QueueClass) -> Option<Mounted> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("not root: the queue threads could not leave SCHED_IDLE again; not tested");
+        return None;
+    }
+    let m = Mounted::new(MountOptions { queue_class: class, ..MountOptions::uncached() });
+    if m.handle.as_ref().unwrap().transport() != Transport::Uring {
+        println!("no FUSE over io_uring here: no queue threads to test");
+        return None;
+    }
+    Some(m)
+}
+
+fn stats(m: &Mounted, n: usize) {
+    let f = m.path().join("f");
+    if !f.exists() {
+        std::fs::write(&f, b"x").unwrap();
+    }
+    for _ in 0..n {
+        assert_eq!(std::fs::metadata(&f).unwrap().len(), 1);
+    }
+}
+
+/// A thread spinning on each CPU, at the normal priority, until dropped.
+struct Spinners(Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);
+
+impl Spinners {
+    fn start() -> Spinners {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = (0..cpus)
+            .map(|cpu| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut set = rustix::thread::CpuSet::new();
+                    set.set(cpu);
+                    let _ = rustix::thread::sched_setaffinity(None, &set);
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        Spinners(stop, threads)
+    }
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+        for t in self.1.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn queue_threads_go_idle_while_requests_come_and_back_when_starved() {
+    let _turn = TURN.lock();
+    let Some(m) = mount(QueueClass::Idle) else { return };
+    let h = m.handle.as_ref().unwrap();
+    stats(&m, 200);
+    let (promoted, _) = h.queue_class_moves();
+    assert!(promoted >= 1, "no queue thread moved into SCHED_IDLE");
+    // The guard keeps them there for a second after the last request.
+    let idle = queue_threads().into_iter().filter(|&t| idle_class(t)).count();
+    assert!(idle >= 1, "no queue thread in SCHED_IDLE right after 200 requests");
+
+    // Every CPU busy with a program that never sleeps: an idle-class queue thread would
+    // wait for a time slice the scheduler hardly gives it; the guard moves it back, and
+    // the stats are answered.
+    let (_, demoted_before) = h.queue_class_moves();
+    {
+        let _spin = Spinners::start();
+        stats(&m, 200);
+    }
+    let (_, demoted) = h.queue_class_moves();
+    assert!(demoted > demoted_before, "no queue thread moved back while every CPU was busy");
+}
+
+#[test]
+fn normal_class_queue_threads_never_move() {
+    let _turn = TURN.lock();
+    let Some(m) = mount(QueueClass::Normal) else { return };
+    stats(&m, 200);
+    assert_eq!(m.handle.as_ref().unwrap().queue_class_moves(), (0, 0));
+    let q = queue_threads();
+    assert!(!q.is_empty());
+    assert!(q.iter().all(|&t| !idle_class(t)), "a queue thread of a normal-class mount is in SCHED_IDLE");
+}
