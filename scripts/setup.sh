@@ -17,6 +17,7 @@ have git || need_apt+=(git)
 have tar || need_apt+=(tar)
 have find || need_apt+=(findutils)
 have setpriv || need_apt+=(util-linux)
+have setfattr || need_apt+=(attr) # the tarfs and real-programs tests set xattrs with it
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
