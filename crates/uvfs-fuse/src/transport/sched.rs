@@ -178,8 +178,13 @@ impl Shared {
         }
     }
 
-    /// Called by a queue thread as it ends.
-    pub(crate) fn exit(&self) {
+    /// Called by queue `qid`'s thread as it ends (`qid` out of range: a queue whose thread
+    /// never started). Its id is cleared first, so that the guard does not change the class
+    /// of a thread that reuses it.
+    pub(crate) fn exit(&self, qid: usize) {
+        if let Some(s) = self.slots.get(qid) {
+            s.tid.store(0, Ordering::SeqCst);
+        }
         if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.stop.store(true, Ordering::SeqCst);
             if let Some(g) = self.guard.get() {
@@ -240,7 +245,9 @@ impl Watched {
     }
 
     fn set(&mut self, shared: &Shared, idle: bool) {
-        if self.idle != idle && set_class(self.tid, idle).is_ok() {
+        // Only while its queue thread runs: an ended thread's id may name another's soon.
+        let alive = shared.slots.iter().any(|s| s.tid.load(Ordering::SeqCst) == self.tid);
+        if self.idle != idle && alive && set_class(self.tid, idle).is_ok() {
             self.idle = idle;
             if idle {
                 shared.promotions.fetch_add(1, Ordering::Relaxed);
@@ -263,23 +270,7 @@ fn guard(shared: &Shared) {
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
-        // Threads that entered since: watch them.
-        for s in &shared.slots {
-            let tid = s.tid.load(Ordering::Acquire);
-            if tid != 0 && !watched.iter().any(|w| w.tid == tid) {
-                let stat = File::open(format!("/proc/self/task/{tid}/schedstat")).ok();
-                let now = Instant::now();
-                watched.push(Watched {
-                    tid,
-                    stat,
-                    last: SchedStat::default(),
-                    idle: false,
-                    until: None,
-                    hold: HOLD_MIN,
-                    since: now,
-                });
-            }
-        }
+        watch_new(shared, &mut watched);
         for w in &mut watched {
             w.last = w.read().unwrap_or_default();
             if w.until.is_none() {
@@ -294,16 +285,23 @@ fn guard(shared: &Shared) {
                 return;
             }
             let now = Instant::now();
+            // A queue that registered after the others: into the idle class too.
+            for w in watch_new(shared, &mut watched) {
+                w.set(shared, true);
+            }
             for w in &mut watched {
                 let Some(st) = w.read() else { continue };
                 if w.idle && starved(w.last, st, TICK) {
                     w.set(shared, false);
                     if !w.idle {
                         shared.demotions.fetch_add(1, Ordering::Relaxed);
-                        // A thread that starved soon after its last try waits longer.
-                        w.hold =
-                            if now.duration_since(w.since) < HOLD_MAX { (w.hold * 2).min(HOLD_MAX) } else { HOLD_MIN };
+                        // A thread that starves again soon after its last try waits twice
+                        // as long; one that lasted in the idle class starts over.
+                        if now.duration_since(w.since) >= HOLD_MAX {
+                            w.hold = HOLD_MIN;
+                        }
                         w.until = Some(now + w.hold);
+                        w.hold = (w.hold * 2).min(HOLD_MAX);
                     }
                 } else if !w.idle && w.until.is_some_and(|u| now >= u) {
                     w.until = None;
@@ -330,6 +328,29 @@ fn guard(shared: &Shared) {
             }
         }
     }
+}
+
+/// Adds the queue threads that entered since the last call to `watched` (in the normal
+/// class, their statistics read); returns the new ones.
+fn watch_new<'a>(shared: &Shared, watched: &'a mut Vec<Watched>) -> &'a mut [Watched] {
+    let old = watched.len();
+    for s in &shared.slots {
+        let tid = s.tid.load(Ordering::Acquire);
+        if tid != 0 && !watched.iter().any(|w| w.tid == tid) {
+            let mut w = Watched {
+                tid,
+                stat: File::open(format!("/proc/self/task/{tid}/schedstat")).ok(),
+                last: SchedStat::default(),
+                idle: false,
+                until: None,
+                hold: HOLD_MIN,
+                since: Instant::now(),
+            };
+            w.last = w.read().unwrap_or_default();
+            watched.push(w);
+        }
+    }
+    &mut watched[old..]
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ impl Queues {
         for qid in 0..n {
             let (go_tx, go_rx) = mpsc::channel();
             let report = report_tx.clone();
-            let exit = QueueExit(shared.clone());
+            let exit = QueueExit(shared.clone(), qid);
             let spawned = std::thread::Builder::new()
                 .name(format!("uvfs-fuse-q{qid}"))
                 .spawn(move || queue_thread(qid, report, go_rx, &exit));
@@ -118,7 +118,7 @@ impl Queues {
                     // The queues never started never end: count them out for the guard (the
                     // failed one's went with its closure).
                     for _ in qid + 1..n {
-                        drop(QueueExit(shared.clone()));
+                        drop(QueueExit(shared.clone(), usize::MAX));
                     }
                     q.cancel();
                     return Err(format!("cannot start a queue thread: {e}"));
@@ -178,13 +178,13 @@ impl Queues {
     }
 }
 
-/// Tells the guard that a queue thread ended, however it ends (dropped by the thread).
-struct QueueExit(Option<Arc<sched::Shared>>);
+/// Tells the guard that queue thread `.1` ended, however it ends (dropped by the thread).
+struct QueueExit(Option<Arc<sched::Shared>>, usize);
 
 impl Drop for QueueExit {
     fn drop(&mut self) {
         if let Some(s) = &self.0 {
-            s.exit();
+            s.exit(self.1);
         }
     }
 }
