@@ -9,16 +9,17 @@
 //! caller leaves the queue thread's CPU at every reply. A CPU that runs only `SCHED_IDLE`
 //! tasks counts as idle for that choice (`sched_idle_cpu`), so with idle-class queue
 //! threads the caller is woken where it slept and preempts the queue thread at once: the
-//! round trip never leaves the CPU. On the machine of BENCHMARKS.md this takes an untar
-//! from 5-6 s to 1.7-1.8 s (cross-CPU wake-ups cost about 50 us there).
+//! round trip never leaves the CPU. On the VM of BENCHMARKS.md ("io_uring queue threads
+//! in the idle class"), where a cross-CPU wake-up cost about 50 us, an untar took 1.8-2.5
+//! s against 3.3-5.0 s in the normal class.
 //!
 //! The risk: an idle-class thread runs only when its CPU has nothing else to run, so on a
 //! busy CPU a request could wait. The guard bounds that wait. While the queues serve
 //! requests it reads each queue thread's scheduler statistics every [`TICK`]
 //! (`/proc/self/task/TID/schedstat`: time spent runnable but waiting, and times run); a
-//! thread that waited most of a tick without running once is moved back to the normal
-//! class for a while ([`HOLD_MIN`], doubling up to [`HOLD_MAX`] while it keeps starving),
-//! then tried again. When no request came for [`IDLE_AFTER`] the guard puts every queue
+//! thread that waited a quarter of the tick or more, [`STARVED_WAIT`] or more on average
+//! before each run ([`starved`]), is moved back to the normal class for a while
+//! ([`HOLD_MIN`], doubling up to [`HOLD_MAX`] while it keeps starving), then tried again. When no request came for [`IDLE_AFTER`] the guard puts every queue
 //! thread back in the normal class and sleeps until a queue serves the next request, so
 //! an unused mount costs no ticks, and a request that comes to a busy machine meanwhile
 //! is served at normal priority.
@@ -130,7 +131,7 @@ fn cannot_step_back() -> Option<String> {
 #[repr(align(64))]
 #[derive(Default)]
 struct Slot {
-    /// Atomic: the thread's id, set once it serves (0 before).
+    /// Atomic: the thread's id while it serves (0 before it enters and after it ends).
     tid: AtomicI32,
     /// Atomic: batches of requests it served; written by its thread only.
     served: AtomicU64,
