@@ -8,7 +8,7 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex};
 use uvfs::Errno;
@@ -67,6 +67,9 @@ pub struct Session {
     pub(crate) polled: AtomicU64,
     /// Times a busy-polling worker began to poll after a reply (atomic; a statistic).
     pub(crate) poll_windows: AtomicU64,
+    /// Atomic, set once: the io_uring queues carry the requests (as `uring_active`, read
+    /// without the state's lock by the `/dev/fuse` workers at every request).
+    pub(crate) uring_on: AtomicBool,
     /// Negotiation state, behind its lock; `cv` wakes those waiting for it.
     state: Mutex<State>,
     cv: Condvar,
@@ -83,6 +86,7 @@ impl Session {
             nqueues,
             polled: AtomicU64::new(0),
             poll_windows: AtomicU64::new(0),
+            uring_on: AtomicBool::new(false),
             state: Mutex::new(State { init: None, gone: false, uring }),
             cv: Condvar::new(),
         }
@@ -204,6 +208,9 @@ impl Session {
         match (&st.uring, r) {
             (UringState::Registering(n), Ok(())) => {
                 st.uring = if *n <= 1 { UringState::Active } else { UringState::Registering(n - 1) };
+                if st.uring == UringState::Active {
+                    self.uring_on.store(true, Ordering::Release);
+                }
             }
             (UringState::Registering(_), Err(why)) => st.uring = UringState::Off(why),
             _ => {}

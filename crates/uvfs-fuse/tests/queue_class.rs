@@ -127,3 +127,44 @@ fn normal_class_queue_threads_never_move() {
     assert!(!q.is_empty());
     assert!(q.iter().all(|&t| !idle_class(t)), "a queue thread of a normal-class mount is in SCHED_IDLE");
 }
+
+/// How many `/dev/fuse` workers (`uvfs-fuse-N`) this process has.
+fn dev_workers() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            comm.strip_prefix("uvfs-fuse-").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .count()
+}
+
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(30), "never happened: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Once io_uring carries the requests, FORGETs (and INTERRUPTs) still come through
+/// `/dev/fuse`, and the kernel wakes a worker sleeping in `read` for each from the
+/// caller's CPU. So one worker is left, which looks without sleeping in `read`: the
+/// others end at their next wake-up, and every node the kernel forgets still reaches the
+/// server.
+#[test]
+fn one_dev_worker_drains_forgets_once_io_uring_serves() {
+    let _turn = TURN.lock();
+    let Some(m) = mount(QueueClass::Normal) else { return };
+    let h = m.handle.as_ref().unwrap();
+    for i in 0..300 {
+        std::fs::write(m.path().join(format!("f{i}")), b"x").unwrap();
+    }
+    assert!(h.nodes() > 300, "nodes held: {}", h.nodes());
+    for i in 0..300 {
+        std::fs::remove_file(m.path().join(format!("f{i}"))).unwrap();
+    }
+    eventually("the removed files' nodes forgotten", || h.nodes() == 1);
+    eventually("one /dev/fuse worker left", || dev_workers() == 1);
+}

@@ -12,6 +12,15 @@
 //! sleeps as before once the requests stop; the window shrinks while requests come too
 //! far apart for it to catch them (see `Poll`). The other workers sleep in `read` as
 //! always and serve what arrives while the poller is busy.
+//!
+//! Once the io_uring queues carry the requests, what still comes here is FORGETs (one per
+//! evicted inode: an `rm -rf` sends thousands) and the rare INTERRUPT. The kernel wakes a
+//! worker sleeping in `read` for each of them, from the caller's CPU, inside its `unlink`:
+//! a cross-CPU wake-up on the caller's path, which on the VM of BENCHMARKS.md cost more
+//! than the UNLINK's own round trip. So then one worker (the last) stays and drains the
+//! device without sleeping in `read` ([`LAZY_MIN`] to [`LAZY_MAX`] between looks, the gap
+//! doubling while nothing comes), and the others end: a FORGET queued meanwhile wakes
+//! nobody.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
@@ -41,9 +50,29 @@ pub(crate) fn spawn(session: &Arc<Session>, n: usize, busy_poll: Duration) -> st
     for (i, fd) in fds.into_iter().enumerate() {
         let s = session.clone();
         let poll = if polls && i == n - 1 { Some(busy_poll) } else { None };
-        workers.push(std::thread::Builder::new().name(format!("uvfs-fuse-{i}")).spawn(move || worker(&s, &fd, poll))?);
+        let stays = i == n - 1;
+        workers.push(
+            std::thread::Builder::new().name(format!("uvfs-fuse-{i}")).spawn(move || worker(&s, &fd, poll, stays))?,
+        );
     }
     Ok(workers)
+}
+
+/// The shortest gap between two looks of the worker left once io_uring serves.
+pub const LAZY_MIN: Duration = Duration::from_millis(1);
+/// The longest gap: an INTERRUPT (of a waiting lock) waits at most this long for it.
+pub const LAZY_MAX: Duration = Duration::from_millis(100);
+
+/// Sets or clears `O_NONBLOCK` on `fd`.
+fn set_nonblocking(fd: &OwnedFd, on: bool) {
+    // SAFETY: F_GETFL/F_SETFL on a descriptor we own; no memory is passed.
+    unsafe {
+        let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if fl >= 0 {
+            let fl = if on { fl | libc::O_NONBLOCK } else { fl & !libc::O_NONBLOCK };
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl);
+        }
+    }
 }
 
 /// A worker's busy polling (owned by the worker). The window adapts, as the kernel's
@@ -70,14 +99,7 @@ impl Poll {
 
     /// Sets or clears `O_NONBLOCK` on `fd`.
     fn set(&mut self, fd: &OwnedFd, on: bool) {
-        // SAFETY: F_GETFL/F_SETFL on a descriptor we own; no memory is passed.
-        unsafe {
-            let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-            if fl >= 0 {
-                let fl = if on { fl | libc::O_NONBLOCK } else { fl & !libc::O_NONBLOCK };
-                libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl);
-            }
-        }
+        set_nonblocking(fd, on);
         self.nonblocking = on;
     }
 
@@ -125,17 +147,33 @@ impl Poll {
     }
 }
 
-fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>) {
+/// `stays`: the worker that remains once io_uring carries the requests (see the module
+/// docs); the others end then.
+fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>, stays: bool) {
     let mut inbuf = vec![0u8; DEV_BUF];
     let mut outbuf = vec![0u8; 16 + MAX_WRITE + 4096];
     let mut poll = busy_poll.map(Poll::new);
+    // Once io_uring serves: the gap before the next look at the device.
+    let mut lazy: Option<Duration> = None;
     loop {
+        if lazy.is_none() && session.uring_on.load(Ordering::Acquire) {
+            if !stays {
+                // Not the end of the connection: no `set_gone`.
+                return;
+            }
+            set_nonblocking(fd, true);
+            poll = None;
+            lazy = Some(LAZY_MIN);
+        }
         // SAFETY: reads into a buffer we own, of its length.
         let n = unsafe { libc::read(fd.as_raw_fd(), inbuf.as_mut_ptr().cast(), inbuf.len()) };
         if n < 0 {
             match std::io::Error::last_os_error().raw_os_error() {
                 Some(libc::EAGAIN) => {
-                    if let Some(p) = poll.as_mut() {
+                    if let Some(gap) = lazy.as_mut() {
+                        std::thread::sleep(*gap);
+                        *gap = (*gap * 2).min(LAZY_MAX);
+                    } else if let Some(p) = poll.as_mut() {
                         p.idle(fd);
                     }
                     continue;
@@ -152,6 +190,9 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>) {
         }
         if poll.as_mut().is_some_and(Poll::arrived) {
             session.polled.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(gap) = lazy.as_mut() {
+            *gap = LAZY_MIN;
         }
         let (head, body) = outbuf.split_at_mut(16);
         let mut out = ReplyBuf::new(body);
