@@ -127,7 +127,7 @@ impl Poll {
     /// request they do not carry).
     fn answered(&mut self, session: &Session, fd: &OwnedFd) {
         self.answered = Instant::now();
-        let on = !self.window.is_zero() && (self.nonblocking || !session.uring_active());
+        let on = !self.window.is_zero() && (self.nonblocking || !session.uring_on.load(Ordering::Acquire));
         if on != self.nonblocking {
             self.set(fd, on);
         }
