@@ -67,9 +67,10 @@ pub struct Session {
     pub(crate) polled: AtomicU64,
     /// Times a busy-polling worker began to poll after a reply (atomic; a statistic).
     pub(crate) poll_windows: AtomicU64,
-    /// Atomic, set once: the io_uring queues carry the requests (as `uring_active`, read
-    /// without the state's lock by the `/dev/fuse` workers at every request).
-    pub(crate) uring_on: AtomicBool,
+    /// Atomic, set once (when `state.uring` becomes `Active`, which it never leaves): the
+    /// io_uring queues carry the requests. Read without the state's lock by the
+    /// `/dev/fuse` workers at every request.
+    uring_on: AtomicBool,
     /// Negotiation state, behind its lock; `cv` wakes those waiting for it.
     state: Mutex<State>,
     cv: Condvar,
@@ -196,10 +197,10 @@ impl Session {
         self.state.lock().uring.clone()
     }
 
-    /// Whether the io_uring queues serve the connection (no copy of the state's reason,
-    /// for the `/dev/fuse` poller, which asks after a reply).
+    /// Whether the io_uring queues serve the connection: one atomic load, no lock (the
+    /// `/dev/fuse` workers ask at every request).
     pub(crate) fn uring_active(&self) -> bool {
-        self.state.lock().uring == UringState::Active
+        self.uring_on.load(Ordering::Acquire)
     }
 
     /// A queue registered its entries (`Ok`) or could not (`Err(why)`).

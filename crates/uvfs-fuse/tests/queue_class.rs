@@ -12,26 +12,32 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::Mounted;
 use parking_lot::Mutex;
+use uvfs_fuse::transport::sched::is_idle_class as idle_class;
 use uvfs_fuse::{MountOptions, QueueClass, Transport};
 
 /// The tests take turns: each looks at the queue threads of the whole process.
 static TURN: Mutex<()> = Mutex::new(());
 
-/// The ids of this process's io_uring queue threads (`uvfs-fuse-qN`).
-fn queue_threads() -> Vec<i32> {
+/// The ids of this process's threads whose name (after `uvfs-fuse-`) `rest` accepts.
+fn threads(rest: impl Fn(&str) -> bool) -> Vec<i32> {
     let mut tids = Vec::new();
     for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
         let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        if comm.starts_with("uvfs-fuse-q") {
+        if comm.strip_prefix("uvfs-fuse-").is_some_and(&rest) {
             tids.push(e.file_name().to_str().unwrap().parse().unwrap());
         }
     }
     tids
 }
 
-fn idle_class(tid: i32) -> bool {
-    // SAFETY: no pointers; a thread id of this process.
-    unsafe { libc::sched_getscheduler(tid) == libc::SCHED_IDLE }
+/// The io_uring queue threads (`uvfs-fuse-qN`).
+fn queue_threads() -> Vec<i32> {
+    threads(|r| r.starts_with('q'))
+}
+
+/// How many `/dev/fuse` workers (`uvfs-fuse-N`) there are.
+fn dev_workers() -> usize {
+    threads(|r| r.starts_with(|c: char| c.is_ascii_digit())).len()
 }
 
 /// A memfs mounted with nothing cached (each `stat` is a LOOKUP and a GETATTR) and
@@ -126,18 +132,6 @@ fn normal_class_queue_threads_never_move() {
     let q = queue_threads();
     assert!(!q.is_empty());
     assert!(q.iter().all(|&t| !idle_class(t)), "a queue thread of a normal-class mount is in SCHED_IDLE");
-}
-
-/// How many `/dev/fuse` workers (`uvfs-fuse-N`) this process has.
-fn dev_workers() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-            comm.strip_prefix("uvfs-fuse-").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
-        })
-        .count()
 }
 
 fn eventually(what: &str, mut f: impl FnMut() -> bool) {

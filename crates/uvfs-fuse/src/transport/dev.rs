@@ -127,7 +127,7 @@ impl Poll {
     /// request they do not carry).
     fn answered(&mut self, session: &Session, fd: &OwnedFd) {
         self.answered = Instant::now();
-        let on = !self.window.is_zero() && (self.nonblocking || !session.uring_on.load(Ordering::Acquire));
+        let on = !self.window.is_zero() && (self.nonblocking || !session.uring_active());
         if on != self.nonblocking {
             self.set(fd, on);
         }
@@ -156,7 +156,7 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>, sta
     // Once io_uring serves: the gap before the next look at the device.
     let mut lazy: Option<Duration> = None;
     loop {
-        if lazy.is_none() && session.uring_on.load(Ordering::Acquire) {
+        if lazy.is_none() && session.uring_active() {
             if !stays {
                 // Not the end of the connection: no `set_gone`.
                 return;

@@ -179,18 +179,23 @@ impl Shared {
         }
     }
 
-    /// Called by queue `qid`'s thread as it ends (`qid` out of range: a queue whose thread
-    /// never started). Its id is cleared first, so that the guard does not change the class
-    /// of a thread that reuses it.
+    /// Called by queue `qid`'s thread as it ends. Its id is cleared first, so that the
+    /// guard does not change the class of a thread that reuses it; the last one ends the
+    /// guard.
     pub(crate) fn exit(&self, qid: usize) {
         if let Some(s) = self.slots.get(qid) {
             s.tid.store(0, Ordering::SeqCst);
         }
         if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.stop.store(true, Ordering::SeqCst);
-            if let Some(g) = self.guard.get() {
-                g.unpark();
-            }
+            self.end();
+        }
+    }
+
+    /// Ends the guard (after the last queue, or when the queues could not all start).
+    pub(crate) fn end(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(g) = self.guard.get() {
+            g.unpark();
         }
     }
 
@@ -238,7 +243,7 @@ struct Watched {
 }
 
 impl Watched {
-    fn read(&mut self) -> Option<SchedStat> {
+    fn read(&self) -> Option<SchedStat> {
         let f = self.stat.as_ref()?;
         let mut buf = [0u8; 96];
         let n = f.read_at(&mut buf, 0).ok()?;

@@ -115,10 +115,9 @@ impl Queues {
             let t = match spawned {
                 Ok(t) => t,
                 Err(e) => {
-                    // The queues never started never end: count them out for the guard (the
-                    // failed one's went with its closure).
-                    for _ in qid + 1..n {
-                        drop(QueueExit(shared.clone(), usize::MAX));
+                    // The queues not started never end: stop the guard here.
+                    if let Some(s) = &shared {
+                        s.end();
                     }
                     q.cancel();
                     return Err(format!("cannot start a queue thread: {e}"));
