@@ -112,7 +112,7 @@ use std::ffi::CString;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -283,6 +283,19 @@ impl Levers {
     /// their (short) timeouts, but pages and listings would not, so those levers are off.
     pub const HOST_CHANGING: Levers =
         Levers::CACHE_SYMLINKS.union(Levers::READDIRPLUS).union(Levers::PASSTHROUGH).union(Levers::DIRECT_WRITE);
+}
+
+/// [`MountHandle::follower_counts`]: what the `/dev/fuse` workers that did not poll did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FollowerCounts {
+    /// Returns from a wait for the device.
+    pub wakes: u64,
+    /// Parks while another worker polled.
+    pub parks: u64,
+    /// Looks at the poller by the parked follower that keeps watch.
+    pub looks: u64,
+    /// Calls back because the poller was on one request for `transport::dev::HELP_AFTER`.
+    pub rescues: u64,
 }
 
 /// How long the kernel keeps names, attributes and misses by default: a day, since uvfs
@@ -580,6 +593,21 @@ impl MountHandle {
         self.run.as_ref().map_or(0, |r| r.session.poll_windows.load(Ordering::Relaxed))
     }
 
+    /// What the `/dev/fuse` workers that did not poll did ([`transport::dev`]): times they
+    /// were woken by the device, parked while another polled, looked at the poller while
+    /// parked, and called themselves back because it was on one request too long.
+    pub fn follower_counts(&self) -> FollowerCounts {
+        let n = |f: fn(&transport::dev::CrewStats) -> &AtomicU64| {
+            self.run.as_ref().map_or(0, |r| f(&r.session.crew).load(Ordering::Relaxed))
+        };
+        FollowerCounts {
+            wakes: n(|c| &c.wakes),
+            parks: n(|c| &c.parks),
+            looks: n(|c| &c.looks),
+            rescues: n(|c| &c.rescues),
+        }
+    }
+
     /// Moves of io_uring queue threads into `SCHED_IDLE`, and back out of it after one
     /// starved ([`QueueClass::Idle`]; zeros in the normal class or without io_uring).
     pub fn queue_class_moves(&self) -> (u64, u64) {
@@ -766,6 +794,18 @@ pub fn serve(
         let list: Vec<String> = counts.iter().map(|(op, n)| format!("{op} {n}")).collect();
         let polled = session.polled.load(Ordering::Relaxed);
         eprintln!("uvfs mount: {total} requests ({polled} taken by busy polling): {}", list.join(", "));
+        if opts.busy_poll > Duration::ZERO && !session.uring_active() {
+            let c = &session.crew;
+            let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            eprintln!(
+                "uvfs mount: /dev/fuse followers woken by the device {} times, parked {} times, \
+                 looked at the poller {} times, called back by a slow request {} times",
+                n(&c.wakes),
+                n(&c.parks),
+                n(&c.looks),
+                n(&c.rescues)
+            );
+        }
         if let Some(s) = sched {
             let (p, d) = (s.promotions.load(Ordering::Relaxed), s.demotions.load(Ordering::Relaxed));
             eprintln!("uvfs mount: queue threads moved to SCHED_IDLE {p} times, back after starving {d} times");

@@ -67,6 +67,8 @@ pub struct Session {
     pub(crate) polled: AtomicU64,
     /// Times a busy-polling worker began to poll after a reply (atomic; a statistic).
     pub(crate) poll_windows: AtomicU64,
+    /// What the `/dev/fuse` followers did (atomic statistics).
+    pub(crate) crew: crate::transport::dev::CrewStats,
     /// Atomic, set once (when `state.uring` becomes `Active`, which it never leaves): the
     /// io_uring queues carry the requests. Read without the state's lock by the
     /// `/dev/fuse` workers at every request.
@@ -87,6 +89,7 @@ impl Session {
             nqueues,
             polled: AtomicU64::new(0),
             poll_windows: AtomicU64::new(0),
+            crew: Default::default(),
             uring_on: AtomicBool::new(false),
             state: Mutex::new(State { init: None, gone: false, uring }),
             cv: Condvar::new(),

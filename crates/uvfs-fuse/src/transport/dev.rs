@@ -3,15 +3,31 @@
 //! contiguous in a second per-thread buffer, read data produced in place), so a request
 //! costs two system calls and allocates nothing here.
 //!
-//! Busy polling ([`crate::MountOptions::busy_poll`]): one worker, after answering a
-//! request, keeps asking for the next one without sleeping (non-blocking reads) for that
-//! long. A request that arrives meanwhile is taken at once: the caller's wake-up of a
-//! sleeping worker, and that worker's way out of the idle CPU (in a virtual machine an exit
-//! to the hypervisor), is not paid, which is a third of a round trip here. The poller
+//! Busy polling ([`crate::MountOptions::busy_poll`]): the worker that answered the last
+//! request, the poller, keeps asking for the next one without sleeping (non-blocking reads)
+//! for that long. A request that arrives meanwhile is taken at once: the caller's wake-up of
+//! a sleeping worker, and that worker's way out of the idle CPU (in a virtual machine an
+//! exit to the hypervisor), is not paid, which is a third of a round trip here. The poller
 //! yields the CPU between attempts, so a runnable program is not kept waiting by it, and it
-//! sleeps as before once the requests stop; the window shrinks while requests come too
-//! far apart for it to catch them (see `Poll`). The other workers sleep in `read` as
-//! always and serve what arrives while the poller is busy.
+//! sleeps once the requests stop; the window shrinks while requests come too far apart for
+//! it to catch them (see [`Crew`]).
+//!
+//! The other workers, the followers, stay off the device while one polls. The kernel wakes
+//! a thread waiting for the device (in `read`, or in `epoll_wait`) for every request it
+//! queues, whether or not the poller takes it first, and a woken waiter that finds nothing
+//! sleeps again inside the kernel: a second worker was woken for nearly every request of
+//! an untar (64,749 times for 85,000 requests, with 17,950 reschedule IPIs; BENCHMARKS.md
+//! "Followers off the device while one worker polls"). So polling is a token ([`Crew`]):
+//! the worker that answers a request while nobody polls takes it, and kicks the others out
+//! of their wait for the device (each waits in `epoll_wait` on its descriptor, with
+//! `EPOLLEXCLUSIVE` so that one waiter is woken per request, as in `read`, and on an
+//! eventfd of its own, which the kick writes); they park on a condition variable while it
+//! polls. One of them keeps watch: it looks every [`HELP_AFTER`], goes back to the device
+//! with the others once the window has ended (the poller then waits there too), and calls
+//! them back when the poller has been on one request that long (a host call that waits for
+//! the disk, say), so requests never queue for long behind one. A request that may take
+//! long (a large READ or WRITE, an `fsync`, a `fallocate`, a `copy_file_range`) calls them
+//! back at once, and they stay on the device until the poller answers one that may not.
 //!
 //! Once the io_uring queues carry the requests, what still comes here is FORGETs (one per
 //! evicted inode: an `rm -rf` sends thousands) and the rare INTERRUPT. The kernel wakes a
@@ -22,12 +38,13 @@
 //! doubling while nothing comes), and the others end: a FORGET queued meanwhile wakes
 //! nobody.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use parking_lot::{Condvar, Mutex};
 use zerocopy::IntoBytes;
 
 use crate::reply::{Reply, ReplyBuf, out_header};
@@ -35,27 +52,381 @@ use crate::request::{Op, decode_dev};
 use crate::session::{DEV_BUF, Later, LaterTo, MAX_WRITE, Session};
 
 /// Starts `n` workers, the first on the connection's own descriptor and the others on
-/// clones. With `busy_poll` the last one polls, always on a clone (`O_NONBLOCK` belongs to
-/// the open file, and the connection's own descriptor also carries notifications): a
-/// single worker then reads a clone too.
+/// clones. With `busy_poll` every worker reads a clone (`O_NONBLOCK` belongs to the open
+/// file, and the connection's own descriptor also carries notifications) and they share
+/// a [`Crew`].
 pub(crate) fn spawn(session: &Arc<Session>, n: usize, busy_poll: Duration) -> std::io::Result<Vec<JoinHandle<()>>> {
     let n = n.max(1);
     let polls = !busy_poll.is_zero();
+    let crew = Arc::new(Crew::new(busy_poll, if polls { n } else { 0 })?);
     let mut fds = Vec::new();
     for i in 0..n {
-        let own = i > 0 || (polls && n == 1);
-        fds.push(if own { Arc::new(super::clone_dev(&session.dev)?) } else { session.dev.clone() });
+        let own = i > 0 || polls;
+        let fd = if own { Arc::new(super::clone_dev(&session.dev)?) } else { session.dev.clone() };
+        let wait = if polls { Some(DevWait::new(&fd, &crew, i)?) } else { None };
+        fds.push((fd, wait));
     }
     let mut workers = Vec::new();
-    for (i, fd) in fds.into_iter().enumerate() {
-        let s = session.clone();
-        let poll = if polls && i == n - 1 { Some(busy_poll) } else { None };
+    for (i, (fd, wait)) in fds.into_iter().enumerate() {
+        let (s, crew) = (session.clone(), crew.clone());
         let stays = i == n - 1;
         workers.push(
-            std::thread::Builder::new().name(format!("uvfs-fuse-{i}")).spawn(move || worker(&s, &fd, poll, stays))?,
+            std::thread::Builder::new()
+                .name(format!("uvfs-fuse-{i}"))
+                .spawn(move || worker(&s, &fd, &crew, wait, stays))?,
         );
     }
     Ok(workers)
+}
+
+/// How long the poller may be on one request before the parked followers come back by
+/// themselves to serve what queues meanwhile. The follower that keeps watch looks this
+/// often while another worker polls (a thousand wake-ups a second during a burst of
+/// requests, whatever the number of workers, against one per request in `read`).
+pub const HELP_AFTER: Duration = Duration::from_millis(1);
+
+/// A READ or WRITE this large, or an `fsync`, `fallocate` or `copy_file_range`, calls the
+/// parked followers back before the poller starts on it: a copy of this size takes longer
+/// than a follower's wake-up, so the requests behind it (the next WRITEs of a big write,
+/// which the kernel sends together) are served beside it.
+pub const LONG_DATA: usize = 64 << 10;
+
+/// Whether the poller should call the followers back before it answers `op`.
+fn may_take_long(op: &Op<'_>) -> bool {
+    match op {
+        Op::Read(r) => r.size as usize >= LONG_DATA,
+        Op::Write { data, .. } => data.len() >= LONG_DATA,
+        Op::Fsync { .. } | Op::Fsyncdir { .. } | Op::Fallocate(_) | Op::CopyFileRange(_) => true,
+        _ => false,
+    }
+}
+
+/// What the followers did (atomic statistics, for `uvfs mount --stats` and the tests).
+#[derive(Default)]
+pub(crate) struct CrewStats {
+    /// Times a worker that does not poll returned from its wait for the device.
+    pub(crate) wakes: AtomicU64,
+    /// Times a follower parked.
+    pub(crate) parks: AtomicU64,
+    /// Times the watching follower looked at the poller after [`HELP_AFTER`].
+    pub(crate) looks: AtomicU64,
+    /// Times a follower called itself back because the poller was on one request that long.
+    pub(crate) rescues: AtomicU64,
+}
+
+/// What busy-polling workers share (see the module docs): who polls, and where the others
+/// park meanwhile.
+///
+/// The window adapts, as the kernel's `haltpoll` idle governor does: a request that came
+/// later than the window but within `max` of the previous reply doubles it (up to
+/// `max`); one that came later than `max` halves it, down to nothing. So a program
+/// sending requests back to back is polled for the whole `max`, and one whose requests are
+/// further apart (a compiler, `git` hashing objects) costs no CPU in polling that would
+/// not have caught them.
+pub(crate) struct Crew {
+    /// Immutable: the longest window (`MountOptions::busy_poll`).
+    max: Duration,
+    /// Immutable: the origin of the times below.
+    epoch: Instant,
+    /// Atomic: how long the poller polls after a reply now, in nanoseconds.
+    window: AtomicU64,
+    /// Atomic: when the last reply was written, in nanoseconds after `epoch`.
+    answered: AtomicU64,
+    /// Atomic: the polling token. A worker holds it from the reply after which it took it
+    /// until its window ends; meanwhile the others stay off the device.
+    polling: AtomicBool,
+    /// Atomic: the poller calls the followers back: it is on a request that may take
+    /// long (or its last one was), or one of them found it on the same request for
+    /// [`HELP_AFTER`]. Cleared when the poller finishes a request that may not.
+    help: AtomicBool,
+    /// Atomic: the poller is answering a request.
+    busy: AtomicBool,
+    /// Atomic: requests the poller began to answer.
+    begun: AtomicU64,
+    /// Atomic: nobody polls any more (io_uring serves, or the connection ended): nobody
+    /// parks.
+    done: AtomicBool,
+    /// Atomic: followers parked now (checked by whoever wakes them before it takes `park`).
+    parked: AtomicUsize,
+    /// Per worker (immutable vector): how a worker that takes the token gets the others
+    /// out of their wait for the device.
+    kicks: Vec<Kick>,
+    /// Whether a parked follower keeps watch (see `park`). Also taken to wait on and
+    /// notify `cv`: the state the followers wait on is the atomics, stored before a waker
+    /// takes this lock and loaded by a waiter while holding it.
+    park: Mutex<bool>,
+    /// Where parked followers wait (with `park`).
+    cv: Condvar,
+}
+
+/// How a worker waiting for the device is got out of the wait: the kernel wakes a waiter
+/// for every request, but `epoll_wait` (as `read`) sleeps again inside the kernel when
+/// another worker took the request first, so only an event of its own returns it.
+struct Kick {
+    /// Atomic: the worker is in (or about to enter) its wait for the device.
+    waiting: AtomicBool,
+    /// Immutable: an eventfd in the worker's epoll set; a write returns its wait.
+    efd: OwnedFd,
+}
+
+impl Crew {
+    fn new(max: Duration, workers: usize) -> std::io::Result<Crew> {
+        let mut kicks = Vec::new();
+        for _ in 0..workers {
+            // SAFETY: creates a descriptor, owned below; no memory is passed.
+            let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+            if efd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: `efd` was just made and is owned by nobody else.
+            kicks.push(Kick { waiting: AtomicBool::new(false), efd: unsafe { OwnedFd::from_raw_fd(efd) } });
+        }
+        Ok(Crew {
+            max,
+            epoch: Instant::now(),
+            window: AtomicU64::new(max.as_nanos() as u64),
+            answered: AtomicU64::new(0),
+            polling: AtomicBool::new(false),
+            help: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
+            begun: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+            parked: AtomicUsize::new(0),
+            kicks,
+            park: Mutex::new(false),
+            cv: Condvar::new(),
+        })
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Nanoseconds since the last reply.
+    fn since_answered(&self) -> u64 {
+        self.now().saturating_sub(self.answered.load(Ordering::Relaxed))
+    }
+
+    /// Whether a worker that does not poll should stay off the device now.
+    fn off_device(&self) -> bool {
+        self.polling.load(Ordering::SeqCst) && !self.help.load(Ordering::SeqCst) && !self.done.load(Ordering::SeqCst)
+    }
+
+    /// Wakes the parked followers to look again. The store that changed what
+    /// `off_device` says comes before (`SeqCst`, as `parked`'s increment in `park`): a
+    /// follower that counted itself parked after this load sees the store, and one counted
+    /// before is waiting or about to, holding `park`, which this takes.
+    fn wake(&self) {
+        if self.parked.load(Ordering::SeqCst) > 0 {
+            let _g = self.park.lock();
+            self.cv.notify_all();
+        }
+    }
+
+    /// A worker that slept read a request: the window moves by how long after the last
+    /// reply it came.
+    fn arrived_unpolled(&self) {
+        let (max, floor) = (self.max.as_nanos() as u64, self.max.as_nanos() as u64 / 8);
+        let w = self.window.load(Ordering::Relaxed);
+        let w = if self.since_answered() <= max {
+            (w * 2).clamp(floor, max)
+        } else if w / 2 < floor {
+            0
+        } else {
+            w / 2
+        };
+        self.window.store(w, Ordering::Relaxed);
+    }
+
+    /// Worker `me` wrote a reply; `holds`: it holds the token. Returns whether it holds
+    /// it now: it takes it if nobody does, the window is open and io_uring does not serve
+    /// (its queues run on the caller's CPU, where polling would take it from the caller;
+    /// then only the rare request they do not carry comes here). Taking it gets the
+    /// others out of their wait for the device (they park).
+    fn answered(&self, session: &Session, me: usize, holds: bool) -> bool {
+        self.answered.store(self.now(), Ordering::Relaxed);
+        let took = !holds
+            && self.window.load(Ordering::Relaxed) != 0
+            && !session.uring_active()
+            && self.polling.compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed).is_ok();
+        if took {
+            self.kick_others(me);
+        }
+        if holds || took {
+            session.poll_windows.fetch_add(1, Ordering::Relaxed);
+        }
+        holds || took
+    }
+
+    /// Returns the wait of every other worker that waits for the device. `polling` was
+    /// stored before (`SeqCst`, as `waiting` in `will_wait`): a worker that announced its
+    /// wait after this load sees it and does not wait; one announced before is kicked.
+    fn kick_others(&self, me: usize) {
+        for (i, k) in self.kicks.iter().enumerate() {
+            if i != me && k.waiting.load(Ordering::SeqCst) {
+                let one = 1u64;
+                // SAFETY: writes 8 bytes from a local into an eventfd we own.
+                unsafe { libc::write(k.efd.as_raw_fd(), (&raw const one).cast(), 8) };
+            }
+        }
+    }
+
+    /// Worker `me` is about to wait for the device: returns false if it should not (it
+    /// parks instead). See `kick_others`.
+    fn will_wait(&self, me: usize) -> bool {
+        self.kicks[me].waiting.store(true, Ordering::SeqCst);
+        if self.off_device() {
+            self.kicks[me].waiting.store(false, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Worker `me`'s wait ended.
+    fn waited(&self, me: usize) {
+        self.kicks[me].waiting.store(false, Ordering::SeqCst);
+    }
+
+    /// The poller found nothing: returns whether it goes on polling (its window lasts;
+    /// it yields the CPU first), else it gives the token back.
+    fn idle(&self) -> bool {
+        if self.since_answered() < self.window.load(Ordering::Relaxed) {
+            std::thread::yield_now();
+            true
+        } else {
+            self.release();
+            false
+        }
+    }
+
+    /// The poller gives the token back. The parked followers are not woken for it: they
+    /// return to the device at their next look ([`HELP_AFTER`]), or never leave it if
+    /// the requests resume before (a burst's pauses are shorter), and the poller waits
+    /// there meanwhile.
+    fn release(&self) {
+        self.polling.store(false, Ordering::SeqCst);
+    }
+
+    /// The poller begins to answer a request; `long`: one that may take long.
+    fn begin(&self, long: bool) {
+        self.begun.fetch_add(1, Ordering::Relaxed);
+        self.busy.store(true, Ordering::Relaxed);
+        if long {
+            self.help.store(true, Ordering::SeqCst);
+            self.wake();
+        }
+    }
+
+    /// The poller answered it. After a request that may take long the followers stay on
+    /// the device until the poller answers one that may not: the READs of a sequential
+    /// read come together (the kernel's readahead), and a follower that parked between two
+    /// of them would be woken again for the next.
+    fn end(&self, long: bool) {
+        self.busy.store(false, Ordering::Relaxed);
+        if !long {
+            self.help.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Nobody polls any more (io_uring serves, or the connection ended): the followers
+    /// go back to the device, where they find out.
+    fn finish(&self) {
+        self.done.store(true, Ordering::SeqCst);
+        self.wake();
+    }
+
+    /// A follower parks until it should be on the device again. One parked follower
+    /// keeps watch: it looks every [`HELP_AFTER`], returns when the poller's window has
+    /// ended, and calls itself back when the poller has been on one request that long; the
+    /// others wait for it (or another waker) without a timer, so a burst costs the same few
+    /// timer wake-ups however many workers there are.
+    fn park(&self, stats: &CrewStats) {
+        let mut watched = self.park.lock();
+        self.parked.fetch_add(1, Ordering::SeqCst);
+        stats.parks.fetch_add(1, Ordering::Relaxed);
+        let mut watching = false;
+        let mut on: Option<u64> = None;
+        while self.off_device() {
+            if !watching && !*watched {
+                (*watched, watching) = (true, true);
+            }
+            if !watching {
+                self.cv.wait(&mut watched);
+                continue;
+            }
+            if !self.cv.wait_for(&mut watched, HELP_AFTER).timed_out() {
+                continue;
+            }
+            stats.looks.fetch_add(1, Ordering::Relaxed);
+            let (busy, begun) = (self.busy.load(Ordering::Relaxed), self.begun.load(Ordering::Relaxed));
+            if busy && on == Some(begun) {
+                stats.rescues.fetch_add(1, Ordering::Relaxed);
+                self.help.store(true, Ordering::SeqCst);
+                break;
+            }
+            on = busy.then_some(begun);
+        }
+        if watching {
+            // The others come along, or one of them takes the watch.
+            *watched = false;
+            self.cv.notify_all();
+        }
+        self.parked.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A busy-polling worker's wait for the device: an epoll instance holding its
+/// (non-blocking) descriptor with `EPOLLEXCLUSIVE` (the kernel wakes one waiter per
+/// request, as for `read`) and its [`Kick`].
+struct DevWait {
+    /// The worker's index in [`Crew::kicks`] (immutable).
+    me: usize,
+    /// The epoll instance (owned by the worker).
+    ep: OwnedFd,
+}
+
+/// The epoll tag of the kick.
+const KICKED: u64 = 1;
+
+impl DevWait {
+    /// Makes `fd` non-blocking and an epoll instance that waits for it and for the kick
+    /// of worker `me`.
+    fn new(fd: &OwnedFd, crew: &Crew, me: usize) -> std::io::Result<DevWait> {
+        set_nonblocking(fd, true);
+        // SAFETY: creates a descriptor, owned below; no memory is passed.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `ep` was just made and is owned by nobody else.
+        let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+        let add = |fd: &OwnedFd, events: i32, tag: u64| {
+            let mut ev = libc::epoll_event { events: events as u32, u64: tag };
+            // SAFETY: adds a descriptor we hold to our epoll instance; `ev` is only read.
+            if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd.as_raw_fd(), &mut ev) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        };
+        add(fd, libc::EPOLLIN | libc::EPOLLEXCLUSIVE, 0)?;
+        add(&crew.kicks[me].efd, libc::EPOLLIN, KICKED)?;
+        Ok(DevWait { me, ep })
+    }
+
+    /// Waits until the device has a request (or an error, which the next read reports) or
+    /// the worker is kicked (then it takes the kick).
+    fn wait(&self, crew: &Crew) {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 2];
+        // SAFETY: waits on our epoll instance, writing at most two events into `evs`.
+        let n = unsafe { libc::epoll_wait(self.ep.as_raw_fd(), evs.as_mut_ptr(), 2, -1) };
+        for ev in evs.iter().take(n.max(0) as usize) {
+            if ev.u64 == KICKED {
+                let mut v = 0u64;
+                // SAFETY: reads 8 bytes from an eventfd we own into a local.
+                unsafe { libc::read(crew.kicks[self.me].efd.as_raw_fd(), (&raw mut v).cast(), 8) };
+            }
+        }
+    }
 }
 
 /// The shortest gap between two looks of the worker left once io_uring serves.
@@ -75,95 +446,43 @@ fn set_nonblocking(fd: &OwnedFd, on: bool) {
     }
 }
 
-/// A worker's busy polling (owned by the worker). The window adapts, as the kernel's
-/// `haltpoll` idle governor does: a request that came later than the window but within
-/// `max` of the previous reply doubles it (up to `max`); one that came later than `max`
-/// halves it, down to nothing. So a program sending requests back to back is polled for
-/// the whole `max`, and one whose requests are further apart (a compiler, `git` hashing
-/// objects) costs no CPU in polling that would not have caught them.
-struct Poll {
-    /// The longest window (`MountOptions::busy_poll`).
-    max: Duration,
-    /// How long it polls after a reply now.
-    window: Duration,
-    /// When the last reply was written.
-    answered: Instant,
-    /// The descriptor has `O_NONBLOCK`: polling, until `answered + window`.
-    nonblocking: bool,
-}
-
-impl Poll {
-    fn new(max: Duration) -> Poll {
-        Poll { max, window: max, answered: Instant::now(), nonblocking: false }
-    }
-
-    /// Sets or clears `O_NONBLOCK` on `fd`.
-    fn set(&mut self, fd: &OwnedFd, on: bool) {
-        set_nonblocking(fd, on);
-        self.nonblocking = on;
-    }
-
-    /// A request was read; returns whether polling took it. One that the worker slept
-    /// for moves the window.
-    fn arrived(&mut self) -> bool {
-        if self.nonblocking {
-            return true;
-        }
-        let floor = self.max / 8;
-        if self.answered.elapsed() <= self.max {
-            self.window = (self.window * 2).clamp(floor, self.max);
-        } else {
-            self.window /= 2;
-            if self.window < floor {
-                self.window = Duration::ZERO;
-            }
-        }
-        false
-    }
-
-    /// A reply was written: poll for the next request, unless the window is closed or
-    /// the io_uring queues serve the connection (they run on the caller's CPU, where
-    /// polling would take it from the caller; this worker then sees only the rare
-    /// request they do not carry).
-    fn answered(&mut self, session: &Session, fd: &OwnedFd) {
-        self.answered = Instant::now();
-        let on = !self.window.is_zero() && (self.nonblocking || !session.uring_active());
-        if on != self.nonblocking {
-            self.set(fd, on);
-        }
-        if on {
-            session.poll_windows.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Nothing was there: go on polling (yielding the CPU first) while the window lasts,
-    /// else sleep in `read` again.
-    fn idle(&mut self, fd: &OwnedFd) {
-        if self.answered.elapsed() < self.window {
-            std::thread::yield_now();
-        } else {
-            self.set(fd, false);
-        }
-    }
-}
-
-/// `stays`: the worker that remains once io_uring carries the requests (see the module
-/// docs); the others end then.
-fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>, stays: bool) {
+/// `wait`: with busy polling, how the worker waits for the device ([`Crew`]); without,
+/// it sleeps in `read`. `stays`: the worker that remains once io_uring carries the
+/// requests (see the module docs); the others end then.
+fn worker(session: &Session, fd: &Arc<OwnedFd>, crew: &Crew, mut wait: Option<DevWait>, stays: bool) {
     let mut inbuf = vec![0u8; DEV_BUF];
     let mut outbuf = vec![0u8; 16 + MAX_WRITE + 4096];
-    let mut poll = busy_poll.map(Poll::new);
+    // This worker holds the polling token.
+    let mut polls = false;
     // Once io_uring serves: the gap before the next look at the device.
     let mut lazy: Option<Duration> = None;
     loop {
         if lazy.is_none() && session.uring_active() {
+            // Nobody polls or parks any more: the parked followers (the one that stays
+            // among them, perhaps) wake to find io_uring serving.
+            crew.finish();
             if !stays {
                 // Not the end of the connection: no `set_gone`.
                 return;
             }
             set_nonblocking(fd, true);
-            poll = None;
+            (wait, polls) = (None, false);
             lazy = Some(LAZY_MIN);
+        }
+        if let Some(w) = &wait
+            && !polls
+        {
+            if !crew.will_wait(w.me) {
+                crew.park(&session.crew);
+                continue;
+            }
+            w.wait(crew);
+            crew.waited(w.me);
+            session.crew.wakes.fetch_add(1, Ordering::Relaxed);
+            if crew.off_device() {
+                // Another worker polls: it takes the request.
+                continue;
+            }
         }
         // SAFETY: reads into a buffer we own, of its length.
         let n = unsafe { libc::read(fd.as_raw_fd(), inbuf.as_mut_ptr().cast(), inbuf.len()) };
@@ -173,8 +492,8 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>, sta
                     if let Some(gap) = lazy.as_mut() {
                         std::thread::sleep(*gap);
                         *gap = (*gap * 2).min(LAZY_MAX);
-                    } else if let Some(p) = poll.as_mut() {
-                        p.idle(fd);
+                    } else if polls {
+                        polls = crew.idle();
                     }
                     continue;
                 }
@@ -188,8 +507,10 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>, sta
                 }
             }
         }
-        if poll.as_mut().is_some_and(Poll::arrived) {
+        if polls {
             session.polled.fetch_add(1, Ordering::Relaxed);
+        } else if wait.is_some() {
+            crew.arrived_unpolled();
         }
         if let Some(gap) = lazy.as_mut() {
             *gap = LAZY_MIN;
@@ -199,7 +520,15 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>, sta
         let (unique, reply, init) = match decode_dev(&inbuf[..n as usize]) {
             Ok(req) => {
                 let later = || Later { unique: req.header.unique, to: LaterTo::Dev(fd.clone()) };
-                (req.header.unique, session.dispatch(&req, &mut out, &later), matches!(req.op, Op::Init(_)))
+                let long = polls && may_take_long(&req.op);
+                if polls {
+                    crew.begin(long);
+                }
+                let reply = session.dispatch(&req, &mut out, &later);
+                if polls {
+                    crew.end(long);
+                }
+                (req.header.unique, reply, matches!(req.op, Op::Init(_)))
             }
             Err(Some((unique, e))) => (unique, Reply::Err(e), false),
             Err(None) => continue,
@@ -221,9 +550,116 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, busy_poll: Option<Duration>, sta
         if init {
             session.init_replied();
         }
-        if let Some(p) = poll.as_mut() {
-            p.answered(session, fd);
+        if let Some(w) = &wait {
+            polls = crew.answered(session, w.me, polls);
         }
     }
+    // Whoever ends first frees the parked to find the connection gone.
+    crew.finish();
     session.set_gone();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A crew whose poller holds the token (as after a reply in its window).
+    fn polling_crew() -> Arc<Crew> {
+        let c = Arc::new(Crew::new(Duration::from_micros(50), 0).unwrap());
+        c.polling.store(true, Ordering::SeqCst);
+        c
+    }
+
+    /// `n` followers parked on `c`; each sends on the channel when it leaves.
+    fn park(c: &Arc<Crew>, stats: &Arc<CrewStats>, n: usize) -> (mpsc::Receiver<()>, Vec<JoinHandle<()>>) {
+        let (tx, rx) = mpsc::channel();
+        let threads = (0..n)
+            .map(|_| {
+                let (c, stats, tx) = (c.clone(), stats.clone(), tx.clone());
+                std::thread::spawn(move || {
+                    c.park(&stats);
+                    tx.send(()).unwrap();
+                })
+            })
+            .collect();
+        (rx, threads)
+    }
+
+    /// Waits (at most 30 s) until `cond` holds.
+    fn until(what: &str, cond: impl Fn() -> bool) {
+        let t = Instant::now();
+        while !cond() {
+            assert!(t.elapsed() < Duration::from_secs(30), "never: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    const LONG: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_parked_follower_calls_itself_back_when_the_poller_is_stuck() {
+        let (c, stats) = (polling_crew(), Arc::new(CrewStats::default()));
+        // The poller began a request that does not end.
+        c.begin(false);
+        let (rx, threads) = park(&c, &stats, 1);
+        rx.recv_timeout(LONG).expect("the follower stayed parked behind a stuck poller");
+        assert_eq!(stats.rescues.load(Ordering::Relaxed), 1);
+        assert!(stats.looks.load(Ordering::Relaxed) >= 2, "it saw the same request twice");
+        assert!(!c.off_device(), "the others may come back too");
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        // The poller answers it: the followers are sent off the device again.
+        c.end(false);
+        assert!(c.off_device());
+    }
+
+    #[test]
+    fn a_parked_follower_keeps_watch_but_stays_while_the_poller_only_polls() {
+        let (c, stats) = (polling_crew(), Arc::new(CrewStats::default()));
+        let (rx, threads) = park(&c, &stats, 2);
+        until("20 looks", || stats.looks.load(Ordering::Relaxed) >= 20);
+        assert_eq!(stats.rescues.load(Ordering::Relaxed), 0);
+        assert_eq!(c.parked.load(Ordering::SeqCst), 2);
+        assert!(rx.try_recv().is_err(), "a follower left while the poller polled");
+        // The window ends: the watcher finds out at its next look and brings the other
+        // along (it waits without a timer).
+        c.release();
+        for _ in 0..2 {
+            rx.recv_timeout(LONG).expect("a follower stayed parked after the window ended");
+        }
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(c.parked.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_request_that_may_take_long_calls_every_parked_follower_back() {
+        let (c, stats) = (polling_crew(), Arc::new(CrewStats::default()));
+        let (rx, threads) = park(&c, &stats, 3);
+        until("3 parked", || c.parked.load(Ordering::SeqCst) == 3);
+        c.begin(true);
+        for _ in 0..3 {
+            rx.recv_timeout(LONG).expect("a follower stayed parked during a long request");
+        }
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(stats.rescues.load(Ordering::Relaxed), 0);
+        // They stay on the device after it, until the poller answers a short one.
+        c.end(true);
+        assert!(!c.off_device());
+        c.begin(false);
+        c.end(false);
+        assert!(c.off_device());
+    }
+
+    #[test]
+    fn what_may_take_long() {
+        let read = |size| Op::Read(crate::abi::ReadIn { size, ..zerocopy::FromZeros::new_zeroed() });
+        assert!(!may_take_long(&read(4096)));
+        assert!(may_take_long(&read(LONG_DATA as u32)));
+        let big = vec![0u8; LONG_DATA];
+        let w = zerocopy::FromZeros::new_zeroed();
+        assert!(may_take_long(&Op::Write { arg: w, data: &big }));
+        assert!(!may_take_long(&Op::Write { arg: w, data: &big[..100] }));
+        assert!(may_take_long(&Op::Fsync { fh: 0, datasync: false }));
+        assert!(!may_take_long(&Op::Getattr { fh: None }));
+    }
 }
