@@ -89,6 +89,7 @@ impl UringEnabled {
         if g.0 == 0 {
             match std::fs::read_to_string(ENABLE_URING) {
                 Ok(old) if old.trim() != "Y" => {
+                    restore_at_exit(old.trim());
                     if std::fs::write(ENABLE_URING, "Y").is_ok() {
                         g.1 = Some(old.trim().to_string());
                     }
@@ -99,6 +100,18 @@ impl UringEnabled {
         g.0 += 1;
         UringEnabled(true)
     }
+}
+
+/// Puts `old` back into `enable_uring` when this process ends, however it ends (a killed
+/// test runs no `Drop`): a shell reads its standard input, a pipe whose other end this
+/// process holds until it exits, and writes the value when the read ends. Once per
+/// process; the guards' own restore comes first on a normal exit (writing the same value).
+fn restore_at_exit(old: &str) {
+    static GUARDIAN: std::sync::OnceLock<Option<std::process::ChildStdin>> = std::sync::OnceLock::new();
+    GUARDIAN.get_or_init(|| {
+        let script = format!("read _; printf %s {old} > {ENABLE_URING}");
+        Command::new("sh").arg("-c").arg(script).stdin(std::process::Stdio::piped()).spawn().ok()?.stdin.take()
+    });
 }
 
 impl Drop for UringEnabled {
