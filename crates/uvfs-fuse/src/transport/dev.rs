@@ -10,14 +10,14 @@
 //! exit to the hypervisor), is not paid, which is a third of a round trip here. The poller
 //! yields the CPU between attempts, so a runnable program is not kept waiting by it, and it
 //! sleeps once the requests stop; the window shrinks while requests come too far apart for
-//! it to catch them (see [`Crew`]).
+//! it to catch them (see `Crew`).
 //!
 //! The other workers, the followers, stay off the device while one polls. The kernel wakes
 //! a thread waiting for the device (in `read`, or in `epoll_wait`) for every request it
 //! queues, whether or not the poller takes it first, and a woken waiter that finds nothing
 //! sleeps again inside the kernel: a second worker was woken for nearly every request of
 //! an untar (64,749 times for 85,000 requests, with 17,950 reschedule IPIs; BENCHMARKS.md
-//! "Followers off the device while one worker polls"). So polling is a token ([`Crew`]):
+//! "Followers off the device while one worker polls"). So polling is a token (`Crew`):
 //! the worker that answers a request while nobody polls takes it, and kicks the others out
 //! of their wait for the device (each waits in `epoll_wait` on its descriptor, with
 //! `EPOLLEXCLUSIVE` so that one waiter is woken per request, as in `read`, and on an
