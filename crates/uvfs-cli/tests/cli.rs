@@ -183,3 +183,47 @@ fn overlay_mount_exports_its_changes() {
     assert_eq!(out.stdout, b"base\nmore\n");
     assert_eq!(uvfs(&["mount", "/tmp", "--export", "/dev/null"]).status.code(), Some(2), "--export needs an overlay");
 }
+
+/// Whether `dir` is a FUSE mount point now (`/proc/self/mountinfo`).
+fn fuse_mounted(dir: &std::path::Path) -> bool {
+    let want = dir.to_str().unwrap();
+    std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let fuse = f.iter().position(|&x| x == "-").and_then(|i| f.get(i + 1)).is_some_and(|t| t.starts_with("fuse"));
+        fuse && f.get(4) == Some(&want)
+    })
+}
+
+/// Waits (at most 20 s, only so a bug cannot hang) until `cond` holds; returns whether it
+/// did.
+fn eventually(cond: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while !cond() {
+        if start.elapsed() > std::time::Duration::from_secs(20) {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
+}
+
+/// A server killed outright (SIGKILL: no handler, no destructor runs) leaves no dead mount
+/// behind: its guardian unmounts once the process is gone. Without one, the kernel keeps
+/// the mount ("Transport endpoint is not connected") until someone unmounts it.
+#[test]
+fn a_killed_server_leaves_no_mount_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_uvfs"))
+        .args(["mount", dir.path().to_str().unwrap(), "--transport", "dev"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run uvfs mount");
+    let _umount = Unmount(dir.path().to_path_buf());
+    assert!(eventually(|| fuse_mounted(dir.path())), "uvfs mount never mounted");
+    std::fs::write(dir.path().join("f"), b"served").unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert!(eventually(|| !fuse_mounted(dir.path())), "the killed server's mount is still there");
+    // The directory is a plain directory again.
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+}

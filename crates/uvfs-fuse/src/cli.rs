@@ -388,8 +388,9 @@ fn run_inner(a: &MountArgs) -> Result<(), Fail> {
     let mut report: Option<std::fs::File> = None;
     if a.daemon {
         let mut fds = [0; 2];
-        // SAFETY: pipe fills two descriptors.
-        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        // SAFETY: pipe2 fills two descriptors. Close-on-exec: a program the daemon starts
+        // (the mount's guardian) must not hold the parent's end of the report open.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return Err(env(format!("pipe: {}", std::io::Error::last_os_error())));
         }
         // SAFETY: the descriptors are fresh and owned here.

@@ -353,6 +353,10 @@ pub struct MountOptions {
     /// root: for a server in a user namespace (`uvfs run`) over host files whose owners
     /// it cannot map, which the kernel would otherwise refuse to let anyone write.
     pub squash_unmapped: bool,
+    /// Unmount also when this process is killed: a small shell waits for the process to
+    /// end and detaches the mount if it is still there (libfuse's `auto_unmount`), so a
+    /// killed server leaves no dead mount behind. On by default.
+    pub auto_unmount: bool,
 }
 
 impl Default for MountOptions {
@@ -375,6 +379,7 @@ impl Default for MountOptions {
             fusermount: false,
             stats: false,
             squash_unmapped: false,
+            auto_unmount: true,
         }
     }
 }
@@ -463,6 +468,9 @@ struct Running {
     watcher: Option<JoinHandle<()>>,
     /// The thread sending `Levers::RELIST`'s invalidations; ends when told (`join`).
     relister: Option<JoinHandle<()>>,
+    /// Unmounts if this process dies first ([`MountOptions::auto_unmount`]); dismissed
+    /// once the connection ended.
+    guardian: Option<mount::Guardian>,
 }
 
 /// Mounts, starts the transport's threads and waits until INIT settled what they use.
@@ -519,7 +527,8 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
     let relister = if server.relist_wanted() { watch::spawn_relist(&server, session.notifier()) } else { None };
-    Ok(Running { session, server, mountpoint: m.mountpoint, conn, workers, sched, stop, watcher, relister })
+    let guardian = if opts.auto_unmount { mount::Guardian::start(&m.mountpoint, conn) } else { None };
+    Ok(Running { session, server, mountpoint: m.mountpoint, conn, workers, sched, stop, watcher, relister, guardian })
 }
 
 impl Running {
@@ -538,6 +547,9 @@ impl Running {
             let _ = w.join();
         }
         release(&self.server);
+        if let Some(g) = self.guardian.take() {
+            g.dismiss();
+        }
     }
 
     fn transport(&self) -> Transport {

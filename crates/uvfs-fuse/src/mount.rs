@@ -167,6 +167,70 @@ pub(crate) fn unescape(s: &str) -> String {
     s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 }
 
+/// `/proc/self/mountinfo`'s escaping of a mount point (the inverse of [`unescape`]).
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\134").replace(' ', "\\040").replace('\t', "\\011").replace('\n', "\\012")
+}
+
+/// What the guardian runs (`sh -c`; `$0` the mount point, `$1` it as mountinfo writes it,
+/// `$2` the connection id, `$3` `fusermount3`): it waits until its standard input closes,
+/// then unmounts (detached) if the mount point still holds our connection.
+const GUARDIAN: &str = r#"read _
+awk -v mp="$1" -v dev="0:$2" '$3 == dev && $5 == mp { f = 1 } END { exit !f }' /proc/self/mountinfo || exit 0
+umount -l -- "$0" 2>/dev/null || "$3" -u -q -z -- "$0" 2>/dev/null"#;
+
+/// A process that unmounts a mount when this one ends without doing so: the kernel keeps
+/// a FUSE mount whose server died ("Transport endpoint is not connected") until someone
+/// unmounts it, and a killed process runs no destructor (libfuse's `auto_unmount` keeps a
+/// `fusermount3` for the same). It waits for the end of a pipe this process holds, which
+/// the kernel closes however the process ends; a server that unmounts dismisses it.
+pub(crate) struct Guardian {
+    /// The shell, reaped on dismissal.
+    child: std::process::Child,
+    /// The pipe's writing end (owned; closing it ends the guardian).
+    pipe: Option<std::process::ChildStdin>,
+}
+
+impl Guardian {
+    /// Starts a guardian of `mp` (connection `conn`); `None` if the connection is unknown
+    /// or no shell can be started (then a killed server leaves the mount, as before).
+    pub(crate) fn start(mp: &CString, conn: u64) -> Option<Guardian> {
+        if conn == 0 {
+            return None;
+        }
+        let path = std::ffi::OsStr::from_bytes(mp.as_bytes());
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(GUARDIAN)
+            .arg(path)
+            .arg(escape(&String::from_utf8_lossy(mp.as_bytes())))
+            .arg(conn.to_string())
+            .arg(fusermount_bin())
+            .current_dir("/")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: between fork and exec only the async-signal-safe close_range runs: the
+        // guardian keeps nothing of this process open but its pipe (an inherited
+        // descriptor could hold a pipe another process waits on, or a mount busy).
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::close_range(3, u32::MAX, 0);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().ok()?;
+        let pipe = child.stdin.take();
+        Some(Guardian { child, pipe })
+    }
+
+    /// The mount is gone: the guardian finds so and ends.
+    pub(crate) fn dismiss(mut self) {
+        drop(self.pipe.take());
+        let _ = self.child.wait();
+    }
+}
+
 /// Unmounts `mp` (connection `conn`) if it is still ours: `umount2`, detached if busy;
 /// `fusermount3 -u -z` when not permitted.
 pub(crate) fn unmount(mp: &CString, conn: u64) -> io::Result<()> {

@@ -166,6 +166,8 @@ fn run_inner(a: &RunArgs) -> Result<u8, Fail> {
         allow_other: false,
         squash_unmapped: true,
         transport: if uring { crate::Transport::Auto } else { crate::Transport::Dev },
+        // The mount lives in the sandbox's own mount namespace, which goes with it.
+        auto_unmount: false,
         ..MountOptions::default()
     };
     let handle = crate::spawn(&vfs, mnt.path(), &opts).map_err(|e| fail(format!("mounting the tree: {e}")))?;
