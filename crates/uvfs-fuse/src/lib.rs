@@ -483,6 +483,7 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
             Err(why) => (None, UringState::Off(why)),
         },
     };
+    let mut guardian = if opts.auto_unmount { mount::Guardian::start(mountpoint) } else { None };
     let m = match mount::mount(mountpoint, opts.allow_other, opts.fusermount) {
         Ok(m) => m,
         Err(e) => {
@@ -495,6 +496,9 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
     let nqueues = queues.as_ref().map_or(0, |q| q.len());
     let session = Arc::new(Session::new(server.clone(), m.dev, uring, nqueues));
     let conn = exit_guard::conn_of(&m.mountpoint);
+    if let Some(g) = guardian.as_mut() {
+        g.arm(conn);
+    }
     let mut workers = match transport::dev::spawn(&session, opts.threads, opts.busy_poll) {
         Ok(w) => w,
         Err(e) => {
@@ -527,7 +531,6 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
     let relister = if server.relist_wanted() { watch::spawn_relist(&server, session.notifier()) } else { None };
-    let guardian = if opts.auto_unmount { mount::Guardian::start(&m.mountpoint, conn) } else { None };
     Ok(Running { session, server, mountpoint: m.mountpoint, conn, workers, sched, stop, watcher, relister, guardian })
 }
 
@@ -547,9 +550,8 @@ impl Running {
             let _ = w.join();
         }
         release(&self.server);
-        if let Some(g) = self.guardian.take() {
-            g.dismiss();
-        }
+        // The mount is gone: its guardian ends.
+        drop(self.guardian.take());
     }
 
     fn transport(&self) -> Transport {

@@ -4,7 +4,7 @@
 //! libfuse does.
 
 use std::ffi::CString;
-use std::io;
+use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -173,38 +173,38 @@ fn escape(s: &str) -> String {
 }
 
 /// What the guardian runs (`sh -c`; `$0` the mount point, `$1` it as mountinfo writes it,
-/// `$2` the connection id, `$3` `fusermount3`): it waits until its standard input closes,
-/// then unmounts (detached) if the mount point still holds our connection.
-const GUARDIAN: &str = r#"read _
-awk -v mp="$1" -v dev="0:$2" '$3 == dev && $5 == mp { f = 1 } END { exit !f }' /proc/self/mountinfo || exit 0
-umount -l -- "$0" 2>/dev/null || "$3" -u -q -z -- "$0" 2>/dev/null"#;
+/// `$2` `fusermount3`): it reads the connection id (written once mounted), waits until its
+/// standard input closes, then unmounts (detached) if the mount point still holds that
+/// connection.
+const GUARDIAN: &str = r#"read conn || exit 0
+read _
+awk -v mp="$1" -v dev="0:$conn" '$3 == dev && $5 == mp { f = 1 } END { exit !f }' /proc/self/mountinfo || exit 0
+umount -l -- "$0" 2>/dev/null || "$2" -u -q -z -- "$0" 2>/dev/null"#;
 
 /// A process that unmounts a mount when this one ends without doing so: the kernel keeps
 /// a FUSE mount whose server died ("Transport endpoint is not connected") until someone
 /// unmounts it, and a killed process runs no destructor (libfuse's `auto_unmount` keeps a
 /// `fusermount3` for the same). It waits for the end of a pipe this process holds, which
-/// the kernel closes however the process ends; a server that unmounts dismisses it.
+/// the kernel closes however the process ends. It is started before the mount and told
+/// the connection right after, so a kill at any later moment is covered; dropping it (the
+/// mount is gone) ends it.
 pub(crate) struct Guardian {
-    /// The shell, reaped on dismissal.
+    /// The shell, reaped on drop.
     child: std::process::Child,
     /// The pipe's writing end (owned; closing it ends the guardian).
     pipe: Option<std::process::ChildStdin>,
 }
 
 impl Guardian {
-    /// Starts a guardian of `mp` (connection `conn`); `None` if the connection is unknown
-    /// or no shell can be started (then a killed server leaves the mount, as before).
-    pub(crate) fn start(mp: &CString, conn: u64) -> Option<Guardian> {
-        if conn == 0 {
-            return None;
-        }
-        let path = std::ffi::OsStr::from_bytes(mp.as_bytes());
+    /// Starts a guardian of `mountpoint`; `None` if no shell can be started (then a killed
+    /// server leaves the mount, as without one).
+    pub(crate) fn start(mountpoint: &Path) -> Option<Guardian> {
+        let canon = mountpoint.canonicalize().ok()?;
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg(GUARDIAN)
-            .arg(path)
-            .arg(escape(&String::from_utf8_lossy(mp.as_bytes())))
-            .arg(conn.to_string())
+            .arg(&canon)
+            .arg(escape(&canon.to_string_lossy()))
             .arg(fusermount_bin())
             .current_dir("/")
             .stdin(Stdio::piped())
@@ -224,8 +224,16 @@ impl Guardian {
         Some(Guardian { child, pipe })
     }
 
-    /// The mount is gone: the guardian finds so and ends.
-    pub(crate) fn dismiss(mut self) {
+    /// The mount holds connection `conn` now (0: unknown, then nothing is unmounted).
+    pub(crate) fn arm(&mut self, conn: u64) {
+        if let Some(p) = self.pipe.as_mut() {
+            let _ = p.write_all(format!("{conn}\n").as_bytes());
+        }
+    }
+}
+
+impl Drop for Guardian {
+    fn drop(&mut self) {
         drop(self.pipe.take());
         let _ = self.child.wait();
     }
