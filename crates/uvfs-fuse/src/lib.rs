@@ -468,8 +468,8 @@ struct Running {
     watcher: Option<JoinHandle<()>>,
     /// The thread sending `Levers::RELIST`'s invalidations; ends when told (`join`).
     relister: Option<JoinHandle<()>>,
-    /// Unmounts if this process dies first ([`MountOptions::auto_unmount`]); dismissed
-    /// once the connection ended.
+    /// Unmounts if this process dies first ([`MountOptions::auto_unmount`]); dropped
+    /// (it then ends) once the connection ended.
     guardian: Option<mount::Guardian>,
 }
 

@@ -139,10 +139,10 @@ pub(crate) struct Crew {
     /// long (or its last one was), or one of them found it on the same request for
     /// [`HELP_AFTER`]. Cleared when the poller finishes a request that may not.
     help: AtomicBool,
-    /// Atomic: the poller is answering a request.
-    busy: AtomicBool,
-    /// Atomic: requests the poller began to answer.
-    begun: AtomicU64,
+    /// Atomic, written by the token holder only: odd while it answers a request, twice
+    /// the requests it answered otherwise (so a watcher that sees the same odd value
+    /// twice saw it on one request all along).
+    step: AtomicU64,
     /// Atomic: nobody polls any more (io_uring serves, or the connection ended): nobody
     /// parks.
     done: AtomicBool,
@@ -188,8 +188,7 @@ impl Crew {
             answered: AtomicU64::new(0),
             polling: AtomicBool::new(false),
             help: AtomicBool::new(false),
-            busy: AtomicBool::new(false),
-            begun: AtomicU64::new(0),
+            step: AtomicU64::new(0),
             done: AtomicBool::new(false),
             parked: AtomicUsize::new(0),
             kicks,
@@ -307,10 +306,14 @@ impl Crew {
         self.polling.store(false, Ordering::SeqCst);
     }
 
+    /// Moves `step` on by one (a load and a store: only the token holder writes it).
+    fn step_on(&self) {
+        self.step.store(self.step.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+
     /// The poller begins to answer a request; `long`: one that may take long.
     fn begin(&self, long: bool) {
-        self.begun.fetch_add(1, Ordering::Relaxed);
-        self.busy.store(true, Ordering::Relaxed);
+        self.step_on();
         if long {
             self.help.store(true, Ordering::SeqCst);
             self.wake();
@@ -322,8 +325,9 @@ impl Crew {
     /// read come together (the kernel's readahead), and a follower that parked between two
     /// of them would be woken again for the next.
     fn end(&self, long: bool) {
-        self.busy.store(false, Ordering::Relaxed);
-        if !long {
+        self.step_on();
+        // Written only when set: the followers' line stays clean for the common request.
+        if !long && self.help.load(Ordering::Relaxed) {
             self.help.store(false, Ordering::Relaxed);
         }
     }
@@ -358,13 +362,13 @@ impl Crew {
                 continue;
             }
             stats.looks.fetch_add(1, Ordering::Relaxed);
-            let (busy, begun) = (self.busy.load(Ordering::Relaxed), self.begun.load(Ordering::Relaxed));
-            if busy && on == Some(begun) {
+            let step = self.step.load(Ordering::Relaxed);
+            if step % 2 == 1 && on == Some(step) {
                 stats.rescues.fetch_add(1, Ordering::Relaxed);
                 self.help.store(true, Ordering::SeqCst);
                 break;
             }
-            on = busy.then_some(begun);
+            on = (step % 2 == 1).then_some(step);
         }
         if watching {
             // The others come along, or one of them takes the watch.
