@@ -84,7 +84,7 @@ pub struct MountArgs {
     #[arg(long)]
     pub host_unchanged: bool,
     /// When the mount ends, print how many requests of each kind the kernel sent (to see
-    /// what a workload costs in round trips)
+    /// what a workload costs in round trips); `SIGUSR1` prints the counts so far
     #[arg(long)]
     pub stats: bool,
     /// With `--fs overlay:...`: when the mount ends, write what changed (the upper layer)
@@ -351,7 +351,9 @@ fn mount_error(e: &std::io::Error, mp: &Path) -> Fail {
     }
 }
 
-fn block_signals() -> libc::sigset_t {
+/// Blocks the signals the signal thread waits for: those that unmount, and with `stats`
+/// `SIGUSR1`, which prints the counts so far.
+fn block_signals(stats: bool) -> libc::sigset_t {
     // SAFETY: plain sigset manipulation on a local; pthread_sigmask on the calling thread,
     // before any other thread exists, so every thread inherits the mask.
     unsafe {
@@ -360,6 +362,9 @@ fn block_signals() -> libc::sigset_t {
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGHUP);
+        if stats {
+            libc::sigaddset(&mut set, libc::SIGUSR1);
+        }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
@@ -420,10 +425,10 @@ fn run_inner(a: &MountArgs) -> Result<(), Fail> {
             }
         }
     }
-    let set = block_signals();
+    let set = block_signals(a.stats);
     let vfs = make_vfs(&a.fs, a.host_unchanged)?;
     let mut report2 = report;
-    let r = crate::serve(&vfs, &mp, &opts, |mut unmount| {
+    let r = crate::serve(&vfs, &mp, &opts, |mut unmount, stats| {
         if let Some(mut w) = report2.take() {
             let _ = w.write_all(b"ok");
             drop(w);
@@ -432,9 +437,16 @@ fn run_inner(a: &MountArgs) -> Result<(), Fail> {
         std::thread::Builder::new()
             .name("uvfs-signals".into())
             .spawn(move || {
-                let mut sig = 0;
-                // SAFETY: `set` is a valid signal set; `sig` a valid out-parameter.
-                unsafe { libc::sigwait(&set, &mut sig) };
+                loop {
+                    let mut sig = 0;
+                    // SAFETY: `set` is a valid signal set; `sig` a valid out-parameter.
+                    unsafe { libc::sigwait(&set, &mut sig) };
+                    if sig != libc::SIGUSR1 {
+                        break;
+                    }
+                    // One write, so that a reader of a log sees whole reports.
+                    let _ = std::io::stderr().write_all(stats.report().as_bytes());
+                }
                 unmount();
             })
             .expect("signal thread");

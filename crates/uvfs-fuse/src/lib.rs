@@ -786,44 +786,72 @@ mod exit_guard {
 }
 
 /// Mounts `vfs` at `mountpoint` and serves it until it is unmounted. `on_mounted` runs once
-/// the kernel accepted the mount and gets a function that unmounts (for a signal handler).
+/// the kernel accepted the mount and gets a function that unmounts (for a signal handler)
+/// and the mount's [`Stats`] (which `--stats` prints at the end, and on `SIGUSR1`).
 pub fn serve(
     vfs: &Vfs,
     mountpoint: &Path,
     opts: &MountOptions,
-    on_mounted: impl FnOnce(Box<dyn FnMut() + Send>),
+    on_mounted: impl FnOnce(Box<dyn FnMut() + Send>, Stats),
 ) -> io::Result<()> {
     let mut run = start(vfs, mountpoint, opts)?;
     let (mp, conn) = (run.mountpoint.clone(), run.conn);
-    on_mounted(Box::new(move || {
-        let _ = mount::unmount(&mp, conn);
-    }));
-    let server = run.server.clone();
-    let session = run.session.clone();
-    let sched = run.sched.clone();
+    let stats = Stats {
+        server: run.server.clone(),
+        session: run.session.clone(),
+        sched: run.sched.clone(),
+        busy_poll: opts.busy_poll > Duration::ZERO,
+    };
+    on_mounted(
+        Box::new(move || {
+            let _ = mount::unmount(&mp, conn);
+        }),
+        stats.clone(),
+    );
     run.join();
     if opts.stats {
-        let counts = server.request_counts();
+        eprint!("{}", stats.report());
+    }
+    Ok(())
+}
+
+/// What a mount has counted so far: requests by opcode, the `/dev/fuse` followers, the
+/// idle-class queues' moves. Cheap to clone; read while the mount serves, too.
+#[derive(Clone)]
+pub struct Stats {
+    /// Immutable: the mount's server, session and queue guard (they count atomically).
+    server: Arc<server::Server>,
+    session: Arc<Session>,
+    sched: Option<Arc<transport::sched::Shared>>,
+    busy_poll: bool,
+}
+
+impl Stats {
+    /// The counts so far, one `uvfs mount: ...` line each (the first: every request by
+    /// opcode, the form `uvfs bench --case workloads` parses).
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        let counts = self.server.request_counts();
         let total: u64 = counts.iter().map(|(_, n)| n).sum();
         let list: Vec<String> = counts.iter().map(|(op, n)| format!("{op} {n}")).collect();
-        let polled = session.polled.load(Ordering::Relaxed);
-        eprintln!("uvfs mount: {total} requests ({polled} taken by busy polling): {}", list.join(", "));
-        if opts.busy_poll > Duration::ZERO && !session.uring_active() {
-            let c = &session.crew;
+        let polled = self.session.polled.load(Ordering::Relaxed);
+        out += &format!("uvfs mount: {total} requests ({polled} taken by busy polling): {}\n", list.join(", "));
+        if self.busy_poll && !self.session.uring_active() {
+            let c = &self.session.crew;
             let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-            eprintln!(
+            out += &format!(
                 "uvfs mount: /dev/fuse followers woken by the device {} times, parked {} times, \
-                 looked at the poller {} times, called back by a slow request {} times",
+                 looked at the poller {} times, called back by a slow request {} times\n",
                 n(&c.wakes),
                 n(&c.parks),
                 n(&c.looks),
                 n(&c.rescues)
             );
         }
-        if let Some(s) = sched {
+        if let Some(s) = &self.sched {
             let (p, d) = (s.promotions.load(Ordering::Relaxed), s.demotions.load(Ordering::Relaxed));
-            eprintln!("uvfs mount: queue threads moved to SCHED_IDLE {p} times, back after starving {d} times");
+            out += &format!("uvfs mount: queue threads moved to SCHED_IDLE {p} times, back after starving {d} times\n");
         }
+        out
     }
-    Ok(())
 }
