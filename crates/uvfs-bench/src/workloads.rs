@@ -50,7 +50,11 @@
 //!
 //! Each workload is timed (wall clock, from spawning the command until it is reaped),
 //! with the FUSE server's user + system CPU time over the same span (from
-//! `/proc/PID/stat`), then checked, untimed: a wrong result (a tree that differs from
+//! `/proc/PID/stat`) and, for the uvfs targets, the FUSE requests whose reply a caller
+//! waited for (the server started with `--stats` and asked for its counts with
+//! `SIGUSR1` before and after, untimed; [`daemon::Requests`]); each fresh uvfs mount
+//! also times an empty round trip ([`targets::Site::round_trip_us`]). Then it is
+//! checked, untimed: a wrong result (a tree that differs from
 //! the staged one, a commit other than the one made on the stage, a program printing the
 //! wrong checksum, data read back that differs) marks the workload FAILED for that
 //! target, never a time, ends the target's runs and makes the exit status 1.
@@ -383,6 +387,7 @@ pub fn run(o: &Options) -> Result<WorkloadsReport, String> {
         uvfs_bin: o.uvfs_bin.clone(),
         mount_opts: o.mount_opts.clone(),
         can_drop: is_root(),
+        counts: Env::counts_supported(&o.uvfs_bin),
     };
     let load_before = load_average();
     let big = bigfile::BigFile::new(o.big_mib, o.reads, tree::SEED);
@@ -400,9 +405,11 @@ pub fn run(o: &Options) -> Result<WorkloadsReport, String> {
             }
             progress.say(&format!("round {round}/{} {}", o.rounds, t.name));
             let cold = t.cold_words(env.can_drop);
+            let mut round_trip_us = None;
             let outcomes = match Site::open(t, &env, round) {
                 Err(e) => vec![(Workload::Untar, Outcome::Failed(format!("setting up: {e}")))],
                 Ok(mut site) => {
+                    round_trip_us = site.round_trip_us();
                     let mut outcomes = steps::run_round(&mut site, &env, cold, &prep, &mut |w| {
                         progress.step(&format!("round {round}/{} {} {}", o.rounds, t.name, w.name()))
                     });
@@ -418,7 +425,7 @@ pub fn run(o: &Options) -> Result<WorkloadsReport, String> {
             if outcomes.iter().any(|(_, o)| matches!(o, Outcome::Failed(_))) {
                 failed.push(t.name.clone());
             }
-            rounds.push(RoundOutcome { target: t.name.clone(), round, outcomes });
+            rounds.push(RoundOutcome { target: t.name.clone(), round, outcomes, round_trip_us });
         }
     }
     progress.finish();
@@ -464,6 +471,7 @@ pub fn run(o: &Options) -> Result<WorkloadsReport, String> {
             cold: p.target.cold_words(env.can_drop).to_string(),
             host_backed: p.target.host_backed(),
             skipped: p.skip.clone(),
+            round_trip_us: None,
         })
         .collect();
     Ok(WorkloadsReport::build(Machine::detect(), config, infos, &rounds))

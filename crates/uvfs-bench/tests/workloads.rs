@@ -87,6 +87,7 @@ fn a_wrong_result_is_a_failure_not_a_time() {
         uvfs_bin: PathBuf::from("/nonexistent"),
         mount_opts: vec![],
         can_drop: false,
+        counts: false,
     };
     let spec = TreeSpec::with_files(60);
     let cb = CBuild { units: 4, seed: SEED };

@@ -107,8 +107,12 @@ fn mount_targets_and_a_peer_pass_every_check() {
     assert_eq!(j["config"]["mount_opts"][0], "--attr-timeout=2");
     let targets: Vec<&str> = j["targets"].as_array().unwrap().iter().map(|t| t["target"].as_str().unwrap()).collect();
     assert_eq!(targets, ["uvfs-memfs", "uvfs-hostfs", "self"]);
-    assert_eq!(j["targets"][0]["command"], format!("{UVFS} mount --fs memfs --attr-timeout=2 {{mnt}}"));
+    assert_eq!(j["targets"][0]["command"], format!("{UVFS} mount --fs memfs --stats --attr-timeout=2 {{mnt}}"));
     assert_eq!(j["targets"][1]["cold"], "remount + drop_caches");
+    // The empty round trip is timed on the uvfs mounts, never on a peer.
+    assert!(j["targets"][0]["round_trip_us"].as_f64().is_some_and(|us| us > 0.0), "{}", j["targets"]);
+    assert!(j["targets"][1]["round_trip_us"].as_f64().is_some_and(|us| us > 0.0), "{}", j["targets"]);
+    assert!(j["targets"][2]["round_trip_us"].is_null(), "{}", j["targets"]);
     for w in j["workloads"].as_array().unwrap() {
         assert_eq!(w["failed"].as_array().unwrap().len(), 0, "{w}");
         let results = w["results"].as_array().unwrap();
@@ -116,6 +120,15 @@ fn mount_targets_and_a_peer_pass_every_check() {
         for r in results {
             // The server's CPU is measured for every mount target.
             assert_eq!(r["server_cpu_seconds"].as_array().map(Vec::len), Some(1), "{r}");
+            // Round trips are counted by the uvfs servers (SIGUSR1 to --stats), not a peer's.
+            let counted = r["round_trips"].as_array().map(Vec::len);
+            assert_eq!(counted, (r["target"] != "self").then_some(1), "{r}");
+        }
+        if w["workload"] == "untar" {
+            // At least a CREATE per file, through either uvfs mount.
+            for r in results.iter().filter(|r| r["target"] != "self") {
+                assert!(r["round_trips"][0].as_u64().unwrap() >= 80, "{r}");
+            }
         }
     }
     assert_eq!(leftovers(pid, &host), Vec::<String>::new());

@@ -7,12 +7,13 @@
 //!   "config":  { "quick", "rounds", "tree": { "source", "seed", "dirs", "files", "symlinks", "bytes" },
 //!                "c_units", "make_jobs", "big_file_bytes", "random_reads", "mount_opts",
 //!                "uvfs_bin", "tmpfs", "hostdir", "drop_caches", "load_average" },
-//!   "targets": [ { "target", "kind", "command", "cold", "host_backed", "skipped" } ],
+//!   "targets": [ { "target", "kind", "command", "cold", "host_backed", "skipped", "round_trip_us" } ],
 //!   "workloads": [ { "workload", "title",
 //!                    "results": [ { "target", "seconds", "n", "median", "min", "max",
 //!                                   "vs_tmpfs", "vs_hostdir",
 //!                                   "server_cpu_seconds", "server_cpu_median",
-//!                                   "client_cpu_seconds", "client_cpu_median" } ],
+//!                                   "client_cpu_seconds", "client_cpu_median",
+//!                                   "round_trips", "round_trips_median" } ],
 //!                    "not_applicable": [ { "target", "reason" } ],
 //!                    "failed": [ { "target", "round", "error" } ] } ] }
 //! ```
@@ -20,6 +21,10 @@
 //!   counts are of the staged tree (the source tree plus the C project).
 //! - `load_average`: the 1-minute load average before staging and after the last round
 //!   (other work on the machine while measuring).
+//! - `targets[].round_trip_us`: the median over rounds of an empty FUSE round trip on
+//!   the fresh mount (2,000 `getxattr`s of a missing name, each a GETXATTR), for the uvfs
+//!   targets; null elsewhere. `round_trips` times this is what a workload's round trips
+//!   cost at the least, whatever the server does.
 //! - `targets[].kind`: `tmpfs`, `hostdir`, `uvfs` or `peer`; `command` is the server's
 //!   command line with `{mnt}` and `{src}` left in (null for the directory targets);
 //!   `cold` is the cold step in words; `host_backed` says whether `vs_hostdir` applies;
@@ -29,6 +34,12 @@
 //!   median over theirs (above 1: slower), `vs_hostdir` only for host-backed targets.
 //! - `server_cpu_seconds`: user + system CPU of the FUSE server process (and its
 //!   children) during each round's run of the workload (null for directory targets).
+//! - `round_trips`: the FUSE requests whose reply a caller waited for during each round's
+//!   run of the workload, as the uvfs server counted them (`uvfs mount --stats`, asked
+//!   with `SIGUSR1` before and after; RELEASE, RELEASEDIR, FORGET, BATCH_FORGET and
+//!   INTERRUPT left out); null for other targets. Each is a context switch to the server
+//!   and back that the workload cannot do without: with the round trip's cost on the
+//!   machine, it says how much of a row no server could take off.
 //! - `client_cpu_seconds`: user + system CPU of the workload itself in each round: its
 //!   programs with their descendants (tar, git, make with every cc), or the benchmark
 //!   thread for the big-file workloads. On a loaded machine, wall time over this CPU
@@ -105,6 +116,9 @@ pub struct TargetInfo {
     pub host_backed: bool,
     /// Why it did not run, if it did not.
     pub skipped: Option<String>,
+    /// The median over rounds of an empty round trip's time, in microseconds (uvfs
+    /// mount targets whose requests were counted; filled in by [`WorkloadsReport::build`]).
+    pub round_trip_us: Option<f64>,
 }
 
 /// One target's times for one workload.
@@ -134,6 +148,10 @@ pub struct WorkloadResult {
     pub client_cpu_seconds: Vec<f64>,
     /// Their median.
     pub client_cpu_median: f64,
+    /// The round trips waited for in each round (uvfs mount targets).
+    pub round_trips: Option<Vec<u64>>,
+    /// Their median.
+    pub round_trips_median: Option<f64>,
 }
 
 /// A workload that does not apply to a target.
@@ -198,6 +216,8 @@ pub struct RoundOutcome {
     /// What happened to each workload it reached (a failure to start or stop the
     /// server is reported on the first or last workload).
     pub outcomes: Vec<(Workload, Outcome)>,
+    /// An empty round trip's time on the fresh mount, in microseconds (uvfs targets).
+    pub round_trip_us: Option<f64>,
 }
 
 /// Median of a non-empty slice (mean of the middle two for an even length).
@@ -213,9 +233,14 @@ impl WorkloadsReport {
     pub fn build(
         machine: Machine,
         config: WorkloadsConfig,
-        targets: Vec<TargetInfo>,
+        mut targets: Vec<TargetInfo>,
         rounds: &[RoundOutcome],
     ) -> WorkloadsReport {
+        for t in &mut targets {
+            let rtt: Vec<f64> =
+                rounds.iter().filter(|r| r.target == t.target).filter_map(|r| r.round_trip_us).collect();
+            t.round_trip_us = (!rtt.is_empty()).then(|| median(&rtt));
+        }
         let mut workloads: Vec<WorkloadResults> = Workload::ALL
             .iter()
             .map(|w| WorkloadResults {
@@ -232,6 +257,7 @@ impl WorkloadsReport {
                 let mut secs = Vec::new();
                 let mut cpu = Vec::new();
                 let mut client = Vec::new();
+                let mut trips = Vec::new();
                 let mut na = None;
                 for r in rounds.iter().filter(|r| r.target == t.target) {
                     for (rw, o) in r.outcomes.iter().filter(|(rw, _)| rw == w) {
@@ -242,6 +268,9 @@ impl WorkloadsReport {
                                 client.push(s.client_cpu);
                                 if let Some(c) = s.server_cpu {
                                     cpu.push(c);
+                                }
+                                if let Some(n) = s.round_trips {
+                                    trips.push(n);
                                 }
                             }
                             Outcome::NotApplicable(why) => na = Some(why.clone()),
@@ -272,6 +301,9 @@ impl WorkloadsReport {
                     server_cpu_seconds: (!cpu.is_empty()).then_some(cpu),
                     client_cpu_median: median(&client),
                     client_cpu_seconds: client,
+                    round_trips_median: (!trips.is_empty())
+                        .then(|| median(&trips.iter().map(|&n| n as f64).collect::<Vec<_>>())),
+                    round_trips: (!trips.is_empty()).then_some(trips),
                     seconds: secs,
                 });
             }
@@ -407,6 +439,46 @@ pub fn render(r: &WorkloadsReport) -> String {
         out.push('\n');
     }
 
+    let counted: Vec<&&TargetInfo> = servers
+        .iter()
+        .copied()
+        .filter(|t| {
+            r.workloads.iter().any(|w| w.results.iter().any(|x| x.target == t.target && x.round_trips.is_some()))
+        })
+        .collect();
+    if !counted.is_empty() {
+        out.push_str(
+            "\nFUSE round trips the workload waited for (requests but RELEASE and FORGET, median), \
+             and in parentheses their seconds at the target's empty round trip\n",
+        );
+        let mut head = vec!["workload".to_string()];
+        head.extend(counted.iter().map(|t| t.target.clone()));
+        let mut t = table(head);
+        for w in &r.workloads {
+            let mut row = vec![Cell::new(w.workload)];
+            for tg in &counted {
+                row.push(cell(w, &tg.target, |x| {
+                    x.round_trips_median.map(|n| match tg.round_trip_us {
+                        Some(us) => format!("{n:.0} ({})", secs(n * us / 1e6)),
+                        None => format!("{n:.0}"),
+                    })
+                }));
+            }
+            t.add_row(row);
+        }
+        out.push_str(&t.to_string());
+        out.push('\n');
+        let rtts: Vec<String> =
+            counted.iter().filter_map(|t| t.round_trip_us.map(|us| format!("{} {us:.1} us", t.target))).collect();
+        if !rtts.is_empty() {
+            out.push_str(&format!(
+                "empty round trip (a GETXATTR of a missing name, mean of {}, median of rounds): {}\n",
+                crate::workloads::targets::RTT_CALLS,
+                rtts.join(", ")
+            ));
+        }
+    }
+
     out.push_str("\nthe workload's own CPU seconds (its programs, or the I/O thread; user + system, median)\n");
     let mut head = vec!["workload".to_string()];
     head.extend(ran.iter().map(|t| t.target.clone()));
@@ -446,7 +518,12 @@ pub(crate) mod tests {
     use crate::workloads::steps::Sample;
 
     fn m(seconds: f64, cpu: Option<f64>) -> Outcome {
-        Outcome::Measured(Sample { seconds, server_cpu: cpu, client_cpu: seconds / 2.0 })
+        Outcome::Measured(Sample {
+            seconds,
+            server_cpu: cpu,
+            client_cpu: seconds / 2.0,
+            round_trips: cpu.map(|c| (c * 1000.0) as u64),
+        })
     }
 
     fn info(target: &str, kind: &'static str, backed: bool) -> TargetInfo {
@@ -457,6 +534,7 @@ pub(crate) mod tests {
             cold: "drop_caches".into(),
             host_backed: backed,
             skipped: None,
+            round_trip_us: None,
         }
     }
 
@@ -485,7 +563,11 @@ pub(crate) mod tests {
             info("uvfs-hostfs", "uvfs", true),
             skipped,
         ];
-        let round = |target: &str, round, outcomes| RoundOutcome { target: target.into(), round, outcomes };
+        let round = |target: &str, round, outcomes| {
+            // The memfs mount's empty round trip: 10 and 20 us in its two rounds.
+            let round_trip_us = (target == "uvfs-memfs").then_some(10.0 * round as f64);
+            RoundOutcome { target: target.into(), round, outcomes, round_trip_us }
+        };
         use Workload as W;
         let rounds = vec![
             round(
@@ -535,6 +617,9 @@ pub(crate) mod tests {
         assert_eq!(get("uvfs-hostfs").vs_hostdir, Some(2.0));
         assert_eq!(get("hostdir").vs_hostdir, None);
         assert!(get("tmpfs").server_cpu_seconds.is_none());
+        assert_eq!(get("uvfs-memfs").round_trips, Some(vec![2000, 4000]));
+        assert_eq!(get("uvfs-memfs").round_trips_median, Some(3000.0));
+        assert!(get("tmpfs").round_trips.is_none() && get("tmpfs").round_trips_median.is_none());
         assert!(untar.results.iter().all(|x| x.target != "bindfs"));
         let cold = &r.workloads[2];
         assert_eq!(cold.workload, "find-cold");
@@ -554,6 +639,9 @@ pub(crate) mod tests {
         assert!(text.contains("n/a"), "{text}");
         assert!(text.contains("2.00x"), "{text}");
         assert!(text.contains("FUSE server CPU seconds"), "{text}");
+        assert!(text.contains("FUSE round trips the workload waited for"), "{text}");
+        assert!(text.contains(" 3000 (0.045) |"), "the memfs untar's median round trips, at 15 us: {text}");
+        assert!(text.contains("uvfs-memfs 15.0 us"), "{text}");
         assert!(text.contains("the workload's own CPU seconds"), "{text}");
         assert!(text.contains("FAILED uvfs-hostfs find-cold (round 1): find printed 3 lines"), "{text}");
         assert!(text.contains("skipped bindfs: not installed"), "{text}");
@@ -561,6 +649,9 @@ pub(crate) mod tests {
         let json = serde_json::to_value(sample_report()).unwrap();
         assert_eq!(json["kind"], "workloads");
         assert_eq!(json["workloads"][0]["results"][2]["vs_tmpfs"], 10.0);
+        assert_eq!(json["workloads"][0]["results"][2]["round_trips_median"], 3000.0);
+        assert_eq!(json["targets"][2]["round_trip_us"], 15.0);
+        assert!(json["targets"][0]["round_trip_us"].is_null());
         assert_eq!(json["targets"][4]["skipped"], "not installed");
     }
 }

@@ -12,7 +12,13 @@
 //!
 //! The server must stay in the foreground: a command that forks into the background
 //! (bindfs without `-f`, `uvfs mount --daemon`) is refused once its mount appears.
+//!
+//! [`Daemon::requests`] asks a `uvfs mount --stats` for the requests it has received so
+//! far (`SIGUSR1`; it prints them to its log) and reads them back ([`Requests`]); the
+//! workloads take it before and after each workload, and the difference of
+//! [`Requests::waited`] is the round trips the workload waited for.
 
+use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -28,6 +34,45 @@ const FORK_WATCH: Duration = Duration::from_millis(100);
 const FOREGROUND: &str = "run the server in the foreground (e.g. bindfs -f, no --daemon)";
 /// How long a server may take to exit once unmounted.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a server may take to print its counts when asked.
+const COUNTS_TIMEOUT: Duration = Duration::from_secs(2);
+/// What starts the line of counts `uvfs mount --stats` prints.
+const COUNTS_LINE: &str = "uvfs mount: ";
+
+/// The requests a `uvfs mount --stats` received, by opcode (its counts line parsed).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Requests(pub BTreeMap<String, u64>);
+
+impl Requests {
+    /// Opcodes the caller does not wait for: the kernel sends RELEASE and RELEASEDIR in
+    /// the background, and FORGET, BATCH_FORGET and INTERRUPT get no reply.
+    const ASYNC: [&'static str; 5] = ["RELEASE", "RELEASEDIR", "FORGET", "BATCH_FORGET", "INTERRUPT"];
+
+    /// Parses `uvfs mount: N requests (P taken by busy polling): OP n, OP n, ...`; `None`
+    /// for any other line, or one whose counts do not add up to N.
+    pub fn parse(line: &str) -> Option<Requests> {
+        let rest = line.strip_prefix(COUNTS_LINE)?;
+        let (total, rest) = rest.split_once(" requests (")?;
+        let total: u64 = total.parse().ok()?;
+        let (_, list) = rest.split_once("): ")?;
+        let mut m = BTreeMap::new();
+        for item in list.trim_end().split(", ").filter(|i| !i.is_empty()) {
+            let (op, n) = item.rsplit_once(' ')?;
+            m.insert(op.to_string(), n.parse().ok()?);
+        }
+        (m.values().sum::<u64>() == total).then_some(Requests(m))
+    }
+
+    /// All requests.
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    /// The requests a caller waited for the reply of: all but those of RELEASE, RELEASEDIR, FORGET, BATCH_FORGET and INTERRUPT.
+    pub fn waited(&self) -> u64 {
+        self.0.iter().filter(|(op, _)| !Self::ASYNC.contains(&op.as_str())).map(|(_, n)| n).sum()
+    }
+}
 
 /// A running FUSE server and its mount.
 #[derive(Debug)]
@@ -102,6 +147,29 @@ impl Daemon {
         let lines: Vec<&str> = text.lines().collect();
         let tail = lines[lines.len().saturating_sub(5)..].join(" | ");
         if tail.is_empty() { "(no output)".into() } else { tail }
+    }
+
+    /// The requests received so far, from a `uvfs mount --stats` (only such a server may
+    /// be asked: `SIGUSR1` ends most other programs). `None` if it did not answer within
+    /// two seconds.
+    pub fn requests(&self) -> Option<Requests> {
+        let pid = self.pid()?;
+        let seen = std::fs::metadata(&self.log).map(|m| m.len()).ok()?;
+        // SAFETY: no memory preconditions; the pid is our unreaped child's.
+        if unsafe { libc::kill(pid as i32, libc::SIGUSR1) } != 0 {
+            return None;
+        }
+        let start = Instant::now();
+        while start.elapsed() < COUNTS_TIMEOUT {
+            let text = std::fs::read(&self.log).unwrap_or_default();
+            let new = String::from_utf8_lossy(text.get(seen as usize..).unwrap_or_default());
+            // A whole line (the server writes its report at once).
+            if let Some(r) = new.split_inclusive('\n').filter(|l| l.ends_with('\n')).find_map(Requests::parse) {
+                return Some(r);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        None
     }
 
     /// The server's process id.
@@ -270,6 +338,22 @@ pub fn tree_cpu(pid: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_counts_line_parses_and_splits_what_callers_wait_for() {
+        let r = Requests::parse(
+            "uvfs mount: 20 requests (15 taken by busy polling): SETATTR 6, WRITE 5, RELEASE 4, FORGET 3, LOOKUP 2\n",
+        )
+        .unwrap();
+        assert_eq!(r.total(), 20);
+        assert_eq!(r.waited(), 13);
+        assert_eq!(r.0.get("RELEASE"), Some(&4));
+        assert_eq!(Requests::parse("uvfs mount: 0 requests (0 taken by busy polling): "), Some(Requests::default()));
+        // Not a counts line, or counts that do not add up.
+        assert_eq!(Requests::parse("uvfs mount: /dev/fuse followers woken by the device 3 times"), None);
+        assert_eq!(Requests::parse("uvfs mount: 9 requests (0 taken by busy polling): GETATTR 2"), None);
+        assert_eq!(Requests::parse("uvfs mount: 2 requests (0 taken by busy polling): GETATTR two"), None);
+    }
 
     #[test]
     fn cpu_of_this_process_grows() {

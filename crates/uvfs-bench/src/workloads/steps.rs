@@ -136,6 +136,8 @@ pub struct Sample {
     /// CPU seconds of the workload itself: its programs (reaped children) or, for the
     /// big-file workloads, the benchmark thread doing the I/O.
     pub client_cpu: f64,
+    /// FUSE requests whose reply a caller waited for (uvfs mount targets).
+    pub round_trips: Option<u64>,
 }
 
 /// What happened to a workload in a round.
@@ -402,12 +404,14 @@ fn timed(site: &Site, f: impl FnOnce() -> Result<Duration, String>) -> Result<Sa
     if cleanup::interrupted() {
         return Err("interrupted".into());
     }
+    let asked = site.requests();
     let before = site.cpu();
     let client = client_cpu();
     let d = f()?;
     let client_cpu = (client_cpu() - client).max(0.0);
     let server_cpu = before.zip(site.cpu()).map(|(a, b)| b.saturating_sub(a).as_secs_f64());
-    Ok(Sample { seconds: d.as_secs_f64(), server_cpu, client_cpu })
+    let round_trips = asked.and_then(|a| Some(site.requests()?.waited().saturating_sub(a.waited())));
+    Ok(Sample { seconds: d.as_secs_f64(), server_cpu, client_cpu, round_trips })
 }
 
 fn expect_same(what: &str, got: (usize, u64), want: (usize, u64)) -> Result<(), String> {

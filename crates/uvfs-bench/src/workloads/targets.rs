@@ -13,11 +13,11 @@
 //! /proc/sys/vm/drop_caches`) needs root; without it only the remount is left.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::cleanup::ScratchDir;
-use super::daemon::Daemon;
+use super::daemon::{Daemon, Requests};
 
 /// What a uvfs mount serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,6 +152,9 @@ impl Target {
                         c.args(["--fs", "memfs"]);
                     }
                 }
+                if env.counts {
+                    c.arg("--stats");
+                }
                 c.args(&env.mount_opts).arg(mnt);
                 Some(c)
             }
@@ -176,6 +179,9 @@ impl Target {
     }
 }
 
+/// How many empty round trips [`Site::round_trip_us`] times.
+pub const RTT_CALLS: u64 = 2000;
+
 /// What every round of a run shares.
 #[derive(Debug)]
 pub struct Env {
@@ -189,6 +195,22 @@ pub struct Env {
     pub mount_opts: Vec<String>,
     /// Whether `drop_caches` may be written (root).
     pub can_drop: bool,
+    /// Whether [`Env::uvfs_bin`]'s `mount --stats` prints its counts on `SIGUSR1` (an
+    /// older binary given with `--uvfs-bin` would die of it): the uvfs targets then count
+    /// each workload's round trips.
+    pub counts: bool,
+}
+
+impl Env {
+    /// Whether `uvfs mount` of `bin` says it prints its counts on `SIGUSR1`.
+    pub fn counts_supported(bin: &Path) -> bool {
+        Command::new(bin)
+            .args(["mount", "--help"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("`SIGUSR1` prints the counts"))
+    }
 }
 
 /// `sync`, then drop the page cache, dentries and inodes.
@@ -215,6 +237,8 @@ pub struct Site {
     log: PathBuf,
     /// The target.
     target: Target,
+    /// Immutable: the server counts requests ([`Env::counts`]).
+    counts: bool,
     /// Directories of this round, removed last.
     _dirs: Vec<ScratchDir>,
 }
@@ -253,6 +277,7 @@ impl Site {
             starts: 0,
             log: env.tmp.path().join(format!("{tag}-server")),
             target: target.clone(),
+            counts: env.counts,
             _dirs: dirs,
         };
         site.start(env)?;
@@ -290,6 +315,43 @@ impl Site {
     /// CPU time of the server so far (`None` for a directory target).
     pub fn cpu(&self) -> Option<Duration> {
         self.daemon.as_ref().map(Daemon::cpu)
+    }
+
+    /// The mean time of an empty round trip to the server, in microseconds: a
+    /// `getxattr` of a name that does not exist on the mount's root, which the kernel
+    /// sends as a GETXATTR every time (it caches no extended attributes), [`RTT_CALLS`]
+    /// of them. Only where the requests are counted, and only if the count grew by
+    /// exactly that many (each call one round trip), else `None`.
+    pub fn round_trip_us(&self) -> Option<f64> {
+        let path = std::ffi::CString::new(self.work.as_os_str().as_encoded_bytes()).ok()?;
+        let missing = || {
+            // SAFETY: valid C strings; a null buffer of size 0 asks for the size only.
+            let r = unsafe { libc::getxattr(path.as_ptr(), c"user.uvfs-bench-rtt".as_ptr(), std::ptr::null_mut(), 0) };
+            r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENODATA)
+        };
+        // A first call outside the count: whatever a fresh mount's first access asks.
+        if !missing() {
+            return None;
+        }
+        let before = self.requests()?.waited();
+        let start = std::time::Instant::now();
+        for _ in 0..RTT_CALLS {
+            if !missing() {
+                return None;
+            }
+        }
+        let took = start.elapsed();
+        let after = self.requests()?.waited();
+        (after.saturating_sub(before) == RTT_CALLS).then(|| took.as_secs_f64() * 1e6 / RTT_CALLS as f64)
+    }
+
+    /// The requests the server received so far: a uvfs target started with `--stats`
+    /// ([`Env::counts`]) only, `None` elsewhere (peers are never signalled).
+    pub fn requests(&self) -> Option<Requests> {
+        match self.target.kind {
+            Kind::Uvfs(_) if self.counts => self.daemon.as_ref()?.requests(),
+            _ => None,
+        }
     }
 
     /// Stops the server and removes the directories; an error says what did not go
