@@ -359,6 +359,27 @@ fn cell(w: &WorkloadResults, target: &str, value: impl Fn(&WorkloadResult) -> Op
     Cell::new(text).set_alignment(CellAlignment::Right)
 }
 
+/// A table of one value per workload (rows) and target (columns), appended to `out`.
+fn grid(
+    out: &mut String,
+    r: &WorkloadsReport,
+    targets: &[&TargetInfo],
+    value: impl Fn(&TargetInfo, &WorkloadResult) -> Option<String>,
+) {
+    let mut head = vec!["workload".to_string()];
+    head.extend(targets.iter().map(|t| t.target.clone()));
+    let mut t = table(head);
+    for w in &r.workloads {
+        let mut row = vec![Cell::new(w.workload)];
+        for tg in targets {
+            row.push(cell(w, &tg.target, |x| value(tg, x)));
+        }
+        t.add_row(row);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
+}
+
 /// The tables: median seconds with the ratio to tmpfs; host-backed targets against
 /// hostdir; the FUSE servers' CPU; then the cold steps, failures and skipped targets.
 pub fn render(r: &WorkloadsReport) -> String {
@@ -387,59 +408,26 @@ pub fn render(r: &WorkloadsReport) -> String {
         out.push_str(&format!("load average (1 min): {a:.2} before, {b:.2} after\n"));
     }
     out.push_str("\nmedian seconds (x tmpfs; lower is better)\n");
-    let mut head = vec!["workload".to_string()];
-    head.extend(ran.iter().map(|t| t.target.clone()));
-    let mut t = table(head);
-    for w in &r.workloads {
-        let mut row = vec![Cell::new(w.workload)];
-        for tg in &ran {
-            row.push(cell(w, &tg.target, |x| {
-                Some(match x.vs_tmpfs {
-                    Some(v) => format!("{} ({v:.1}x)", secs(x.median)),
-                    None => secs(x.median),
-                })
-            }));
-        }
-        t.add_row(row);
-    }
-    out.push_str(&t.to_string());
-    out.push('\n');
+    grid(&mut out, r, &ran, |_, x| {
+        Some(match x.vs_tmpfs {
+            Some(v) => format!("{} ({v:.1}x)", secs(x.median)),
+            None => secs(x.median),
+        })
+    });
 
-    let backed: Vec<&&TargetInfo> = ran.iter().filter(|t| t.host_backed && t.target != "hostdir").collect();
+    let backed: Vec<&TargetInfo> = ran.iter().copied().filter(|t| t.host_backed && t.target != "hostdir").collect();
     if !backed.is_empty() && ran.iter().any(|t| t.target == "hostdir") {
         out.push_str("\nhost-backed targets against hostdir (x hostdir median)\n");
-        let mut head = vec!["workload".to_string()];
-        head.extend(backed.iter().map(|t| t.target.clone()));
-        let mut t = table(head);
-        for w in &r.workloads {
-            let mut row = vec![Cell::new(w.workload)];
-            for tg in &backed {
-                row.push(cell(w, &tg.target, |x| x.vs_hostdir.map(|v| format!("{v:.2}x"))));
-            }
-            t.add_row(row);
-        }
-        out.push_str(&t.to_string());
-        out.push('\n');
+        grid(&mut out, r, &backed, |_, x| x.vs_hostdir.map(|v| format!("{v:.2}x")));
     }
 
-    let servers: Vec<&&TargetInfo> = ran.iter().filter(|t| t.command.is_some()).collect();
+    let servers: Vec<&TargetInfo> = ran.iter().copied().filter(|t| t.command.is_some()).collect();
     if !servers.is_empty() {
         out.push_str("\nFUSE server CPU seconds (user + system, median)\n");
-        let mut head = vec!["workload".to_string()];
-        head.extend(servers.iter().map(|t| t.target.clone()));
-        let mut t = table(head);
-        for w in &r.workloads {
-            let mut row = vec![Cell::new(w.workload)];
-            for tg in &servers {
-                row.push(cell(w, &tg.target, |x| x.server_cpu_median.map(secs)));
-            }
-            t.add_row(row);
-        }
-        out.push_str(&t.to_string());
-        out.push('\n');
+        grid(&mut out, r, &servers, |_, x| x.server_cpu_median.map(secs));
     }
 
-    let counted: Vec<&&TargetInfo> = servers
+    let counted: Vec<&TargetInfo> = servers
         .iter()
         .copied()
         .filter(|t| {
@@ -451,23 +439,12 @@ pub fn render(r: &WorkloadsReport) -> String {
             "\nFUSE round trips the workload waited for (requests but RELEASE and FORGET, median), \
              and in parentheses their seconds at the target's empty round trip\n",
         );
-        let mut head = vec!["workload".to_string()];
-        head.extend(counted.iter().map(|t| t.target.clone()));
-        let mut t = table(head);
-        for w in &r.workloads {
-            let mut row = vec![Cell::new(w.workload)];
-            for tg in &counted {
-                row.push(cell(w, &tg.target, |x| {
-                    x.round_trips_median.map(|n| match tg.round_trip_us {
-                        Some(us) => format!("{n:.0} ({})", secs(n * us / 1e6)),
-                        None => format!("{n:.0}"),
-                    })
-                }));
-            }
-            t.add_row(row);
-        }
-        out.push_str(&t.to_string());
-        out.push('\n');
+        grid(&mut out, r, &counted, |tg, x| {
+            x.round_trips_median.map(|n| match tg.round_trip_us {
+                Some(us) => format!("{n:.0} ({})", secs(n * us / 1e6)),
+                None => format!("{n:.0}"),
+            })
+        });
         let rtts: Vec<String> =
             counted.iter().filter_map(|t| t.round_trip_us.map(|us| format!("{} {us:.1} us", t.target))).collect();
         if !rtts.is_empty() {
@@ -480,18 +457,7 @@ pub fn render(r: &WorkloadsReport) -> String {
     }
 
     out.push_str("\nthe workload's own CPU seconds (its programs, or the I/O thread; user + system, median)\n");
-    let mut head = vec!["workload".to_string()];
-    head.extend(ran.iter().map(|t| t.target.clone()));
-    let mut t = table(head);
-    for w in &r.workloads {
-        let mut row = vec![Cell::new(w.workload)];
-        for tg in &ran {
-            row.push(cell(w, &tg.target, |x| Some(secs(x.client_cpu_median))));
-        }
-        t.add_row(row);
-    }
-    out.push_str(&t.to_string());
-    out.push('\n');
+    grid(&mut out, r, &ran, |_, x| Some(secs(x.client_cpu_median)));
 
     out.push_str("\ncold step: ");
     out.push_str(&ran.iter().map(|t| format!("{} {}", t.target, t.cold)).collect::<Vec<_>>().join("; "));
