@@ -68,7 +68,8 @@ impl Requests {
         self.0.values().sum()
     }
 
-    /// The requests a caller waited for the reply of: all but those of RELEASE, RELEASEDIR, FORGET, BATCH_FORGET and INTERRUPT.
+    /// The requests a caller waited for the reply of: all but RELEASE, RELEASEDIR,
+    /// FORGET, BATCH_FORGET and INTERRUPT.
     pub fn waited(&self) -> u64 {
         self.0.iter().filter(|(op, _)| !Self::ASYNC.contains(&op.as_str())).map(|(_, n)| n).sum()
     }
