@@ -130,8 +130,16 @@ fn setattr_time(set: bool, now: bool, sec: u64, nsec: u32) -> uvfs::TimeSpec {
     }
 }
 
-/// Reads a whole xattr value (or list) with a size-then-fill loop.
+/// Reads a whole xattr value (or list): into a small buffer first, as most are short (the
+/// kernel's GETXATTR of an absent `security.capability` before each chown and first write
+/// is then one call), else with a size-then-fill loop.
 fn read_sized(f: impl Fn(&mut [u8]) -> Result<usize>) -> Result<Vec<u8>> {
+    let mut small = [0u8; 256];
+    match f(&mut small) {
+        Ok(n) => return Ok(small[..n].to_vec()),
+        Err(Errno::ERANGE) => {}
+        Err(e) => return Err(e),
+    }
     loop {
         let n = f(&mut [])?;
         let mut buf = vec![0u8; n];

@@ -438,3 +438,47 @@ fn host_changes_racing_walks() {
         assert_eq!(uvfs_list(&t, rel), host_list(&h, rel), "list {rel}");
     }
 }
+
+/// Xattr values and name lists larger than the small buffer hostfs reads into first, and
+/// a caller's buffer too small for them (ERANGE), as the host answers.
+#[test]
+fn large_xattrs() {
+    let dir = tmp("bigx");
+    let h = dir.path();
+    std::fs::write(h.join("f"), b"x").unwrap();
+    let vfs = vfs_over(h, HostChanges::Never);
+    let t = vfs.root_task();
+    let big: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    t.setxattr(b"/f", b"user.big", &big, uvfs::XattrFlags::empty()).unwrap();
+    let mut names = Vec::new();
+    for i in 0..40 {
+        let n = format!("user.a-fairly-long-attribute-name-{i:02}");
+        t.setxattr(b"/f", n.as_bytes(), b"v", uvfs::XattrFlags::empty()).unwrap();
+        names.push(n);
+    }
+    assert_eq!(t.getxattr(b"/f", b"user.big", &mut []), Ok(big.len()));
+    let mut buf = vec![0u8; 65536];
+    assert_eq!(t.getxattr(b"/f", b"user.big", &mut buf), Ok(big.len()));
+    assert_eq!(&buf[..big.len()], &big[..]);
+    assert_eq!(t.getxattr(b"/f", b"user.big", &mut buf[..big.len() - 1]), Err(Errno::ERANGE));
+    assert_eq!(t.getxattr(b"/f", b"user.a-fairly-long-attribute-name-07", &mut buf), Ok(1));
+    let n = t.listxattr(b"/f", &mut buf).unwrap();
+    let mut listed: Vec<String> =
+        buf[..n].split(|&b| b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8(s.to_vec()).unwrap()).collect();
+    listed.sort();
+    let mut want = names.clone();
+    want.push("user.big".into());
+    want.sort();
+    assert_eq!(listed, want);
+    // An ACL of many entries, larger than the small buffer, read back whole.
+    let mut acl = vec![AclEntry::new(AclTag::UserObj, 6)];
+    acl.extend((1000..1040).map(|id| AclEntry::new(AclTag::User(id), 4)));
+    acl.extend([AclEntry::new(AclTag::GroupObj, 4), AclEntry::new(AclTag::Mask, 6), AclEntry::new(AclTag::Other, 4)]);
+    let acl = Acl::new(acl);
+    t.set_acl(DirFd::Cwd, b"/f", uvfs::AclType::Access, &acl, AtFlags::empty()).unwrap();
+    drop(t);
+    drop(vfs);
+    let vfs = vfs_over(h, HostChanges::Never);
+    let t = vfs.root_task();
+    assert_eq!(t.get_acl(DirFd::Cwd, b"/f", uvfs::AclType::Access, AtFlags::empty()), Ok(Some(acl)));
+}

@@ -61,6 +61,9 @@
 //! that nothing changes the host directory behind uvfs's back: cached names and
 //! attributes are then trusted as they are (the cold-scan benchmark's mode).
 //!
+//! **Xattr reads** go through a small buffer first: the host kernel allocates and zeroes
+//! a buffer of the size it is given, and a 64 KiB one cost more than the call.
+//!
 //! **Bad input.** Host errors pass through with the same errno. A directory removed on
 //! the host gives the host's answers on its descriptor (ENOENT for creations, empty
 //! listings), and ENOENT once that descriptor is closed; a file or directory whose name
@@ -1050,7 +1053,12 @@ impl FileSystem for HostFs {
             _ => rustix::fs::mknodat(&dfd, name, rustix::fs::FileType::from_raw_mode(args.mode), perm, args.rdev)
                 .map_err(host)?,
         }
-        let st = rustix::fs::statat(&dfd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(host)?;
+        let st = match &io {
+            // The file just made, by its descriptor (no second walk of the name).
+            Some(fd) => rustix::fs::fstat(fd),
+            None => rustix::fs::statat(&dfd, name, AtFlags::SYMLINK_NOFOLLOW),
+        }
+        .map_err(host)?;
         // The node's ACLs are the ones set below, or none: known, so its first permission
         // check or chmod need not read them back. Only where nothing else changes the
         // host: there a directory's default ACL cannot change between the VFS reading
@@ -1404,11 +1412,9 @@ impl FileSystem for HostFs {
     }
 
     fn get_acl(&self, inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
-        let mut buf = vec![0u8; XATTR_SIZE_MAX];
-        match self.xattr_target(inode)?.get(ty.xattr_name(), &mut buf) {
-            Ok(n) => Ok(Acl::from_xattr(&buf[..n])?.map(Arc::new)),
+        match self.xattr_target(inode)?.get_value(ty.xattr_name(), |v| Ok(Acl::from_xattr(v)?.map(Arc::new))) {
             Err(Errno::ENODATA | Errno::EOPNOTSUPP) => Ok(None),
-            Err(e) => Err(e),
+            r => r,
         }
     }
 
@@ -1426,10 +1432,7 @@ impl FileSystem for HostFs {
     fn getxattr(&self, inode: &Inode, name: &[u8], buf: &mut [u8]) -> Result<usize> {
         let t = self.xattr_target(inode)?;
         if buf.is_empty() {
-            // The size: read into a scratch buffer of the largest size (rustix passes an
-            // empty buffer as is, and the host's answer to size 0 is not given back).
-            let mut scratch = vec![0u8; XATTR_SIZE_MAX];
-            return t.get(name, &mut scratch);
+            return t.size(name);
         }
         t.get(name, buf)
     }
@@ -1445,16 +1448,16 @@ impl FileSystem for HostFs {
     }
 
     fn listxattr(&self, inode: &Inode, out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        let mut buf = vec![0u8; XATTR_LIST_MAX];
-        let n = self.xattr_target(inode)?.list(&mut buf)?;
-        for name in buf[..n].split(|&b| b == 0).filter(|s| !s.is_empty()) {
-            // The VFS lists the ACLs from their slots.
-            if AclType::from_xattr_name(name).is_some() {
-                continue;
+        self.xattr_target(inode)?.list(|names| {
+            for name in names.split(|&b| b == 0).filter(|s| !s.is_empty()) {
+                // The VFS lists the ACLs from their slots.
+                if AclType::from_xattr_name(name).is_some() {
+                    continue;
+                }
+                out(name)?;
             }
-            out(name)?;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -1491,10 +1494,11 @@ struct Made {
     acls: Option<[AclInit; 2]>,
 }
 
-/// Largest xattr value (`XATTR_SIZE_MAX`).
-const XATTR_SIZE_MAX: usize = 65536;
-/// Largest xattr name list (`XATTR_LIST_MAX`).
-const XATTR_LIST_MAX: usize = 65536;
+/// The buffer an xattr read tries first. The host kernel allocates and zeroes a buffer of
+/// the size it is given (`kvzalloc` in `do_getxattr` and `listxattr`), 64 KiB for a
+/// buffer of the largest size, while most values (an absent `security.capability`, an
+/// ACL of a few entries) and most name lists fit in a few hundred bytes.
+const SMALL_XATTR: usize = 256;
 
 /// Where an xattr call goes (see [`HostFs::xattr_target`]).
 enum XTarget {
@@ -1506,7 +1510,52 @@ enum XTarget {
 }
 
 impl XTarget {
+    /// The value of `name` into `buf` (ERANGE if it does not fit), through a small buffer
+    /// first when `buf` is larger (see [`SMALL_XATTR`]).
     fn get(&self, name: &[u8], buf: &mut [u8]) -> Result<usize> {
+        if buf.len() <= SMALL_XATTR {
+            return self.get_raw(name, buf);
+        }
+        let mut small = [0u8; SMALL_XATTR];
+        match self.get_raw(name, &mut small) {
+            Ok(n) => {
+                buf[..n].copy_from_slice(&small[..n]);
+                Ok(n)
+            }
+            Err(Errno::ERANGE) => self.get_raw(name, buf),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The value of `name`, whatever its size, given to `f`: a small buffer first, then one
+    /// of the size the host gives (again if the value grew in between).
+    fn get_value<R>(&self, name: &[u8], f: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
+        let mut small = [0u8; SMALL_XATTR];
+        match self.get_raw(name, &mut small) {
+            Ok(n) => return f(&small[..n]),
+            Err(Errno::ERANGE) => {}
+            Err(e) => return Err(e),
+        }
+        loop {
+            let mut buf = vec![0u8; self.size(name)?];
+            match self.get_raw(name, &mut buf) {
+                Ok(n) => return f(&buf[..n]),
+                Err(Errno::ERANGE) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The size of `name`'s value (the host allocates nothing for the question).
+    fn size(&self, name: &[u8]) -> Result<usize> {
+        match self {
+            XTarget::Fd(fd) => rustix::fs::fgetxattr_query(fd, name),
+            XTarget::Link(_, p) => rustix::fs::getxattr_query(p.as_str(), name),
+        }
+        .map_err(host)
+    }
+
+    fn get_raw(&self, name: &[u8], buf: &mut [u8]) -> Result<usize> {
         match self {
             XTarget::Fd(fd) => rustix::fs::fgetxattr(fd, name, buf),
             XTarget::Link(_, p) => rustix::fs::getxattr(p.as_str(), name, buf),
@@ -1531,7 +1580,30 @@ impl XTarget {
         .map_err(host)
     }
 
-    fn list(&self, buf: &mut [u8]) -> Result<usize> {
+    /// The list of names (NUL-terminated), given to `f`: as [`XTarget::get_value`].
+    fn list(&self, f: impl FnOnce(&[u8]) -> Result<()>) -> Result<()> {
+        let mut small = [0u8; SMALL_XATTR];
+        match self.list_raw(&mut small) {
+            Ok(n) => return f(&small[..n]),
+            Err(Errno::ERANGE) => {}
+            Err(e) => return Err(e),
+        }
+        loop {
+            let size = match self {
+                XTarget::Fd(fd) => rustix::fs::flistxattr_query(fd),
+                XTarget::Link(_, p) => rustix::fs::listxattr_query(p.as_str()),
+            }
+            .map_err(host)?;
+            let mut buf = vec![0u8; size];
+            match self.list_raw(&mut buf) {
+                Ok(n) => return f(&buf[..n]),
+                Err(Errno::ERANGE) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn list_raw(&self, buf: &mut [u8]) -> Result<usize> {
         match self {
             XTarget::Fd(fd) => rustix::fs::flistxattr(fd, buf),
             XTarget::Link(_, p) => rustix::fs::listxattr(p.as_str(), buf),
