@@ -439,6 +439,72 @@ fn host_changes_racing_walks() {
     }
 }
 
+/// A file capability (`security.capability`, a v2 `vfs_cap_data`: revision 2, permitted
+/// `CAP_NET_RAW`), as root sets it.
+fn caps() -> Vec<u8> {
+    let mut v = 0x0200_0000u32.to_le_bytes().to_vec();
+    for w in [1u32 << 13, 0, 0, 0] {
+        v.extend_from_slice(&w.to_le_bytes());
+    }
+    v
+}
+
+/// `security.capability`, which the kernel asks a FUSE server for before every chown and
+/// first write: under `HostChanges::Never` hostfs remembers that a file has none (it
+/// made the file, or the host said so) and answers without asking the host, which the
+/// capability set on the host behind its back shows; a set through uvfs is seen at once,
+/// and a write or chown still takes a capability away (on the host too). By default
+/// every question goes to the host.
+#[test]
+fn file_capability_absence_remembered() {
+    const CAPS: &[u8] = b"security.capability";
+    let get = |t: &uvfs::Task, p: &[u8]| {
+        let mut buf = [0u8; 64];
+        t.getxattr(p, CAPS, &mut buf).map(|n| buf[..n].to_vec())
+    };
+    let size = |t: &uvfs::Task, p: &[u8]| t.getxattr(p, CAPS, &mut []);
+    for changes in [STRICT, HostChanges::Never] {
+        let dir = tmp("caps");
+        let h = dir.path();
+        std::fs::write(h.join("old"), b"x").unwrap();
+        rustix::fs::setxattr(h.join("old"), CAPS, &caps(), rustix::fs::XattrFlags::empty()).unwrap();
+        let vfs = vfs_over(h, changes);
+        let t = vfs.root_task();
+        // A file found by lookup: the host is asked.
+        assert_eq!(get(&t, b"/old"), Ok(caps()));
+        assert_eq!(size(&t, b"/old"), Ok(caps().len()));
+        // A chown takes it away, on the host too; then it is known absent.
+        t.fchownat(DirFd::Cwd, b"/old", None, None, AtFlags::empty()).unwrap();
+        assert_eq!(get(&t, b"/old"), Err(Errno::ENODATA));
+        assert!(rustix::fs::getxattr(h.join("old"), CAPS, &mut [0u8; 64]).is_err());
+
+        let fd = t.open(b"/new", OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY, 0o755).unwrap();
+        assert_eq!(size(&t, b"/new"), Err(Errno::ENODATA));
+        // Set behind uvfs's back: seen by default, not under the promise.
+        rustix::fs::setxattr(h.join("new"), CAPS, &caps(), rustix::fs::XattrFlags::empty()).unwrap();
+        let behind = get(&t, b"/new");
+        if changes == HostChanges::Never {
+            assert_eq!(behind, Err(Errno::ENODATA));
+            assert_eq!(size(&t, b"/old"), Err(Errno::ENODATA));
+        } else {
+            assert_eq!(behind, Ok(caps()));
+        }
+        rustix::fs::removexattr(h.join("new"), CAPS).unwrap();
+        // Set through uvfs: seen at once, in both modes; a write takes it away.
+        t.setxattr(b"/new", CAPS, &caps(), uvfs::XattrFlags::empty()).unwrap();
+        assert_eq!(get(&t, b"/new"), Ok(caps()));
+        assert_eq!(t.write(fd, b"y"), Ok(1));
+        assert_eq!(get(&t, b"/new"), Err(Errno::ENODATA));
+        assert!(rustix::fs::getxattr(h.join("new"), CAPS, &mut [0u8; 64]).is_err());
+        // Set again: the next chown finds it.
+        t.setxattr(b"/new", CAPS, &caps(), uvfs::XattrFlags::empty()).unwrap();
+        assert_eq!(size(&t, b"/new"), Ok(caps().len()));
+        t.fchown(fd, None, None).unwrap();
+        assert_eq!(get(&t, b"/new"), Err(Errno::ENODATA));
+        t.close(fd).unwrap();
+    }
+}
+
 /// Xattr values and name lists larger than the small buffer hostfs reads into first, and
 /// a caller's buffer too small for them (ERANGE), as the host answers.
 #[test]

@@ -59,7 +59,9 @@
 //! refreshes the attributes (`getattr`); a `max_age` lets a check stand for that long, as
 //! FUSE's entry and attribute timeouts do. `HostChanges::Never` is the explicit promise
 //! that nothing changes the host directory behind uvfs's back: cached names and
-//! attributes are then trusted as they are (the cold-scan benchmark's mode).
+//! attributes are then trusted as they are (the cold-scan benchmark's mode), and so is
+//! the absence of a file capability (`security.capability`, which the kernel asks a FUSE
+//! server for before every chown and first write; see `NoCaps`).
 //!
 //! **Xattr reads** go through a small buffer first: the host kernel allocates and zeroes
 //! a buffer of the size it is given, and a 64 KiB one cost more than the call.
@@ -85,6 +87,7 @@ use crate::abi::flags::Timespec;
 use crate::abi::stat::{DevIno, Ino};
 use crate::abi::stat::{FileType, StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclInit, AclType};
+use crate::core::attr::XATTR_NAME_CAPS;
 use crate::core::inode::{Inode, NewInode};
 use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
 use crate::core::xattr::XattrFlags;
@@ -420,6 +423,39 @@ struct HostNode {
     /// Atomic: when the attributes were last read from the host (see `HostFs::epoch`);
     /// kept only under `HostChanges::Revalidate` with a `max_age`.
     checked: AtomicU64,
+    /// Atomic: whether the host file is known to have no `security.capability` (bit 0;
+    /// kept only under `HostChanges::Never`), and a count of that xattr's sets through uvfs
+    /// (the other bits). The kernel asks for it before every chown and first write through
+    /// a mount, and it is almost never there; see [`NoCaps`].
+    no_caps: AtomicU64,
+}
+
+/// The memo of an absent `security.capability` in [`HostNode::no_caps`]. A host answer of
+/// ENODATA sets the bit only if no set of that xattr began or ended since the question was
+/// asked (the count moves at both ends of each set, clearing the bit), so an answer read
+/// before a concurrent set cannot outlive it. A file uvfs just made has none. The host
+/// removes the xattr by itself (a write or chown), which only makes the memo truer.
+struct NoCaps;
+
+impl NoCaps {
+    const KNOWN: u64 = 1;
+
+    /// Whether the file is known to have none, and the word to [`NoCaps::learned`] from.
+    fn get(n: &HostNode) -> (bool, u64) {
+        let w = n.no_caps.load(Ordering::Acquire);
+        (w & Self::KNOWN != 0, w)
+    }
+
+    /// The host said ENODATA to a question asked when the word was `seen`.
+    fn learned(n: &HostNode, seen: u64) {
+        let _ = n.no_caps.compare_exchange(seen, seen | Self::KNOWN, Ordering::AcqRel, Ordering::Relaxed);
+    }
+
+    /// A set of `security.capability` begins or ends.
+    fn forget(n: &HostNode) {
+        n.no_caps.fetch_add(2, Ordering::AcqRel);
+        n.no_caps.fetch_and(!Self::KNOWN, Ordering::AcqRel);
+    }
 }
 
 impl HostNode {
@@ -439,6 +475,7 @@ impl HostNode {
             sb: Arc::downgrade(sb),
             live: live.clone(),
             checked: AtomicU64::new(0),
+            no_caps: AtomicU64::new(0),
         }
     }
 }
@@ -1066,6 +1103,10 @@ impl FileSystem for HostFs {
         let acls = (self.max_age().is_none() && ftype != FileType::Symlink)
             .then(|| [AclInit::Known(args.acl.clone()), AclInit::Known(args.default_acl.clone())]);
         let inode = self.iget(sb, d, &dfd, name, &st, Made { io, acls })?;
+        if self.max_age().is_none() {
+            // New: no file capability, and nothing else gives it one but uvfs.
+            NoCaps::learned(node(&inode), 0);
+        }
         // Owner, ACLs, then the mode the VFS decided (after chown, which may clear
         // set-id bits, and after the ACLs, whose mask follows the group bits). Each only
         // if the host did not make it so already (a create by the owner it is for, with
@@ -1430,16 +1471,30 @@ impl FileSystem for HostFs {
     }
 
     fn getxattr(&self, inode: &Inode, name: &[u8], buf: &mut [u8]) -> Result<usize> {
-        let t = self.xattr_target(inode)?;
-        if buf.is_empty() {
-            return t.size(name);
+        let caps = name == XATTR_NAME_CAPS && self.max_age().is_none();
+        let (known, seen) = NoCaps::get(node(inode));
+        if caps && known {
+            return Err(Errno::ENODATA);
         }
-        t.get(name, buf)
+        let t = self.xattr_target(inode)?;
+        let r = if buf.is_empty() { t.size(name) } else { t.get(name, buf) };
+        if caps && r == Err(Errno::ENODATA) {
+            NoCaps::learned(node(inode), seen);
+        }
+        r
     }
 
     fn setxattr(&self, inode: &Inode, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
         // Called with the inode lock held: no refresh (only the host's ctime moved).
-        self.xattr_target(inode)?.set(name, value, flags.bits())
+        let t = self.xattr_target(inode)?;
+        if name != XATTR_NAME_CAPS {
+            return t.set(name, value, flags.bits());
+        }
+        let n = node(inode);
+        NoCaps::forget(n);
+        let r = t.set(name, value, flags.bits());
+        NoCaps::forget(n);
+        r
     }
 
     fn removexattr(&self, inode: &Inode, name: &[u8]) -> Result<()> {
