@@ -11,8 +11,7 @@ use crate::abi::flags::Timespec;
 use crate::abi::stat::{FileType, S_ISGID, S_ISUID, is_setgid_exec, is_sxid};
 use crate::core::inode::Inode;
 
-/// The xattr of a file capability (`XATTR_NAME_CAPS`).
-pub(crate) const XATTR_NAME_CAPS: &[u8] = b"security.capability";
+use crate::core::xattr::XATTR_NAME_CAPS;
 
 /// `file_remove_privs` (write, truncate, fallocate) of a regular file: the set-id bits a
 /// writer without `CAP_FSETID` clears ([`kill_suid`]) and the file capability, which goes

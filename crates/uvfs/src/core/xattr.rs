@@ -31,6 +31,10 @@ const SYSTEM_PREFIX: &[u8] = b"system.";
 pub(crate) const TRUSTED_PREFIX: &[u8] = b"trusted.";
 const USER_PREFIX: &[u8] = b"user.";
 
+/// The xattr of a file capability (`XATTR_NAME_CAPS`), which a write or chown removes
+/// (`crate::core::attr`).
+pub(crate) const XATTR_NAME_CAPS: &[u8] = b"security.capability";
+
 /// The namespace a name is in, by prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Namespace {

@@ -87,10 +87,9 @@ use crate::abi::flags::Timespec;
 use crate::abi::stat::{DevIno, Ino};
 use crate::abi::stat::{FileType, StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclInit, AclType};
-use crate::core::attr::XATTR_NAME_CAPS;
 use crate::core::inode::{Inode, NewInode};
 use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
-use crate::core::xattr::XattrFlags;
+use crate::core::xattr::{XATTR_NAME_CAPS, XattrFlags};
 use crate::sync::{Mutex, counters};
 
 /// Whether the host directory may change behind uvfs's back, and how uvfs notices.
@@ -453,8 +452,7 @@ impl NoCaps {
 
     /// A set of `security.capability` begins or ends.
     fn forget(n: &HostNode) {
-        n.no_caps.fetch_add(2, Ordering::AcqRel);
-        n.no_caps.fetch_and(!Self::KNOWN, Ordering::AcqRel);
+        let _ = n.no_caps.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| Some((w + 2) & !Self::KNOWN));
     }
 }
 
