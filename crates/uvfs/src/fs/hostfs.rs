@@ -1470,8 +1470,8 @@ impl FileSystem for HostFs {
 
     fn getxattr(&self, inode: &Inode, name: &[u8], buf: &mut [u8]) -> Result<usize> {
         let caps = name == XATTR_NAME_CAPS && self.max_age().is_none();
-        let (known, seen) = NoCaps::get(node(inode));
-        if caps && known {
+        let (known, seen) = if caps { NoCaps::get(node(inode)) } else { (false, 0) };
+        if known {
             return Err(Errno::ENODATA);
         }
         let t = self.xattr_target(inode)?;
@@ -1580,23 +1580,9 @@ impl XTarget {
         }
     }
 
-    /// The value of `name`, whatever its size, given to `f`: a small buffer first, then one
-    /// of the size the host gives (again if the value grew in between).
+    /// The value of `name`, whatever its size, given to `f` (see [`read_whole`]).
     fn get_value<R>(&self, name: &[u8], f: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
-        let mut small = [0u8; SMALL_XATTR];
-        match self.get_raw(name, &mut small) {
-            Ok(n) => return f(&small[..n]),
-            Err(Errno::ERANGE) => {}
-            Err(e) => return Err(e),
-        }
-        loop {
-            let mut buf = vec![0u8; self.size(name)?];
-            match self.get_raw(name, &mut buf) {
-                Ok(n) => return f(&buf[..n]),
-                Err(Errno::ERANGE) => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        read_whole(|buf| self.get_raw(name, buf), || self.size(name), f)
     }
 
     /// The size of `name`'s value (the host allocates nothing for the question).
@@ -1633,27 +1619,16 @@ impl XTarget {
         .map_err(host)
     }
 
-    /// The list of names (NUL-terminated), given to `f`: as [`XTarget::get_value`].
+    /// The list of names (NUL-terminated), given to `f` (see [`read_whole`]).
     fn list(&self, f: impl FnOnce(&[u8]) -> Result<()>) -> Result<()> {
-        let mut small = [0u8; SMALL_XATTR];
-        match self.list_raw(&mut small) {
-            Ok(n) => return f(&small[..n]),
-            Err(Errno::ERANGE) => {}
-            Err(e) => return Err(e),
-        }
-        loop {
-            let size = match self {
+        let size = || {
+            match self {
                 XTarget::Fd(fd) => rustix::fs::flistxattr_query(fd),
                 XTarget::Link(_, p) => rustix::fs::listxattr_query(p.as_str()),
             }
-            .map_err(host)?;
-            let mut buf = vec![0u8; size];
-            match self.list_raw(&mut buf) {
-                Ok(n) => return f(&buf[..n]),
-                Err(Errno::ERANGE) => continue,
-                Err(e) => return Err(e),
-            }
-        }
+            .map_err(host)
+        };
+        read_whole(|buf| self.list_raw(buf), size, f)
     }
 
     fn list_raw(&self, buf: &mut [u8]) -> Result<usize> {
@@ -1662,6 +1637,30 @@ impl XTarget {
             XTarget::Link(_, p) => rustix::fs::listxattr(p.as_str(), buf),
         }
         .map_err(host)
+    }
+}
+
+/// A whole xattr value or name list given to `f`: read into a small buffer first (see
+/// [`SMALL_XATTR`]), else into one of the size the host gives (again if it grew between
+/// the question and the read).
+fn read_whole<R>(
+    read: impl Fn(&mut [u8]) -> Result<usize>,
+    size: impl Fn() -> Result<usize>,
+    f: impl FnOnce(&[u8]) -> Result<R>,
+) -> Result<R> {
+    let mut small = [0u8; SMALL_XATTR];
+    match read(&mut small) {
+        Ok(n) => return f(&small[..n]),
+        Err(Errno::ERANGE) => {}
+        Err(e) => return Err(e),
+    }
+    loop {
+        let mut buf = vec![0u8; size()?];
+        match read(&mut buf) {
+            Ok(n) => return f(&buf[..n]),
+            Err(Errno::ERANGE) => continue,
+            Err(e) => return Err(e),
+        }
     }
 }
 
