@@ -452,7 +452,7 @@ impl NoCaps {
 
     /// A set of `security.capability` begins or ends.
     fn forget(n: &HostNode) {
-        let _ = n.no_caps.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| Some((w + 2) & !Self::KNOWN));
+        let _ = n.no_caps.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| Some(w.wrapping_add(2) & !Self::KNOWN));
     }
 }
 
