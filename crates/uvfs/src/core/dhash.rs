@@ -28,7 +28,8 @@
 //! miss an entry that is there (it was moved behind it); it never finds a wrong one. Hits
 //! are therefore always right; a miss is certain only when no step overlapped it, which
 //! [`DHash::get_sure`] checks with the table's resize sequence, as the walk needs. A
-//! directory emptied by removals gives its array back.
+//! directory emptied by removals gives its array back. Outside a rebuild an insert probes
+//! once: the miss that shows the name is new ends at the group whose empty slot it fills.
 //!
 //! Tables hash with a seed of their own ([`table_seed`]): names chosen to collide in one
 //! directory say nothing about another or another run.
@@ -311,15 +312,46 @@ impl<T> Array<T> {
         let mut g = self.start(h);
         for _ in 0..self.groups() {
             if let Some(i) = slots_of(g, zero_bytes(self.tag_word(g).load(Ordering::Relaxed))).next() {
-                // SAFETY: an empty slot: no reader reads it before its tag is published
-                // below, and the writer writes it only now.
-                unsafe { self.slot_ptr(i).write(Slot { hash: h, name, value }) };
-                self.set_tag(i, FULL | (h as u8 & 0x7f));
+                self.fill(i, h, name, value);
                 return;
             }
             g = self.next_group(g);
         }
         unreachable!("a DHash array filled past its load limit");
+    }
+
+    /// Writes an entry into the empty slot `i` and publishes it (writer only).
+    #[inline(always)]
+    fn fill(&self, i: usize, h: u64, name: Name, value: Arc<T>) {
+        // SAFETY: an empty slot: no reader reads it before its tag is published below,
+        // and the writer writes it only now.
+        unsafe { self.slot_ptr(i).write(Slot { hash: h, name, value }) };
+        self.set_tag(i, FULL | (h as u8 & 0x7f));
+    }
+
+    /// The writer's probe for an insert: the empty slot `put` would fill, when `name` is
+    /// not in this array (`None`: it is, or no slot is empty). One pass: a miss stops at
+    /// the first group with an empty slot, which is the one `put` writes into.
+    #[inline(always)]
+    fn free_for(self, h: u64, name: &[u8]) -> Option<usize> {
+        let tag = (FULL | (h as u8 & 0x7f)) as u64 * LOWS;
+        let mut g = self.start(h);
+        for _ in 0..self.groups() {
+            // Relaxed: the caller is the writer, which wrote every tag.
+            let w = self.tag_word(g).load(Ordering::Relaxed);
+            for i in slots_of(g, zero_bytes(w ^ tag)) {
+                // SAFETY: a full slot, which the writer filled.
+                let s = unsafe { self.slot(i) };
+                if s.hash == h && s.name.as_bytes() == name {
+                    return None;
+                }
+            }
+            if let Some(i) = slots_of(g, zero_bytes(w)).next() {
+                return Some(i);
+            }
+            g = self.next_group(g);
+        }
+        None
     }
 
     /// Frees the array, dropping the entries still full: the table's at its drop, or those
@@ -507,6 +539,22 @@ impl<T: Send + Sync + 'static> DHash<T> {
     pub(crate) fn insert(&self, name: Name, value: Arc<T>, rcu: &Rcu) -> Option<Arc<T>> {
         let _w = WriterCheck::enter(&self.writing);
         let h = self.hash(name.as_bytes());
+        // No rebuild under way and room left (most inserts): one probe finds that the name
+        // is new and where it goes, instead of a removal's probe and then the put's.
+        let (cur, fut) = (self.current.load(Ordering::Relaxed), self.future.load(Ordering::Relaxed));
+        if fut.is_null() && !cur.is_null() {
+            // SAFETY: only this (serialized) writer replaces or frees the arrays.
+            let a = unsafe { Array::<T>::from_raw(cur) };
+            let used = self.used.load(Ordering::Relaxed);
+            if used < a.max_used()
+                && let Some(i) = a.free_for(h, name.as_bytes())
+            {
+                a.fill(i, h, name, value);
+                self.used.store(used + 1, Ordering::Relaxed);
+                self.len.store(self.len() + 1, Ordering::Relaxed);
+                return None;
+            }
+        }
         let old = self.remove_locked(h, name.as_bytes(), rcu);
         let mut target = self.future.load(Ordering::Relaxed);
         if target.is_null() {
@@ -744,6 +792,29 @@ mod tests {
         assert!(t.is_empty());
         assert_eq!(cap(&t), 0);
         assert_eq!(t.get_sure(&name(1), &g), Some(None));
+    }
+
+    /// An insert of a name already there replaces it, rebuild or not: the one-probe insert
+    /// (no rebuild under way) must not add a second entry beside the first.
+    #[test]
+    fn inserting_a_present_name_replaces_it() {
+        let rcu = Rcu::new();
+        let g = rcu.pin();
+        let mut outside = 0;
+        for k in 1..120 {
+            let t: DHash<usize> = DHash::new();
+            for i in 0..k {
+                assert_eq!(t.insert(Name::new(&name(i)), Arc::new(i), &rcu), None);
+            }
+            outside += usize::from(!rebuilding(&t));
+            let j = k / 2;
+            assert_eq!(t.insert(Name::new(&name(j)), Arc::new(1000 + j), &rcu).map(|v| *v), Some(j), "{k}");
+            assert_eq!(t.len(), k);
+            assert_eq!(t.get(&name(j), &g).map(|v| **v), Some(1000 + j));
+            assert_eq!(t.remove(&name(j), &rcu).map(|v| *v), Some(1000 + j));
+            assert_eq!(t.get_sure(&name(j), &g), Some(None), "a second entry of {j} left, {k} entries");
+        }
+        assert!(outside > 60, "most sizes had no rebuild under way: {outside}");
     }
 
     /// A rebuild is spread over changes: each moves a few old groups, every entry is found
