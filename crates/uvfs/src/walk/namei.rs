@@ -339,9 +339,30 @@ pub fn check_path(path: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Whether `b` holds a NUL byte, eight bytes at a time. `contains(&0)` scans a slice
+/// shorter than 16 bytes, most paths, one byte per step (some 75 instructions for a
+/// 13-byte path, about a tenth of a cached stat's work); this reads the path as words, the
+/// last one overlapping the one before (Linux's `strncpy_from_user` also copies a path a
+/// word at a time and tests each word for a zero byte).
 #[inline]
 fn memchr_nul(b: &[u8]) -> bool {
-    b.contains(&0)
+    const LOWS: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // Exact for "some byte is zero": the lowest zero byte borrows from no byte below it.
+    let has_zero = |w: u64| w.wrapping_sub(LOWS) & !w & HIGHS != 0;
+    let n = b.len();
+    if n < 8 {
+        return b.contains(&0);
+    }
+    let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("eight bytes"));
+    let mut i = 0;
+    while i + 8 < n {
+        if has_zero(word(i)) {
+            return true;
+        }
+        i += 8;
+    }
+    has_zero(word(n - 8))
 }
 
 /// One walk's state.
@@ -1022,4 +1043,28 @@ pub(crate) fn at_lookup(flags: AtFlags) -> LookupFlags {
         lf |= LookupFlags::EMPTY;
     }
     lf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memchr_nul;
+
+    /// The word-at-a-time NUL test agrees with a byte scan for every length up to 40 and a
+    /// NUL (or a 0x80 or 0x01 byte, which a wrong borrow test would mistake) at every place.
+    #[test]
+    fn nul_found_wherever_it_is() {
+        for n in 0..40 {
+            for fill in [b'a', 0xff, 0x80, 0x01] {
+                let clean = vec![fill; n];
+                assert!(!memchr_nul(&clean), "{n} bytes of {fill:#x}");
+                for at in 0..n {
+                    for odd in [0u8, 0x80, 0x01] {
+                        let mut b = clean.clone();
+                        b[at] = odd;
+                        assert_eq!(memchr_nul(&b), odd == 0, "{n} bytes of {fill:#x}, {odd:#x} at {at}");
+                    }
+                }
+            }
+        }
+    }
 }
