@@ -341,7 +341,7 @@ pub fn check_path(path: &[u8]) -> Result<()> {
 
 /// Whether `b` holds a NUL byte, eight bytes at a time. `contains(&0)` scans a slice
 /// shorter than 16 bytes, most paths, one byte per step (some 75 instructions for a
-/// 13-byte path, about a tenth of a cached stat's work); this reads the path as words, the
+/// 13-byte path, about 2 % of a create); this reads the path as words, the
 /// last one overlapping the one before (Linux's `strncpy_from_user` also copies a path a
 /// word at a time and tests each word for a zero byte).
 #[inline]
@@ -1049,7 +1049,7 @@ pub(crate) fn at_lookup(flags: AtFlags) -> LookupFlags {
 mod tests {
     use super::memchr_nul;
 
-    /// The word-at-a-time NUL test agrees with a byte scan for every length up to 40 and a
+    /// The word-at-a-time NUL test agrees with a byte scan for every length up to 39 and a
     /// NUL (or a 0x80 or 0x01 byte, which a wrong borrow test would mistake) at every place.
     #[test]
     fn nul_found_wherever_it_is() {
