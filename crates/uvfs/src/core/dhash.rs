@@ -69,9 +69,9 @@ const LOWS: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// 0x80 in every byte of `w` that is zero, and nothing elsewhere (exact, no borrow between
-/// bytes).
+/// bytes). Also the walk's NUL test of a path, a word at a time.
 #[inline(always)]
-fn zero_bytes(w: u64) -> u64 {
+pub(crate) fn zero_bytes(w: u64) -> u64 {
     !(((w & !HIGHS).wrapping_add(!HIGHS)) | w) & HIGHS
 }
 
@@ -268,34 +268,46 @@ impl<T> Array<T> {
     /// The index of `name`'s full slot, probing from its hash's group.
     #[inline(always)]
     fn find(self, h: u64, name: &[u8]) -> Option<usize> {
+        // SeqCst, as the collector's own protected loads (`Guard::protect`): under its
+        // portable barrier (and so under Miri) a reader's load must join the total order
+        // of the fence a reclaimer issues before freeing what was unlinked; on x86 and ARM
+        // it is the same instruction as an acquire load.
+        self.probe::<false>(h, name).ok()
+    }
+
+    /// One probe for `name` from its hash's group: `Ok` with its full slot, or a miss. A
+    /// reader's miss is `Err(None)`; the writer's (`WRITER`, which loads the tags it wrote
+    /// relaxed) is `Err` with the first empty slot of the group where it stopped, where
+    /// `put` would write the name (`None` if no group had one).
+    #[inline(always)]
+    fn probe<const WRITER: bool>(self, h: u64, name: &[u8]) -> Result<usize, Option<usize>> {
+        let order = if WRITER { Ordering::Relaxed } else { Ordering::SeqCst };
         let tag = (FULL | (h as u8 & 0x7f)) as u64 * LOWS;
         let groups = self.groups();
         let mut g = self.start(h);
         let mut probes = 0u64;
         for _ in 0..groups {
-            // SeqCst, as the collector's own protected loads (`Guard::protect`): under its
-            // portable barrier (and so under Miri) a reader's load must join the total
-            // order of the fence a reclaimer issues before freeing what was unlinked; on
-            // x86 and ARM it is the same instruction as an acquire load.
-            let w = self.tag_word(g).load(Ordering::SeqCst);
+            let w = self.tag_word(g).load(order);
             for i in slots_of(g, zero_bytes(w ^ tag)) {
                 probes += 1;
-                // SAFETY: its tag was loaded full just above (SeqCst, so acquire); the
-                // caller holds the array.
+                // SAFETY: its tag was loaded full just above (acquire or stronger for a
+                // reader; the writer filled it itself); the caller holds the array.
                 let s = unsafe { self.slot(i) };
                 if s.hash == h && s.name.as_bytes() == name {
                     count_probes(probes);
-                    return Some(i);
+                    return Ok(i);
                 }
             }
-            if zero_bytes(w) != 0 {
-                break;
+            let empty = zero_bytes(w);
+            if empty != 0 {
+                count_probes(probes.max(1));
+                return Err(if WRITER { slots_of(g, empty).next() } else { None });
             }
             probes += 1;
             g = self.next_group(g);
         }
         count_probes(probes.max(1));
-        None
+        Err(None)
     }
 
     /// Sets slot `i`'s tag (writer only).
@@ -334,24 +346,8 @@ impl<T> Array<T> {
     /// the first group with an empty slot, which is the one `put` writes into.
     #[inline(always)]
     fn free_for(self, h: u64, name: &[u8]) -> Option<usize> {
-        let tag = (FULL | (h as u8 & 0x7f)) as u64 * LOWS;
-        let mut g = self.start(h);
-        for _ in 0..self.groups() {
-            // Relaxed: the caller is the writer, which wrote every tag.
-            let w = self.tag_word(g).load(Ordering::Relaxed);
-            for i in slots_of(g, zero_bytes(w ^ tag)) {
-                // SAFETY: a full slot, which the writer filled.
-                let s = unsafe { self.slot(i) };
-                if s.hash == h && s.name.as_bytes() == name {
-                    return None;
-                }
-            }
-            if let Some(i) = slots_of(g, zero_bytes(w)).next() {
-                return Some(i);
-            }
-            g = self.next_group(g);
-        }
-        None
+        // Relaxed: the caller is the writer, which wrote every tag.
+        self.probe::<true>(h, name).err().flatten()
     }
 
     /// Frees the array, dropping the entries still full: the table's at its drop, or those

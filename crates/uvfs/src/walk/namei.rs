@@ -346,10 +346,7 @@ pub fn check_path(path: &[u8]) -> Result<()> {
 /// word at a time and tests each word for a zero byte).
 #[inline]
 fn memchr_nul(b: &[u8]) -> bool {
-    const LOWS: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // Exact for "some byte is zero": the lowest zero byte borrows from no byte below it.
-    let has_zero = |w: u64| w.wrapping_sub(LOWS) & !w & HIGHS != 0;
+    let has_zero = |w: u64| crate::core::dhash::zero_bytes(w) != 0;
     let n = b.len();
     if n < 8 {
         return b.contains(&0);
