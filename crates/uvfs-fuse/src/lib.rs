@@ -296,6 +296,9 @@ pub struct FollowerCounts {
     pub looks: u64,
     /// Calls back because the poller was on one request for `transport::dev::HELP_AFTER`.
     pub rescues: u64,
+    /// Pauses of polling because the poller's CPU had gone to other threads
+    /// (`transport::dev::CONTENDED`).
+    pub backoffs: u64,
 }
 
 /// How long the kernel keeps names, attributes and misses by default: a day, since uvfs
@@ -322,7 +325,8 @@ pub struct MountOptions {
     /// one, before it sleeps (zero: never; see [`transport::dev`]). A request arriving in
     /// that time is taken without waking a thread, which saves a third of the round trip
     /// of a metadata request on the machine of BENCHMARKS.md, at the price of the CPU the
-    /// worker spends asking (it yields to any runnable program between attempts). Default
+    /// worker spends asking (it yields to any runnable program between attempts, and stops
+    /// for a while when a yield shows the CPUs busy with other work). Default
     /// [`DEFAULT_BUSY_POLL`] with two or more CPUs, else zero. The io_uring transport
     /// does not poll.
     pub busy_poll: Duration,
@@ -619,6 +623,7 @@ impl MountHandle {
             parks: n(|c| &c.parks),
             looks: n(|c| &c.looks),
             rescues: n(|c| &c.rescues),
+            backoffs: n(|c| &c.backoffs),
         }
     }
 
@@ -841,11 +846,13 @@ impl Stats {
             let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
             out += &format!(
                 "uvfs mount: /dev/fuse followers woken by the device {} times, parked {} times, \
-                 looked at the poller {} times, called back by a slow request {} times\n",
+                 looked at the poller {} times, called back by a slow request {} times; \
+                 polling paused for busy CPUs {} times\n",
                 n(&c.wakes),
                 n(&c.parks),
                 n(&c.looks),
-                n(&c.rescues)
+                n(&c.rescues),
+                n(&c.backoffs)
             );
         }
         if let Some(s) = &self.sched {

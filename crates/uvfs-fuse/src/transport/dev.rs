@@ -91,6 +91,16 @@ pub const HELP_AFTER: Duration = Duration::from_millis(1);
 /// which the kernel sends together) are served beside it.
 pub const LONG_DATA: usize = 64 << 10;
 
+/// A poller's yield that returns this much later gave its CPU to another thread that had
+/// work for it (a yield with nothing else to run returns within microseconds; a program
+/// that computes keeps the CPU until it blocks or its slice ends, milliseconds).
+pub const CONTENDED: Duration = Duration::from_micros(500);
+/// How long polling stays off after the first such yield; the pause doubles at each one
+/// that follows (up to [`QUIET_MAX`]) and halves at each window that ends without one.
+pub const QUIET_MIN: Duration = Duration::from_millis(10);
+/// The longest pause of polling on busy CPUs: how late it resumes once they are free.
+pub const QUIET_MAX: Duration = Duration::from_millis(200);
+
 /// Whether the poller should call the followers back before it answers `op`.
 fn may_take_long(op: &Op<'_>) -> bool {
     match op {
@@ -112,6 +122,8 @@ pub(crate) struct CrewStats {
     pub(crate) looks: AtomicU64,
     /// Times a follower called itself back because the poller was on one request that long.
     pub(crate) rescues: AtomicU64,
+    /// Times the poller stopped because its CPU had gone to other threads (see `Crew::idle`).
+    pub(crate) backoffs: AtomicU64,
 }
 
 /// What busy-polling workers share (see the module docs): who polls, and where the others
@@ -123,6 +135,12 @@ pub(crate) struct CrewStats {
 /// sending requests back to back is polled for the whole `max`, and one whose requests are
 /// further apart (a compiler, `git` hashing objects) costs no CPU in polling that would
 /// not have caught them.
+///
+/// Polling also pauses while the CPUs have other work (`idle`): there a poller takes CPU
+/// time from the programs, and worse, it is runnable but not running for most of it, so
+/// the requests it holds the token for wait until the scheduler gives it the CPU back
+/// (a `make -j2` on 2 CPUs left the two workers 2.0-2.1 s runnable but waiting, 0.9 s
+/// with the pauses, 0.3 s without polling; BENCHMARKS.md "Polling paused on busy CPUs").
 pub(crate) struct Crew {
     /// Immutable: the longest window (`MountOptions::busy_poll`).
     max: Duration,
@@ -132,6 +150,12 @@ pub(crate) struct Crew {
     window: AtomicU64,
     /// Atomic: when the last reply was written, in nanoseconds after `epoch`.
     answered: AtomicU64,
+    /// Atomic: nobody takes the token before this time (nanoseconds after `epoch`): the
+    /// poller's CPU went to other threads (`idle`).
+    quiet_until: AtomicU64,
+    /// Atomic: the length of the next such pause in nanoseconds, before it doubles (0: none
+    /// lately).
+    quiet: AtomicU64,
     /// Atomic: the polling token. A worker holds it from the reply after which it took it
     /// until its window ends; meanwhile the others stay off the device.
     polling: AtomicBool,
@@ -186,6 +210,8 @@ impl Crew {
             epoch: Instant::now(),
             window: AtomicU64::new(max.as_nanos() as u64),
             answered: AtomicU64::new(0),
+            quiet_until: AtomicU64::new(0),
+            quiet: AtomicU64::new(0),
             polling: AtomicBool::new(false),
             help: AtomicBool::new(false),
             step: AtomicU64::new(0),
@@ -238,14 +264,17 @@ impl Crew {
     }
 
     /// Worker `me` wrote a reply; `holds`: it holds the token. Returns whether it holds
-    /// it now: it takes it if nobody does, the window is open and io_uring does not serve
-    /// (its queues run on the caller's CPU, where polling would take it from the caller;
-    /// then only the rare request they do not carry comes here). Taking it gets the
-    /// others out of their wait for the device (they park).
+    /// it now: it takes it if nobody does, the window is open, polling is not paused for
+    /// busy CPUs and io_uring does not serve (its queues run on the caller's CPU, where
+    /// polling would take it from the caller; then only the rare request they do not
+    /// carry comes here). Taking it gets the others out of their wait for the device
+    /// (they park).
     fn answered(&self, session: &Session, me: usize, holds: bool) -> bool {
-        self.answered.store(self.now(), Ordering::Relaxed);
+        let now = self.now();
+        self.answered.store(now, Ordering::Relaxed);
         let took = !holds
             && self.window.load(Ordering::Relaxed) != 0
+            && now >= self.quiet_until.load(Ordering::Relaxed)
             && !session.uring_active()
             && self.polling.compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed).is_ok();
         if took {
@@ -287,15 +316,39 @@ impl Crew {
     }
 
     /// The poller found nothing: returns whether it goes on polling (its window lasts;
-    /// it yields the CPU first), else it gives the token back.
-    fn idle(&self) -> bool {
-        if self.since_answered() < self.window.load(Ordering::Relaxed) {
-            std::thread::yield_now();
-            true
-        } else {
+    /// it yields the CPU first), else it gives the token back. A yield that came back
+    /// [`CONTENDED`] late gave the CPU to a thread with work for it: then the token goes
+    /// back at once, the followers return to the device, and nobody polls for a pause
+    /// that grows while the CPUs stay busy ([`QUIET_MIN`] to [`QUIET_MAX`]).
+    fn idle(&self, stats: &CrewStats) -> bool {
+        let t = self.now();
+        if t.saturating_sub(self.answered.load(Ordering::Relaxed)) >= self.window.load(Ordering::Relaxed) {
+            // A window without a late yield: the next pause is half as long (none below
+            // the shortest), so a build's pauses stay long between its compilers' brief
+            // blocks, and polling resumes within about two `QUIET_MAX` once it ends.
+            let q = self.quiet.load(Ordering::Relaxed) / 2;
+            self.quiet.store(if q < QUIET_MIN.as_nanos() as u64 { 0 } else { q }, Ordering::Relaxed);
             self.release();
-            false
+            return false;
         }
+        std::thread::yield_now();
+        let back = self.now();
+        if back - t < CONTENDED.as_nanos() as u64 {
+            return true;
+        }
+        self.pause(back, stats)
+    }
+
+    /// The poller stops for busy CPUs at `now` (see `idle`).
+    fn pause(&self, now: u64, stats: &CrewStats) -> bool {
+        let (min, max) = (QUIET_MIN.as_nanos() as u64, QUIET_MAX.as_nanos() as u64);
+        let pause = (self.quiet.load(Ordering::Relaxed) * 2).clamp(min, max);
+        self.quiet.store(pause, Ordering::Relaxed);
+        self.quiet_until.store(now + pause, Ordering::Relaxed);
+        stats.backoffs.fetch_add(1, Ordering::Relaxed);
+        self.release();
+        self.wake();
+        false
     }
 
     /// The poller gives the token back. The parked followers are not woken for it: they
@@ -497,7 +550,7 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, crew: &Crew, mut wait: Option<De
                         std::thread::sleep(*gap);
                         *gap = (*gap * 2).min(LAZY_MAX);
                     } else if polls {
-                        polls = crew.idle();
+                        polls = crew.idle(&session.crew);
                     }
                     continue;
                 }
