@@ -351,6 +351,12 @@ pub struct MountOptions {
     /// privilege to call `mount(2)`).
     #[doc(hidden)]
     pub fusermount: bool,
+    /// Tests only: busy polling goes on when a yield shows the CPUs busy with other work
+    /// (it pauses by default, see [`MountOptions::busy_poll`]). For the tests of polling
+    /// itself, which run beside each other on a few CPUs, and to show what the pause
+    /// changes.
+    #[doc(hidden)]
+    pub poll_on_busy_cpus: bool,
     /// Print the requests received, by opcode, to stderr when the mount ends.
     pub stats: bool,
     /// Show owners the server's user namespace does not map (the overflow id, 65534) as
@@ -381,6 +387,7 @@ impl Default for MountOptions {
             levers: Levers::DEFAULT,
             panic_on_lookup: None,
             fusermount: false,
+            poll_on_busy_cpus: false,
             stats: false,
             squash_unmapped: false,
             auto_unmount: true,
@@ -503,7 +510,7 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
     if let Some(g) = guardian.as_mut() {
         g.arm(conn);
     }
-    let mut workers = match transport::dev::spawn(&session, opts.threads, opts.busy_poll) {
+    let mut workers = match transport::dev::spawn(&session, opts.threads, opts.busy_poll, !opts.poll_on_busy_cpus) {
         Ok(w) => w,
         Err(e) => {
             exit_guard::abort(conn);

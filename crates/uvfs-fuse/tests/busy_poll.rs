@@ -1,7 +1,9 @@
 //! `MountOptions::busy_poll`: a `/dev/fuse` worker that keeps asking for the next request
 //! takes back-to-back requests without sleeping, one that does not poll never does, and
 //! one whose requests come further apart than its window stops polling. Counts of
-//! requests and polling windows, never times.
+//! requests and polling windows, never times. The tests run beside each other on a few
+//! CPUs, where polling would pause for the busy CPUs (`tests/busy_cpus.rs`), so they
+//! keep it polling (`poll_on_busy_cpus`).
 
 mod common;
 
@@ -17,7 +19,13 @@ use uvfs_fuse::{MountOptions, Transport};
 fn stats(busy_poll: Duration) -> (u64, u64, u64) {
     let dir = TempDir::new("mnt");
     let vfs = uvfs::Vfs::new(uvfs::VfsConfig::default());
-    let opts = MountOptions { transport: Transport::Dev, threads: 1, busy_poll, ..MountOptions::uncached() };
+    let opts = MountOptions {
+        transport: Transport::Dev,
+        threads: 1,
+        busy_poll,
+        poll_on_busy_cpus: true,
+        ..MountOptions::uncached()
+    };
     let h = uvfs_fuse::spawn(&vfs, dir.path(), &opts).expect("mount");
     let f = dir.path().join("f");
     std::fs::write(&f, b"x").unwrap();
@@ -54,6 +62,7 @@ fn a_worker_stops_polling_for_requests_that_come_later_than_its_window() {
         transport: Transport::Dev,
         threads: 1,
         busy_poll: Duration::from_micros(100),
+        poll_on_busy_cpus: true,
         ..MountOptions::uncached()
     };
     let h = uvfs_fuse::spawn(&vfs, dir.path(), &opts).expect("mount");

@@ -40,6 +40,8 @@ fn a_second_worker_sleeps_through_requests_the_poller_takes() {
         transport: Transport::Dev,
         threads: 2,
         busy_poll: Duration::from_secs(60),
+        // Polling throughout also beside the other tests' mounts (`tests/busy_cpus.rs`).
+        poll_on_busy_cpus: true,
         ..MountOptions::uncached()
     };
     let h = uvfs_fuse::spawn(&vfs, dir.path(), &opts).expect("mount");
