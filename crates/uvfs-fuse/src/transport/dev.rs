@@ -324,6 +324,11 @@ impl Crew {
         self.kicks[me].waiting.store(false, Ordering::SeqCst);
     }
 
+    /// Whether the window after the last reply is over at `at` (nanoseconds after `epoch`).
+    fn window_ended(&self, at: u64) -> bool {
+        at.saturating_sub(self.answered.load(Ordering::Relaxed)) >= self.window.load(Ordering::Relaxed)
+    }
+
     /// The poller found nothing: returns whether it goes on polling (its window lasts;
     /// it yields the CPU first), else it gives the token back. A yield that came back
     /// [`CONTENDED`] late gave the CPU to a thread with work for it: then the token goes
@@ -331,30 +336,25 @@ impl Crew {
     /// that grows while the CPUs stay busy ([`QUIET_MIN`] to [`QUIET_MAX`]).
     fn idle(&self, stats: &CrewStats) -> bool {
         let t = self.now();
-        if t.saturating_sub(self.answered.load(Ordering::Relaxed)) >= self.window.load(Ordering::Relaxed) {
-            // A window without a late yield: the next pause is half as long (none below
-            // the shortest), so a build's pauses stay long between its compilers' brief
-            // blocks, and polling resumes within about two `QUIET_MAX` once it ends.
-            let q = self.quiet.load(Ordering::Relaxed) / 2;
-            self.quiet.store(if q < QUIET_MIN.as_nanos() as u64 { 0 } else { q }, Ordering::Relaxed);
-            self.release();
-            return false;
+        if !self.window_ended(t) {
+            std::thread::yield_now();
+            let back = self.now();
+            if self.pauses && back - t >= CONTENDED.as_nanos() as u64 {
+                return self.pause(back, stats);
+            }
+            // A yield that outlasted the window ends it too: a request that came meanwhile
+            // came after it (and is not counted as caught by polling).
+            if !self.window_ended(back) {
+                return true;
+            }
         }
-        std::thread::yield_now();
-        let back = self.now();
-        if back - t < CONTENDED.as_nanos() as u64 {
-            return true;
-        }
-        if self.pauses {
-            return self.pause(back, stats);
-        }
-        // Polling on busy CPUs (tests only): a late yield that outlasted the window still
-        // ends it, so a request that came meanwhile is not counted as caught by polling.
-        if back.saturating_sub(self.answered.load(Ordering::Relaxed)) >= self.window.load(Ordering::Relaxed) {
-            self.release();
-            return false;
-        }
-        true
+        // A window without a late yield: the next pause is half as long (none below the
+        // shortest), so a build's pauses stay long between its compilers' brief blocks,
+        // and polling resumes within about two `QUIET_MAX` once it ends.
+        let q = self.quiet.load(Ordering::Relaxed) / 2;
+        self.quiet.store(if q < QUIET_MIN.as_nanos() as u64 { 0 } else { q }, Ordering::Relaxed);
+        self.release();
+        false
     }
 
     /// The poller stops for busy CPUs at `now` (see `idle`).
