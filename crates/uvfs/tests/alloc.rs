@@ -637,3 +637,59 @@ fn an_empty_file_allocates_its_objects_only() {
     // tables a directory outgrew were freed once nobody could be reading them.)
     assert!(short_live <= 415 * 1000, "live bytes of 1000 empty files: {short_live}");
 }
+
+/// The open and the close of a file nobody watches reach no reclamation domain for their
+/// events (seed 000), and a create in a directory without a default ACL none for it (seed
+/// 001): each pin's release is an atomic swap, and reaching an inode's domain takes and
+/// drops a count. Guard pins are counted in debug builds, which the test suite is. A watch
+/// on the file adds one pin to its open and one to its close, for their events; a default
+/// ACL on the directory one to a create in it.
+#[cfg(debug_assertions)]
+#[test]
+fn unwatched_opens_and_closes_pin_no_guard_for_events() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    for d in [b"/work".as_slice(), b"/other", b"/inherit"] {
+        t.mkdir(d, 0o755).unwrap();
+    }
+    t.close(t.open(b"/work/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
+    let default_acl = Acl::new(vec![
+        AclEntry::new(AclTag::UserObj, 7),
+        AclEntry::new(AclTag::GroupObj, 5),
+        AclEntry::new(AclTag::Other, 5),
+    ]);
+    t.set_acl(DirFd::Cwd, b"/inherit", AclType::Default, &default_acl, AtFlags::empty()).unwrap();
+    let pins = |f: &mut dyn FnMut()| {
+        let p0 = uvfs::counters().guard_pins;
+        f();
+        uvfs::counters().guard_pins - p0
+    };
+    // Pins of an open of /work/f, of its close, and of a create + unlink of a new name
+    // in /work and in /inherit.
+    let run = || {
+        let mut fd = None;
+        let open = pins(&mut || fd = Some(t.open(b"/work/f", OpenFlags::RDONLY, 0).unwrap()));
+        let close = pins(&mut || t.close(fd.take().unwrap()).unwrap());
+        let create = |dir: &str| {
+            let path = format!("{dir}/new");
+            let n = pins(&mut || {
+                t.close(t.open(path.as_bytes(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap()
+            });
+            t.unlink(path.as_bytes()).unwrap();
+            n
+        };
+        (open, close, create("/work"), create("/inherit"))
+    };
+    run(); // the thread's first pins
+    let none = run();
+    let ino = t.inotify_init1(uvfs::InotifyFlags::NONBLOCK).unwrap();
+    t.inotify_add_watch(&ino, b"/other", uvfs::EventMask::ALL_EVENTS).unwrap();
+    let unrelated = run();
+    t.inotify_add_watch(&ino, b"/work/f", uvfs::EventMask::OPEN | uvfs::EventMask::CLOSE).unwrap();
+    let watched = run();
+    assert_eq!(none.1, 0, "close of an unwatched file: pins");
+    assert_eq!(unrelated, none, "an unrelated watch changed the pins of (open, close, creates)");
+    assert_eq!((watched.0, watched.1), (none.0 + 1, 1), "open and close of a watched file: pins");
+    assert_eq!(none.3, none.2 + 1, "a create under a default ACL against one without: pins");
+    assert_eq!(ino.read_events(10, None).map(|e| e.len()), Ok(2), "the watch on the file saw its open and close");
+}

@@ -536,10 +536,15 @@ pub(crate) fn load_locked(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>
 
 /// `get_inode_acl`: the cached answer if there is one (no lock), else the locked load.
 pub(crate) fn get_acl(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
+    let slot = slot(inode, ty);
+    // Most inodes: known to have none, one load (no domain reached, no guard pinned).
+    if slot.known_none() {
+        return Ok(None);
+    }
     {
         let rcu = inode.sb().rcu();
         let guard = rcu.pin();
-        if let Some(cached) = slot(inode, ty).get(&guard) {
+        if let Some(cached) = slot.get(&guard) {
             return Ok(cached);
         }
     }

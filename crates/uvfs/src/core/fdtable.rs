@@ -14,8 +14,8 @@ use crate::abi::flags::Fd;
 use crate::abi::limits::DEFAULT_MAX_FDS;
 use crate::abi::limits::NR_OPEN;
 use crate::core::file::File;
-use crate::sync::Mutex;
 use crate::sync::rcu::{ArcBorrow, Guard, LocalGuard, Rcu, RcuBox};
+use crate::sync::{Mutex, MutexGuard};
 
 /// A slot taken by [`FdTable::reserve`] (Linux's `get_unused_fd_flags`) for a file not yet
 /// installed: no file is there (readers see EBADF, `close` too, and `dup2` onto it is
@@ -152,10 +152,9 @@ impl FdTable {
 
     /// Installs `file` at the lowest free descriptor >= `min`.
     pub fn install(&self, file: Arc<File>, min: usize, cloexec: bool) -> Result<Fd> {
-        let _l = self.lock.lock();
-        let guard = self.rcu.pin();
-        let idx = self.find_free(min, &guard)?;
-        let arr = self.array.load(&guard);
+        let l = self.lock.lock();
+        let idx = self.find_free(min, &l)?;
+        let arr = self.array_locked(&l);
         file.fds.fetch_add(1, Ordering::AcqRel);
         arr.cloexec[idx].store(cloexec, Ordering::Relaxed);
         arr.slots[idx].store(Arc::into_raw(file).cast_mut(), Ordering::Release);
@@ -167,20 +166,28 @@ impl FdTable {
     /// undo (create or truncate a file). Given back when the reservation is dropped
     /// uninstalled.
     pub(crate) fn reserve(&self) -> Result<Reservation<'_>> {
-        let _l = self.lock.lock();
-        let guard = self.rcu.pin();
-        let idx = self.find_free(0, &guard)?;
-        self.array.load(&guard).slots[idx].store(RESERVED, Ordering::Release);
+        let l = self.lock.lock();
+        let idx = self.find_free(0, &l)?;
+        self.array_locked(&l).slots[idx].store(RESERVED, Ordering::Release);
         Ok(Reservation { table: self, idx })
     }
 
-    /// The lowest free slot >= `min`, growing the array if needed.
-    ///
-    /// # Preconditions
-    /// The caller holds `self.lock`.
-    fn find_free(&self, min: usize, guard: &LocalGuard<'_>) -> Result<usize> {
+    /// The current array, for the holder of `lock` (`held`, its guard), without pinning
+    /// one of the collector's: only a holder replaces the array ([`FdTable::grow`]), so
+    /// it is not retired while the lock is held. (Each pin's release is an atomic swap;
+    /// an open and close took three.)
+    #[inline]
+    fn array_locked<'l>(&'l self, held: &'l MutexGuard<'_, ()>) -> &'l FdArray {
+        // SAFETY: `held` is this table's lock (checked in debug builds), under which every
+        // replacement is made, and the borrow lasts no longer than it.
         debug_assert!(self.lock.is_locked());
-        let mut arr = self.array.load(guard);
+        unsafe { self.array.load_locked(held) }
+    }
+
+    /// The lowest free slot >= `min`, growing the array if needed (`held`: the table's
+    /// lock).
+    fn find_free(&self, min: usize, held: &MutexGuard<'_, ()>) -> Result<usize> {
+        let mut arr = self.array_locked(held);
         let idx = match arr.slots.iter().skip(min).position(|s| s.load(Ordering::Relaxed).is_null()) {
             Some(i) => i + min,
             None => {
@@ -188,8 +195,8 @@ impl FdTable {
                 if idx >= self.limit() {
                     return Err(Errno::EMFILE);
                 }
-                self.grow(idx + 1, guard);
-                arr = self.array.load(guard);
+                self.grow(idx + 1, held);
+                arr = self.array_locked(held);
                 idx
             }
         };
@@ -203,12 +210,11 @@ impl FdTable {
     /// Installs `file` exactly at `fd`, closing what was there (dup2/dup3).
     pub fn install_at(&self, file: Arc<File>, fd: Fd, cloexec: bool) -> Result<Fd> {
         let idx = usize::try_from(fd.0).ok().filter(|&i| i < self.limit()).ok_or(Errno::EBADF)?;
-        let _l = self.lock.lock();
-        let guard = self.rcu.pin();
-        if idx >= self.array.load(&guard).slots.len() {
-            self.grow(idx + 1, &guard);
+        let l = self.lock.lock();
+        if idx >= self.array_locked(&l).slots.len() {
+            self.grow(idx + 1, &l);
         }
-        let arr = self.array.load(&guard);
+        let arr = self.array_locked(&l);
         if arr.slots[idx].load(Ordering::Relaxed) == RESERVED {
             // An open is about to install there (Linux's dup2 answer to that race).
             return Err(Errno::EBUSY);
@@ -216,7 +222,7 @@ impl FdTable {
         file.fds.fetch_add(1, Ordering::AcqRel);
         arr.cloexec[idx].store(cloexec, Ordering::Relaxed);
         let old = arr.slots[idx].swap(Arc::into_raw(file).cast_mut(), Ordering::AcqRel);
-        drop(_l);
+        drop(l);
         // Released outside the table lock: the close event takes notify locks.
         self.retire(old);
         Ok(fd)
@@ -225,9 +231,8 @@ impl FdTable {
     /// Closes `fd`.
     pub fn close(&self, fd: Fd) -> Result<()> {
         let idx = usize::try_from(fd.0).map_err(|_| Errno::EBADF)?;
-        let _l = self.lock.lock();
-        let guard = self.rcu.pin();
-        let arr = self.array.load(&guard);
+        let l = self.lock.lock();
+        let arr = self.array_locked(&l);
         let slot = arr.slots.get(idx).ok_or(Errno::EBADF)?;
         if slot.load(Ordering::Relaxed) == RESERVED {
             return Err(Errno::EBADF);
@@ -236,7 +241,7 @@ impl FdTable {
         if old.is_null() {
             return Err(Errno::EBADF);
         }
-        drop(_l);
+        drop(l);
         // Released outside the table lock: the close event takes notify locks.
         self.retire(old);
         Ok(())
@@ -280,8 +285,8 @@ impl FdTable {
         }
     }
 
-    fn grow(&self, need: usize, guard: &LocalGuard<'_>) {
-        let old = self.array.load(guard);
+    fn grow(&self, need: usize, held: &MutexGuard<'_, ()>) {
+        let old = self.array_locked(held);
         let len = need.next_power_of_two().min(self.limit()).max(need);
         let new = FdArray::with_len(len);
         for (i, s) in old.slots.iter().enumerate() {
@@ -304,10 +309,9 @@ impl Reservation<'_> {
     /// Puts `file` in the reserved slot (Linux's `fd_install`).
     pub(crate) fn install(self, file: Arc<File>, cloexec: bool) -> Fd {
         let t = self.table;
-        let _l = t.lock.lock();
-        let guard = t.rcu.pin();
+        let l = t.lock.lock();
         // The slot may have moved to a grown array; the index is the same.
-        let arr = t.array.load(&guard);
+        let arr = t.array_locked(&l);
         debug_assert_eq!(arr.slots[self.idx].load(Ordering::Relaxed), RESERVED);
         file.fds.fetch_add(1, Ordering::AcqRel);
         arr.cloexec[self.idx].store(cloexec, Ordering::Relaxed);
@@ -320,8 +324,7 @@ impl Reservation<'_> {
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        let _l = self.table.lock.lock();
-        let guard = self.table.rcu.pin();
-        self.table.array.load(&guard).slots[self.idx].store(std::ptr::null_mut(), Ordering::Release);
+        let l = self.table.lock.lock();
+        self.table.array_locked(&l).slots[self.idx].store(std::ptr::null_mut(), Ordering::Release);
     }
 }

@@ -154,18 +154,24 @@ impl File {
 
     /// The open completed: `fsnotify_open`, and from now on its release is a close.
     pub(crate) fn announce_open(&self, fast: crate::abi::config::FastPaths) {
-        if !self.is_path() {
+        self.notify(fast, EventMask::OPEN);
+        self.announced.store(true, Ordering::Release);
+    }
+
+    /// An event on the open file, if anyone may want it: only then is the reclamation
+    /// domain reached (a count taken and dropped) and a guard pinned.
+    fn notify(&self, fast: crate::abi::config::FastPaths, mask: EventMask) {
+        if !self.is_path() && fsnotify::file_event_wanted(fast, &self.mnt, &self.dentry, &self.inode, mask) {
             let rcu = self.inode.sb().rcu();
             let guard = rcu.pin();
-            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, EventMask::OPEN, &guard);
+            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, mask, &guard);
         }
-        self.announced.store(true, Ordering::Release);
     }
 
     /// Gives back the filesystem's open (`FileSystem::release`), the inode's open count and
     /// the mount's user and writer counts, once. An inode that lost its last name is
     /// deleted now if this was its last open.
-    fn put_counts(&self, fast: crate::abi::config::FastPaths, guard: &crate::sync::rcu::LocalGuard<'_>) {
+    fn put_counts(&self, fast: crate::abi::config::FastPaths) {
         if self.counted.swap(false, Ordering::AcqRel) {
             if let Some(p) = &self.pipe {
                 p.release(self.flags().readable(), self.flags().writable());
@@ -174,7 +180,9 @@ impl File {
                 self.inode.sb().fs().release(&self.inode);
             }
             if self.inode.closed() {
-                fsnotify::inode_deleted(fast, &self.inode, guard);
+                let rcu = self.inode.sb().rcu();
+                let guard = rcu.pin();
+                fsnotify::inode_deleted(fast, &self.inode, &guard);
             }
             if self.flags().writable() {
                 self.mnt.put_write_access();
@@ -232,13 +240,8 @@ impl File {
         // Its OFD and `flock` locks (`locks_remove_file`; one pointer test if the inode
         // was never locked).
         crate::core::locks::remove_file(&self.inode, self.lock_id());
-        let rcu = self.inode.sb().rcu();
-        let guard = rcu.pin();
-        if !self.is_path() {
-            let mask = if self.flags().writable() { EventMask::CLOSE_WRITE } else { EventMask::CLOSE_NOWRITE };
-            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, mask, &guard);
-        }
-        self.put_counts(fast, &guard);
+        self.notify(fast, if self.flags().writable() { EventMask::CLOSE_WRITE } else { EventMask::CLOSE_NOWRITE });
+        self.put_counts(fast);
     }
 }
 
@@ -256,9 +259,7 @@ impl Drop for File {
                 // Held outside any table (`Task::openat_file`): this was its last user.
                 self.release(crate::abi::config::FastPaths::all());
             } else {
-                let rcu = self.inode.sb().rcu();
-                let guard = rcu.pin();
-                self.put_counts(crate::abi::config::FastPaths::all(), &guard);
+                self.put_counts(crate::abi::config::FastPaths::all());
             }
         }
     }

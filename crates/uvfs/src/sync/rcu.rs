@@ -56,6 +56,8 @@ impl Rcu {
     /// Pins the domain for a read section. Nesting is allowed.
     #[inline]
     pub(crate) fn pin(&self) -> LocalGuard<'_> {
+        #[cfg(debug_assertions)]
+        crate::sync::counters::bump(|c| c.guard_pins += 1);
         self.collector.enter()
     }
 
@@ -298,6 +300,20 @@ impl<T: Send + Sync + 'static> RcuBox<T> {
     pub(crate) fn load<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g T {
         // SAFETY: never empty: `new` fills the cell and `replace` only swaps in boxes.
         unsafe { self.0.load(guard).unwrap_unchecked() }
+    }
+
+    /// The current value, without a guard, for the holder of the lock that every
+    /// [`RcuBox::replace`] of this cell is made under (`_held` is its guard, and bounds the
+    /// borrow): while it is held nothing can replace the value, and so nothing retires it.
+    ///
+    /// # Safety
+    /// Every `replace` of this cell is made with that lock held, and the caller holds it
+    /// for as long as the borrow lasts (and does not replace the value while borrowing it).
+    #[inline]
+    pub(crate) unsafe fn load_locked<'l, L>(&'l self, _held: &'l L) -> &'l T {
+        // SAFETY: never empty (see `load`); per the contract the box is not replaced, and
+        // so not retired, while the borrow lasts.
+        unsafe { &*self.0.ptr.load(Ordering::Acquire) }
     }
 
     /// Installs `value`; the previous one is freed after current readers leave.

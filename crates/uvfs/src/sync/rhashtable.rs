@@ -34,6 +34,7 @@
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use crate::sync::rcu::{Guard, LocalGuard, Rcu};
@@ -392,17 +393,28 @@ pub(crate) fn count_probes(n: u64) {
 }
 
 /// Asserts (in debug builds) that writers of a table do not overlap (this one's and
-/// [`crate::core::dhash`]'s).
-pub(crate) struct WriterCheck<'a>(&'a AtomicBool);
+/// [`crate::core::dhash`]'s). A release build does nothing: the flag's swap was an atomic
+/// read-modify-write on every insert and removal for a check that only asserts.
+pub(crate) struct WriterCheck<'a>(#[cfg(debug_assertions)] &'a AtomicBool, PhantomData<&'a AtomicBool>);
 
 impl<'a> WriterCheck<'a> {
+    #[inline(always)]
     pub(crate) fn enter(flag: &'a AtomicBool) -> WriterCheck<'a> {
-        let was = flag.swap(true, Ordering::Acquire);
-        debug_assert!(!was, "concurrent writers on a hash table");
-        WriterCheck(flag)
+        #[cfg(debug_assertions)]
+        {
+            let was = flag.swap(true, Ordering::Acquire);
+            assert!(!was, "concurrent writers on a hash table");
+            WriterCheck(flag, PhantomData)
+        }
+        #[cfg(not(debug_assertions))]
+        {
+            let _ = flag;
+            WriterCheck(PhantomData)
+        }
     }
 }
 
+#[cfg(debug_assertions)]
 impl Drop for WriterCheck<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);
