@@ -113,9 +113,24 @@ impl<T> OffsetMap<T> {
 
     /// Takes what is at `pos`.
     pub(crate) fn remove(&mut self, pos: u64) -> Option<T> {
-        // `rm -rf` removes in readdir order: the first child, found without a search.
-        let first = self.chunks.front().and_then(|ch| ch.slots.front()).map(|&(p, _)| p);
-        let (c, i) = if first == Some(pos) { (0, 0) } else { self.index(pos) };
+        // `rm -rf` removes in readdir order: the first child, found without a search, and
+        // taken off the front (the first chunk begins with a child) with the empty slots
+        // right behind it.
+        if let Some(ch) = self.chunks.front_mut()
+            && ch.slots.front().is_some_and(|&(p, _)| p == pos)
+        {
+            let v = ch.slots.pop_front().and_then(|(_, v)| v);
+            ch.trim(true);
+            if ch.slots.is_empty() {
+                // The next chunk, now the first, may begin with empty slots.
+                self.chunks.pop_front();
+                self.trim_ends();
+            } else {
+                ch.tidy();
+            }
+            return v;
+        }
+        let (c, i) = self.index(pos);
         let ch = self.chunks.get_mut(c)?;
         let v = match ch.slots.get_mut(i) {
             Some((p, slot)) if *p == pos => slot.take()?,
@@ -229,12 +244,22 @@ mod tests {
                     m.insert(pos, step);
                     want.insert(pos, step);
                 }
+                // The first child, as `rm -rf` removes (its own path in `remove`).
+                6 => {
+                    let Some(&pos) = want.keys().next() else { continue };
+                    assert_eq!(m.remove(pos), want.remove(&pos), "remove the first, {pos}");
+                }
                 _ => {
                     let pos = rnd(next + 3);
                     assert_eq!(m.remove(pos), want.remove(&pos), "remove {pos}");
                 }
             }
             assert_eq!(m.len(), want.len());
+            let ends = (m.chunks.front().map(|ch| ch.slots.front()), m.chunks.back().map(|ch| ch.slots.back()));
+            assert!(
+                matches!(ends, (None, None) | (Some(Some((_, Some(_)))), Some(Some((_, Some(_)))))),
+                "the order begins or ends with an empty slot"
+            );
             assert!(m.slots() <= 2 * want.len() + 9, "slots {} for {} children", m.slots(), want.len());
             assert!(m.chunks.iter().all(|ch| !ch.slots.is_empty()), "an empty chunk");
             if step % 97 == 0 {
