@@ -693,3 +693,42 @@ fn unwatched_opens_and_closes_pin_no_guard_for_events() {
     assert_eq!(none.3, none.2 + 1, "a create under a default ACL against one without: pins");
     assert_eq!(ino.read_events(10, None).map(|e| e.len()), Ok(2), "the watch on the file saw its open and close");
 }
+
+/// A create looks its name up once, in its walk's lockless lookup: under the directory's
+/// lock that answer stands (nothing changed the directory since) and the name goes where
+/// that lookup found room; an unlink looks its name up once, under the lock, and removes
+/// it from the slot it found. Each costs as many lookups in directories' tables as a
+/// failed open of the same path (one per component; counted in debug builds, which the
+/// test suite is), where each once took one more: a create three, an unlink three. A
+/// create that grows the table, or meets it being rebuilt, looks up more.
+#[cfg(debug_assertions)]
+#[test]
+fn creates_and_unlinks_look_their_name_up_once() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o755).unwrap();
+    let lookups = |f: &mut dyn FnMut()| {
+        let n0 = uvfs::counters().dir_lookups;
+        f();
+        uvfs::counters().dir_lookups - n0
+    };
+    let paths: Vec<Vec<u8>> = (0..100).map(|i| format!("/d/f{i}").into_bytes()).collect();
+    // (lookups of a failed open, of a create + close), path by path.
+    let mut counts = Vec::new();
+    for p in &paths {
+        let missed = lookups(&mut || assert_eq!(t.open(p, OpenFlags::RDONLY, 0), Err(Errno::ENOENT)));
+        let created =
+            lookups(&mut || t.close(t.open(p, OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap());
+        counts.push((missed, created));
+    }
+    let once = counts.iter().filter(|(m, c)| m == c).count();
+    assert!(once >= 90, "creates + closes that looked their name up once: {once} of 100 ({counts:?})");
+    assert!(counts.iter().all(|(m, c)| c >= m), "{counts:?}");
+    for p in &paths {
+        assert_eq!(
+            lookups(&mut || t.unlink(p).unwrap()),
+            2,
+            "an unlink: the parent in its walk, the name under the lock"
+        );
+    }
+}

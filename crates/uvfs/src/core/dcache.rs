@@ -8,6 +8,7 @@
 
 use crate::abi::errno::{Errno, Result};
 use crate::core::dentry::{DENTRY_DEAD, Dentry, DirLocked, Name};
+use crate::core::dhash::Probe;
 use crate::core::inode::Inode;
 use crate::core::instance::VfsInner;
 use crate::core::mount::Mount;
@@ -98,6 +99,36 @@ impl VfsInner {
         self.d_insert(parent, locked, name, d.clone(), guard);
         self.lru_add(&d);
         Ok(d.inode().is_some().then_some(d))
+    }
+
+    /// [`VfsInner::lookup_excl`] on a filesystem whose dentry cache is complete (memfs),
+    /// with what a lockless lookup of `name` in `parent` saw (`probe`: the walk's, of a
+    /// create's last name): if the directory's table has not changed since, that answer
+    /// stands and nothing is looked up again under the lock. Also returns a probe for the
+    /// change that follows ([`VfsInner::d_add_probed`], [`VfsInner::d_remove_probed`]):
+    /// `probe`, or the one this lookup took. Any other filesystem: `lookup_excl`, no probe.
+    pub(crate) fn lookup_excl_probed(
+        &self,
+        sb: &Arc<SuperBlock>,
+        parent: &Arc<Dentry>,
+        locked: &mut DirLocked,
+        name: &[u8],
+        probe: Option<Probe>,
+        guard: &LocalGuard<'_>,
+    ) -> Result<(Option<Arc<Dentry>>, Option<Probe>)> {
+        let dir = parent.dir().ok_or(Errno::ENOTDIR)?;
+        if !sb.dcache_complete() {
+            return Ok((self.lookup_excl(sb, parent, locked, name, guard)?, None));
+        }
+        parent.inode().ok_or(Errno::ENOENT)?;
+        // A complete instance's dentries need no revalidation, and a miss is certain.
+        let (found, probe) = match probe.filter(|p| dir.children.still(p)) {
+            Some(p) => (dir.children.probed(&p, guard), Some(p)),
+            // Under the lock no rebuild step overlaps the lookup: its miss is certain.
+            None => dir.children.get_probed(name, guard).unwrap_or((None, None)),
+        };
+        debug_assert!(found.is_none_or(|d| !d.needs_revalidate()));
+        Ok((found.and_then(|d| d.inode().map(|_| d.clone())), probe))
     }
 
     /// `d_invalidate`: drops the cached `name` in `parent` (caller holds `parent`'s lock
@@ -292,11 +323,26 @@ impl VfsInner {
         inode: Arc<Inode>,
         guard: &LocalGuard<'_>,
     ) -> Arc<Dentry> {
+        self.d_add_probed(parent, locked, name, inode, None, guard)
+    }
+
+    /// [`VfsInner::d_add`] of the name `probe` was taken for (a miss, by
+    /// [`VfsInner::lookup_excl_probed`] under this lock hold): put where the probe found
+    /// room, with no lookup of its own, if the table has not changed since.
+    pub(crate) fn d_add_probed(
+        &self,
+        parent: &Arc<Dentry>,
+        locked: &mut DirLocked,
+        name: &[u8],
+        inode: Arc<Inode>,
+        probe: Option<Probe>,
+        guard: &LocalGuard<'_>,
+    ) -> Arc<Dentry> {
         let d = Dentry::new_child(parent, name, Some(inode), &self.rcu);
         if d.needs_revalidate() {
             d.inode().expect("positive").sb().fs().d_init(&d);
         }
-        self.d_insert(parent, locked, name, d.clone(), guard);
+        self.d_insert_probed(parent, locked, name, d.clone(), probe, guard);
         d
     }
 
@@ -307,6 +353,18 @@ impl VfsInner {
         locked: &mut DirLocked,
         name: &[u8],
         d: Arc<Dentry>,
+        guard: &LocalGuard<'_>,
+    ) {
+        self.d_insert_probed(parent, locked, name, d, None, guard);
+    }
+
+    fn d_insert_probed(
+        &self,
+        parent: &Dentry,
+        locked: &mut DirLocked,
+        name: &[u8],
+        d: Arc<Dentry>,
+        probe: Option<Probe>,
         _guard: &LocalGuard<'_>,
     ) {
         let dir = parent.dir().expect("parent is a directory");
@@ -317,7 +375,7 @@ impl VfsInner {
         if d.inode().is_some() {
             locked.order.insert(pos, d.clone());
         }
-        if let Some(old) = dir.children.insert(Name::new(name), d, &self.rcu) {
+        if let Some(old) = dir.children.insert_probed(probe, Name::new(name), d, &self.rcu) {
             if old.inode().is_some() {
                 locked.order.remove(old.pos.load(Ordering::Relaxed));
             }
@@ -344,7 +402,21 @@ impl VfsInner {
         name: &[u8],
         guard: &LocalGuard<'_>,
     ) -> Option<Arc<Dentry>> {
-        let old = self.d_unhash(parent, locked, name, guard)?;
+        self.d_remove_probed(parent, locked, name, None, guard)
+    }
+
+    /// [`VfsInner::d_remove`] of the name `probe` was taken for (a hit, by
+    /// [`VfsInner::lookup_excl_probed`] under this lock hold): taken from the slot the
+    /// probe found, with no lookup of its own, if the table has not changed since.
+    pub(crate) fn d_remove_probed(
+        &self,
+        parent: &Dentry,
+        locked: &mut DirLocked,
+        name: &[u8],
+        probe: Option<Probe>,
+        guard: &LocalGuard<'_>,
+    ) -> Option<Arc<Dentry>> {
+        let old = self.d_unhash_probed(parent, locked, name, probe, guard)?;
         old.set_flag(DENTRY_DEAD);
         Some(old)
     }
@@ -356,12 +428,23 @@ impl VfsInner {
         parent: &Dentry,
         locked: &mut DirLocked,
         name: &[u8],
+        guard: &LocalGuard<'_>,
+    ) -> Option<Arc<Dentry>> {
+        self.d_unhash_probed(parent, locked, name, None, guard)
+    }
+
+    fn d_unhash_probed(
+        &self,
+        parent: &Dentry,
+        locked: &mut DirLocked,
+        name: &[u8],
+        probe: Option<Probe>,
         _guard: &LocalGuard<'_>,
     ) -> Option<Arc<Dentry>> {
         let dir = parent.dir().expect("parent is a directory");
         // Marked from before the map retires anything: see `SuperBlock::names_change`.
         let _change = parent.inode().expect("directories are positive").sb().names_change();
-        let old = dir.children.remove(name, &self.rcu)?;
+        let old = dir.children.remove_probed(probe, name, &self.rcu)?;
         if old.inode().is_some() {
             locked.order.remove(old.pos.load(Ordering::Relaxed));
         }

@@ -275,12 +275,14 @@ impl<T> Array<T> {
         self.probe::<false>(h, name).ok()
     }
 
-    /// One probe for `name` from its hash's group: `Ok` with its full slot, or a miss. A
-    /// reader's miss is `Err(None)`; the writer's (`WRITER`, which loads the tags it wrote
-    /// relaxed) is `Err` with the first empty slot of the group where it stopped, where
-    /// `put` would write the name (`None` if no group had one).
+    /// One probe for `name` from its hash's group: `Ok` with its full slot, or a miss:
+    /// `Err` with the first empty slot of the group where it stopped, where `put` would
+    /// write the name (`None` if no group had one). The writer (`WRITER`) loads the tags
+    /// it wrote relaxed.
     #[inline(always)]
     fn probe<const WRITER: bool>(self, h: u64, name: &[u8]) -> Result<usize, Option<usize>> {
+        #[cfg(debug_assertions)]
+        crate::sync::counters::bump(|c| c.dir_lookups += 1);
         let order = if WRITER { Ordering::Relaxed } else { Ordering::SeqCst };
         let tag = (FULL | (h as u8 & 0x7f)) as u64 * LOWS;
         let groups = self.groups();
@@ -301,7 +303,7 @@ impl<T> Array<T> {
             let empty = zero_bytes(w);
             if empty != 0 {
                 count_probes(probes.max(1));
-                return Err(if WRITER { slots_of(g, empty).next() } else { None });
+                return Err(slots_of(g, empty).next());
             }
             probes += 1;
             g = self.next_group(g);
@@ -383,6 +385,32 @@ unsafe fn reclaim_array<T>(p: *mut Head, _: &Collector) {
     crate::sync::in_reclaim_context(|| unsafe { Array::<T>::from_raw(p).free() });
 }
 
+/// What a lookup saw of one name ([`DHash::get_probed`]), for the insert or removal of
+/// that name that follows under the writer's lock: the name's full slot (a hit) or the
+/// empty slot an insert of it goes to (a miss), in the array then current, at the table's
+/// version then. While the version has not moved ([`DHash::still`]) that is still so, and
+/// the change needs no hash and no probe of its own: a create, whose walk's lockless
+/// lookup already missed, and an unlink probe the name once.
+/// 24 bytes: it rides in the walk's outcome. The array is the one current at the version
+/// (every change of the current array is a change of the table).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Probe {
+    /// The table's version before the lookup.
+    version: u64,
+    /// The name's hash.
+    hash: u64,
+    /// The slot; [`Probe::NO_SLOT`] for a miss that found no empty slot.
+    slot: u32,
+    /// Found (the slot is the name's) or not (the slot is empty).
+    hit: bool,
+}
+
+impl Probe {
+    const NO_SLOT: u32 = u32::MAX;
+}
+
+const _: () = assert!(size_of::<Probe>() == 24);
+
 /// The table. `repr(C)`: what lookups read (the arrays, the sequence count, the hash key)
 /// first, on one cache line; the writer's bookkeeping after it.
 #[repr(C)]
@@ -398,6 +426,10 @@ pub struct DHash<T> {
     resizing: AtomicU64,
     /// Immutable: keyed with [`table_seed`].
     hasher: foldhash::fast::FixedState,
+    /// Atomic, written by the writer: bumped (release) when a change (an insert, a removal,
+    /// a drain) is complete. A [`Probe`] taken at one version answers for its name while
+    /// the version has not moved.
+    version: AtomicU64,
     /// Writer-only: old groups already moved into `future`.
     moved: AtomicUsize,
     /// Writer-only: old groups each change moves during the rebuild under way.
@@ -419,6 +451,7 @@ const _: () = {
     use std::mem::{offset_of, size_of};
     assert!(offset_of!(DHash<()>, hasher) + size_of::<foldhash::fast::FixedState>() <= 64);
     assert!(offset_of!(DHash<()>, resizing) < 64 && offset_of!(DHash<()>, future) < 64);
+    assert!(offset_of!(DHash<()>, version) + size_of::<AtomicU64>() <= 64);
 };
 
 // SAFETY: a table of `Arc<T>` shared between threads: values are read by many threads and
@@ -466,6 +499,7 @@ impl<T: Send + Sync + 'static> DHash<T> {
             writing: AtomicBool::new(false),
             resizing: AtomicU64::new(0),
             hasher: foldhash::fast::FixedState::with_seed(table_seed()),
+            version: AtomicU64::new(0),
             _values: PhantomData,
         }
     }
@@ -548,9 +582,16 @@ impl<T: Send + Sync + 'static> DHash<T> {
                 a.fill(i, h, name, value);
                 self.used.store(used + 1, Ordering::Relaxed);
                 self.len.store(self.len() + 1, Ordering::Relaxed);
+                self.changed();
                 return None;
             }
         }
+        self.insert_slow(h, name, value, rcu)
+    }
+
+    /// An insert that could not take the one-probe path: a removal of the name, then a
+    /// put (in the new array during a rebuild, which it steps).
+    fn insert_slow(&self, h: u64, name: Name, value: Arc<T>, rcu: &Rcu) -> Option<Arc<T>> {
         let old = self.remove_locked(h, name.as_bytes(), rcu);
         let mut target = self.future.load(Ordering::Relaxed);
         if target.is_null() {
@@ -574,7 +615,124 @@ impl<T: Send + Sync + 'static> DHash<T> {
         self.used.store(self.used.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         self.len.store(self.len() + 1, Ordering::Relaxed);
         self.rebuild_step(rcu);
+        self.changed();
         old
+    }
+
+    /// A change is complete: probes taken before it no longer answer ([`Probe`]). Release,
+    /// so that a lockless lookup that reads the new version sees the whole change.
+    #[inline(always)]
+    fn changed(&self) {
+        self.version.store(self.version.load(Ordering::Relaxed) + 1, Ordering::Release);
+    }
+
+    /// A lookup that also says what it saw, for an insert or removal of the same name
+    /// that follows under the writer's lock ([`DHash::insert_probed`],
+    /// [`DHash::remove_probed`]): as [`DHash::get_sure`], with a [`Probe`] when no
+    /// rebuild was under way. Lockless, or by the writer.
+    #[inline]
+    pub(crate) fn get_probed<'g>(
+        &'g self,
+        name: &[u8],
+        guard: &'g LocalGuard<'_>,
+    ) -> Option<(Option<&'g Arc<T>>, Option<Probe>)> {
+        // Before the tags: a version read here that is still the table's under the lock
+        // later says that no change came between (each bumps it once complete).
+        let version = self.version.load(Ordering::Acquire);
+        let seq = self.resizing.load(Ordering::Acquire);
+        // SAFETY: as in `get`: the array outlives `guard`, and a full slot stays as written.
+        unsafe {
+            let a = guard.protect(&self.current, Ordering::Acquire);
+            if a.is_null() || !guard.protect(&self.future, Ordering::Acquire).is_null() {
+                return self.get_sure(name, guard).map(|found| (found, None));
+            }
+            let arr = Array::<T>::from_raw(a);
+            let h = self.hash(name);
+            // Slots are fewer than 2^32 (an array of them would take 128 GiB).
+            let probe = |slot: usize, hit| Some(Probe { version, hash: h, slot: slot as u32, hit });
+            match arr.probe::<false>(h, name) {
+                Ok(i) => Some((Some(&arr.slot::<'g>(i).value), probe(i, true))),
+                Err(free) => {
+                    // Seqlock read side, as `get_sure`: a miss is certain only when no
+                    // rebuild step overlapped it.
+                    fence(Ordering::Acquire);
+                    let sure = seq & 1 == 0 && self.resizing.load(Ordering::Relaxed) == seq;
+                    sure.then(|| (None, probe(free.map_or(Probe::NO_SLOT as usize, |i| i), false)))
+                }
+            }
+        }
+    }
+
+    /// Whether `p` still answers for its name: no change since it was taken. The writer's
+    /// check, under its lock (which orders the load).
+    #[inline]
+    pub(crate) fn still(&self, p: &Probe) -> bool {
+        self.version.load(Ordering::Relaxed) == p.version
+    }
+
+    /// The array a probe that [`DHash::still`] vouches for was taken in: the current one
+    /// (writer only).
+    fn probed_array(&self) -> Array<T> {
+        // SAFETY: not null: the probe was taken in it, and emptying the table is a change.
+        // Only this (serialized) writer replaces or frees the arrays.
+        unsafe { Array::<T>::from_raw(self.current.load(Ordering::Relaxed)) }
+    }
+
+    /// The value a hit `p` found, while [`DHash::still`] vouches for it (writer only).
+    pub(crate) fn probed<'g>(&'g self, p: &Probe, _guard: &'g LocalGuard<'_>) -> Option<&'g Arc<T>> {
+        if !p.hit || !self.still(p) {
+            return None;
+        }
+        // SAFETY: the array is still the current one and unchanged since the probe saw the
+        // slot full (`still`); it is retired only by a later change, after `_guard`'s
+        // readers, and the slot is not written again while it lives.
+        Some(unsafe { &self.probed_array().slot::<'g>(p.slot as usize).value })
+    }
+
+    /// [`DHash::insert`] of the name a miss `p` was taken for: into the empty slot the
+    /// probe found, with no hash and no probe, if nothing changed since; else the usual
+    /// insert. The caller serializes writers.
+    pub(crate) fn insert_probed(&self, p: Option<Probe>, name: Name, value: Arc<T>, rcu: &Rcu) -> Option<Arc<T>> {
+        if let Some(p) = p
+            && !p.hit
+            && p.slot != Probe::NO_SLOT
+            && self.still(&p)
+        {
+            let _w = WriterCheck::enter(&self.writing);
+            debug_assert_eq!(p.hash, self.hash(name.as_bytes()), "a probe of another name");
+            // No rebuild is under way: the probe saw none, and starting one is a change.
+            let a = self.probed_array();
+            let used = self.used.load(Ordering::Relaxed);
+            if used < a.max_used() {
+                a.fill(p.slot as usize, p.hash, name, value);
+                self.used.store(used + 1, Ordering::Relaxed);
+                self.len.store(self.len() + 1, Ordering::Relaxed);
+                self.changed();
+                return None;
+            }
+            return self.insert_slow(p.hash, name, value, rcu);
+        }
+        self.insert(name, value, rcu)
+    }
+
+    /// [`DHash::remove`] of the name a hit `p` was taken for: from the slot the probe
+    /// found, with no hash and no probe, if nothing changed since; else the usual removal.
+    /// The caller serializes writers.
+    pub(crate) fn remove_probed(&self, p: Option<Probe>, name: &[u8], rcu: &Rcu) -> Option<Arc<T>> {
+        if let Some(p) = p
+            && p.hit
+            && self.still(&p)
+        {
+            let _w = WriterCheck::enter(&self.writing);
+            // The slot is full: the probe saw it so, and nothing changed since.
+            let a = self.probed_array();
+            // SAFETY: a full slot of a live array, which this writer holds.
+            debug_assert!(unsafe { a.slot(p.slot as usize) }.name.as_bytes() == name, "a probe of another name");
+            let v = self.take(a, p.slot as usize, rcu);
+            self.removed(rcu);
+            return Some(v);
+        }
+        self.remove(name, rcu)
     }
 
     /// Removes every entry and returns their values (instance teardown). The caller
@@ -605,6 +763,7 @@ impl<T: Send + Sync + 'static> DHash<T> {
         self.moved.store(0, Ordering::Relaxed);
         self.used.store(0, Ordering::Relaxed);
         self.len.store(0, Ordering::Relaxed);
+        self.changed();
         out
     }
 
@@ -613,17 +772,24 @@ impl<T: Send + Sync + 'static> DHash<T> {
         let _w = WriterCheck::enter(&self.writing);
         let v = self.remove_locked(self.hash(name), name, rcu);
         if v.is_some() {
-            self.rebuild_step(rcu);
-            // An emptied directory gives its array back (rm -rf, churn).
-            if self.is_empty() && self.future.load(Ordering::Relaxed).is_null() {
-                let a = self.current.swap(std::ptr::null_mut(), Ordering::AcqRel);
-                self.used.store(0, Ordering::Relaxed);
-                // SAFETY: unpublished; its slots are all deleted, so freeing it drops
-                // nothing, after the readers still on it have left.
-                unsafe { rcu.retire_with(a, reclaim_array::<T>) };
-            }
+            self.removed(rcu);
         }
         v
+    }
+
+    /// After a removal: the rebuild's step, an emptied array given back, the change
+    /// complete.
+    fn removed(&self, rcu: &Rcu) {
+        self.rebuild_step(rcu);
+        // An emptied directory gives its array back (rm -rf, churn).
+        if self.is_empty() && self.future.load(Ordering::Relaxed).is_null() {
+            let a = self.current.swap(std::ptr::null_mut(), Ordering::AcqRel);
+            self.used.store(0, Ordering::Relaxed);
+            // SAFETY: unpublished; its slots are all deleted, so freeing it drops
+            // nothing, after the readers still on it have left.
+            unsafe { rcu.retire_with(a, reclaim_array::<T>) };
+        }
+        self.changed();
     }
 
     fn remove_locked(&self, h: u64, name: &[u8], rcu: &Rcu) -> Option<Arc<T>> {
@@ -634,25 +800,31 @@ impl<T: Send + Sync + 'static> DHash<T> {
             // SAFETY: only the (serialized) writer frees or replaces the arrays.
             let a = unsafe { Array::<T>::from_raw(p) };
             if let Some(i) = a.find(h, name) {
-                a.set_tag(i, DELETED);
-                // SAFETY: the slot was full and is now deleted: this takes its entry out
-                // once (the array's drop skips deleted slots). Its bytes stay as they are
-                // for readers still comparing them, and what they point to (the value,
-                // a long name's bytes) is dropped only after those readers left.
-                let Slot { name, value, .. } = unsafe { a.slot_ptr(i).read() };
-                if name.as_bytes().len() > Name::INLINE {
-                    // SAFETY: a fresh box, unreachable by anyone.
-                    unsafe { rcu.retire_box(Box::into_raw(Box::new(name))) };
-                } else {
-                    drop(name);
-                }
-                let out = value.clone();
-                rcu.defer_drop_arc(value);
-                self.len.store(self.len() - 1, Ordering::Relaxed);
-                return Some(out);
+                return Some(self.take(a, i, rcu));
             }
         }
         None
+    }
+
+    /// Takes the entry of the full slot `i` of `a`, one of the table's arrays, out
+    /// (writer only).
+    fn take(&self, a: Array<T>, i: usize, rcu: &Rcu) -> Arc<T> {
+        a.set_tag(i, DELETED);
+        // SAFETY: the slot was full and is now deleted: this takes its entry out once (the
+        // array's drop skips deleted slots). Its bytes stay as they are for readers still
+        // comparing them, and what they point to (the value, a long name's bytes) is
+        // dropped only after those readers left.
+        let Slot { name, value, .. } = unsafe { a.slot_ptr(i).read() };
+        if name.as_bytes().len() > Name::INLINE {
+            // SAFETY: a fresh box, unreachable by anyone.
+            unsafe { rcu.retire_box(Box::into_raw(Box::new(name))) };
+        } else {
+            drop(name);
+        }
+        let out = value.clone();
+        rcu.defer_drop_arc(value);
+        self.len.store(self.len() - 1, Ordering::Relaxed);
+        out
     }
 
     /// Starts a rebuild: publishes an empty array sized for `n` entries (the live ones and
@@ -790,6 +962,71 @@ mod tests {
         assert_eq!(t.get_sure(&name(1), &g), Some(None));
     }
 
+    /// A probe answers only while the table has not changed: an insert or removal through
+    /// a stale one takes the usual path and leaves the table right (no second entry, the
+    /// right one removed); a fresh one is used as it is (no lookup: counted in debug
+    /// builds); none is made while a rebuild is under way.
+    #[test]
+    fn probes_answer_only_while_nothing_changed() {
+        let rcu = Rcu::new();
+        let g = rcu.pin();
+        let t: DHash<usize> = DHash::new();
+        for i in 0..40 {
+            t.insert(Name::new(&name(i)), Arc::new(i), &rcu);
+        }
+        while rebuilding(&t) {
+            t.insert(Name::new(b"pad"), Arc::new(0), &rcu);
+        }
+        let probe = |n: &[u8]| t.get_probed(n, &g).expect("no rebuild under way").1;
+        // A fresh miss: filled in place, no lookup.
+        let p = probe(b"x");
+        assert!(p.is_some_and(|p| !p.hit && t.still(&p)));
+        let before = crate::sync::counters::counters().dir_lookups;
+        assert_eq!(t.insert_probed(p, Name::new(b"x"), Arc::new(1), &rcu), None);
+        if cfg!(debug_assertions) {
+            assert_eq!(crate::sync::counters::counters().dir_lookups, before, "the probed insert looked up");
+        }
+        assert_eq!(t.get(b"x", &g).map(|v| **v), Some(1));
+        // A miss gone stale: another name came in meanwhile, then the same name.
+        let p = probe(b"y");
+        t.insert(Name::new(b"z"), Arc::new(2), &rcu);
+        assert!(p.is_some_and(|p| !t.still(&p)));
+        assert_eq!(t.insert_probed(p, Name::new(b"y"), Arc::new(3), &rcu), None);
+        let p = probe(b"w");
+        t.insert(Name::new(b"w"), Arc::new(4), &rcu);
+        assert_eq!(t.insert_probed(p, Name::new(b"w"), Arc::new(5), &rcu).map(|v| *v), Some(4), "replaced");
+        let len = t.len();
+        assert_eq!(t.remove(b"w", &rcu).map(|v| *v), Some(5));
+        assert_eq!((t.get(b"w", &g), t.len()), (None, len - 1), "a second entry was left");
+        // A fresh hit: removed from its slot.
+        let p = probe(b"x");
+        assert!(p.is_some_and(|p| p.hit));
+        assert_eq!(t.remove_probed(p, b"x", &rcu).map(|v| *v), Some(1));
+        assert_eq!(t.get(b"x", &g), None);
+        // A hit gone stale: the name removed and put back (elsewhere) meanwhile.
+        let p = probe(b"y");
+        assert_eq!(t.remove(b"y", &rcu).map(|v| *v), Some(3));
+        t.insert(Name::new(b"y"), Arc::new(6), &rcu);
+        assert_eq!(t.remove_probed(p, b"y", &rcu).map(|v| *v), Some(6));
+        assert_eq!(t.get(b"y", &g), None);
+        // A hit gone stale by a removal alone: the probed removal finds nothing.
+        let p = probe(b"z");
+        assert_eq!(t.remove(b"z", &rcu).map(|v| *v), Some(2));
+        assert!(p.is_some_and(|p| !t.still(&p)));
+        assert_eq!(t.remove_probed(p, b"z", &rcu), None);
+        // Every other entry is still found.
+        for i in 0..40 {
+            assert_eq!(t.get(&name(i), &g).map(|v| **v), Some(i));
+        }
+        // No probe while a rebuild moves entries.
+        let mut k = 0;
+        while !rebuilding(&t) {
+            t.insert(Name::new(format!("grow{k}").as_bytes()), Arc::new(k), &rcu);
+            k += 1;
+        }
+        assert!(t.get_probed(b"q", &g).is_some_and(|(found, p)| found.is_none() && p.is_none()));
+    }
+
     /// An insert of a name already there replaces it, rebuild or not: the one-probe insert
     /// (no rebuild under way) must not add a second entry beside the first.
     #[test]
@@ -921,6 +1158,104 @@ mod tests {
             done.store(true, Ordering::Relaxed);
         });
         assert_eq!(t.len(), 1);
+    }
+
+    /// The walk's handoff: probes taken by a lockless reader while the writer changes the
+    /// table, then used by the writer. Whatever a probe still vouches for (`still`) is
+    /// true of the table then (a miss: the name is absent; a hit: it is there, in that
+    /// slot); the writer changes the table through them, and it ends as the model says.
+    #[test]
+    fn lockless_probes_handed_to_the_writer() {
+        let rcu = Rcu::new();
+        let t: DHash<usize> = DHash::new();
+        let names = if cfg!(miri) { 24 } else { 200 };
+        let steps = if cfg!(miri) { 60 } else { 20_000 };
+        let all: Vec<Vec<u8>> = (0..names).map(name).collect();
+        // Never removed: an empty table has no array, and no probe is made of it.
+        t.insert(Name::new(b"stays"), Arc::new(0), &rcu);
+        let done = AtomicBool::new(false);
+        // Bounded: probes the writer has no room for are dropped, not queued up stale.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Probe)>(16);
+        let mut model = std::collections::BTreeMap::new();
+        // (probes used, probes stale on arrival)
+        let mut used = (0, 0);
+        /// Uses the probe of name `k` if it is still good.
+        fn apply(
+            t: &DHash<usize>,
+            rcu: &Rcu,
+            model: &mut std::collections::BTreeMap<usize, usize>,
+            used: &mut (usize, usize),
+            k: usize,
+            p: Probe,
+            step: usize,
+        ) {
+            if !t.still(&p) {
+                used.1 += 1;
+                return;
+            }
+            used.0 += 1;
+            assert_eq!(p.hit, model.contains_key(&k), "a probe still vouched for was wrong");
+            if p.hit {
+                assert_eq!(t.remove_probed(Some(p), &name(k), rcu).map(|v| *v), model.remove(&k));
+            } else {
+                assert_eq!(t.insert_probed(Some(p), Name::new(&name(k)), Arc::new(step), rcu), None);
+                model.insert(k, step);
+            }
+        }
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut i = 0;
+                while !done.load(Ordering::Relaxed) {
+                    let g = rcu.pin();
+                    for _ in 0..32 {
+                        if let Some((_, Some(p))) = t.get_probed(&all[i % names], &g)
+                            && let Err(std::sync::mpsc::TrySendError::Disconnected(_)) = tx.try_send((i % names, p))
+                        {
+                            return;
+                        }
+                        i += 7;
+                    }
+                }
+            });
+            // The reader running before the writer starts.
+            let (k, p) = rx.recv().expect("the reader probes until done");
+            apply(&t, &rcu, &mut model, &mut used, k, p, 0);
+            let mut x: u64 = 11;
+            for step in 0..steps {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let k = (x % names as u64) as usize;
+                if x.is_multiple_of(3) {
+                    assert_eq!(t.remove(&name(k), &rcu).map(|v| *v), model.remove(&k));
+                } else {
+                    assert_eq!(t.insert(Name::new(&name(k)), Arc::new(step), &rcu).map(|v| *v), model.insert(k, step));
+                }
+                while let Ok((k, p)) = rx.try_recv() {
+                    apply(&t, &rcu, &mut model, &mut used, k, p, step);
+                }
+            }
+            // Then with the table still (no rebuild left under way, during which no probe is
+            // made: changes of a name outside the model step it): the reader's next probe
+            // is good, and used.
+            for step in steps..steps + 20 {
+                while rebuilding(&t) {
+                    t.insert(Name::new(b"pad"), Arc::new(0), &rcu);
+                    t.remove(b"pad", &rcu);
+                }
+                let before = used.0;
+                while used.0 == before {
+                    let (k, p) = rx.recv().expect("the reader probes until done");
+                    apply(&t, &rcu, &mut model, &mut used, k, p, step);
+                }
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        let g = rcu.pin();
+        assert_eq!(t.len(), model.len() + 1);
+        for k in 0..names {
+            assert_eq!(t.get(&name(k), &g).map(|v| **v), model.get(&k).copied(), "{k}");
+        }
     }
 
     #[test]

@@ -41,13 +41,16 @@ pub struct Counters {
     /// release is an atomic swap, so the hot paths pin only where they read something
     /// the collector protects.
     pub guard_pins: u64,
+    /// Lookups of a name in a directory's table ([`crate::core::dhash`]; debug builds
+    /// only, 0 in release): one per array probed, however many slots it compared.
+    pub dir_lookups: u64,
 }
 
 thread_local! {
     static COUNTERS: Cell<Counters> = const { Cell::new(Counters {
         locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0, notify_locks: 0,
         dentries_invalidated: 0, dcache_scanned: 0, hash_probes: 0, path_cache_hits: 0, path_cache_fills: 0,
-        data_pages_made: 0, data_pages_in_shmem: 0, host_dir_streams_opened: 0, guard_pins: 0,
+        data_pages_made: 0, data_pages_in_shmem: 0, host_dir_streams_opened: 0, guard_pins: 0, dir_lookups: 0,
     }) };
 }
 

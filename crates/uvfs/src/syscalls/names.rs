@@ -278,7 +278,8 @@ impl Task {
         let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
-        let victim = vfs.lookup_excl(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, &guard)?;
+        let (victim, probe) =
+            vfs.lookup_excl_probed(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, None, &guard)?;
         if p.trailing_slash {
             return Err(match victim {
                 None => Errno::ENOENT,
@@ -293,7 +294,7 @@ impl Task {
             return Err(Errno::EBUSY);
         }
         p.parent.mnt.sb.fs().unlink(dir_inode, name, &inode)?;
-        vfs.d_remove(&p.parent.dentry, &mut locked, name, &guard);
+        vfs.d_remove_probed(&p.parent.dentry, &mut locked, name, probe, &guard);
         // Linux's order: ATTRIB (link count), DELETE_SELF (last link, unused), DELETE in
         // the directory, then the watches of the deleted inode go (IN_IGNORED).
         fsnotify::notify_self(vfs.fast, &inode, EventMask::ATTRIB, &guard);

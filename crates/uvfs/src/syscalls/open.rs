@@ -40,7 +40,7 @@ use crate::walk::namei::{LookupFlags, Outcome};
 #[allow(clippy::large_enum_variant)]
 enum OpenTarget {
     Existing(PathRef),
-    Create { parent: PathRef, name: crate::walk::namei::LastName },
+    Create { parent: PathRef, name: crate::walk::namei::LastName, probe: Option<crate::core::dhash::Probe> },
 }
 
 impl Task {
@@ -160,11 +160,11 @@ impl Task {
                     }
                     Ok(OpenTarget::Existing(p.to_path()))
                 }
-                Outcome::Missing { parent, name, trailing_slash } => {
+                Outcome::Missing { parent, name, trailing_slash, probe } => {
                     if trailing_slash {
                         return Err(Errno::EISDIR);
                     }
-                    Ok(OpenTarget::Create { parent: parent.to_path(), name })
+                    Ok(OpenTarget::Create { parent: parent.to_path(), name, probe })
                 }
                 Outcome::Parent { .. } => Err(Errno::EINVAL),
             })?;
@@ -179,7 +179,9 @@ impl Task {
             };
             let opened = match target {
                 OpenTarget::Existing(p) => self.do_open(p, flags).map(Some),
-                OpenTarget::Create { parent, name } => self.open_create(&parent, name.bytes(path), flags, mode),
+                OpenTarget::Create { parent, name, probe } => {
+                    self.open_create(&parent, name.bytes(path), probe, flags, mode)
+                }
             };
             match opened {
                 Ok(Some(f)) => return Ok((f, slot)),
@@ -231,14 +233,24 @@ impl Task {
 
     /// Creates and opens `name` in `parent`; `Ok(None)` if it appeared meanwhile (and
     /// `O_EXCL` is not set).
-    fn open_create(&self, parent: &PathRef, name: &[u8], flags: OpenFlags, mode: u32) -> Result<Option<File>> {
+    /// `probe`: what the walk's lockless lookup of `name` saw (see `Outcome::Missing`).
+    fn open_create(
+        &self,
+        parent: &PathRef,
+        name: &[u8],
+        probe: Option<crate::core::dhash::Probe>,
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Result<Option<File>> {
         let vfs = &*self.vfs;
         let guard = vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
         let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
-        if vfs.lookup_excl(&parent.mnt.sb, &parent.dentry, &mut locked, name, &guard)?.is_some() {
+        let (found, probe) =
+            vfs.lookup_excl_probed(&parent.mnt.sb, &parent.dentry, &mut locked, name, probe, &guard)?;
+        if found.is_some() {
             if flags.contains(OpenFlags::EXCL) {
                 return Err(Errno::EEXIST);
             }
@@ -252,7 +264,7 @@ impl Task {
         let args =
             new_node_args(creds, dir_inode, (mode & S_IALLUGO) | FileType::Regular.mode_bits(), self.current_umask())?;
         let inode = parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &args)?;
-        let d = vfs.d_add(&parent.dentry, &mut locked, name, inode.clone(), &guard);
+        let d = vfs.d_add_probed(&parent.dentry, &mut locked, name, inode.clone(), probe, &guard);
         fsnotify::notify_name(vfs.fast, parent.pos(), name, &inode, EventMask::CREATE, 0, &guard);
         drop(locked);
         Ok(Some(File::new(parent.mnt.clone(), d, inode, flags & !OpenFlags::TRUNC)?))

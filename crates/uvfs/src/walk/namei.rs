@@ -161,6 +161,10 @@ pub enum Outcome<'a> {
         name: LastName,
         /// The path ended in a slash.
         trailing_slash: bool,
+        /// What the lockless lookup of the name saw in `parent`'s table, if it made one (a
+        /// create hands it to [`VfsInner::lookup_excl_probed`], which then need not look
+        /// the name up again under the directory's lock).
+        probe: Option<crate::core::dhash::Probe>,
     },
     /// `PARENT`: the walk stopped before the last component.
     Parent {
@@ -589,6 +593,7 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
     }
 
     /// Looks `name` up in the current directory: the dentry, or `None` for a miss.
+    #[inline(always)]
     fn lookup(&mut self, name: &[u8]) -> std::result::Result<Option<ArcBorrow<'a, Dentry>>, Stop> {
         let dir = self.cur.dentry.get();
         if !self.locked {
@@ -618,6 +623,29 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
         }
         let d = self.vfs.lookup_locked(self.cur, name, self.guard)?;
         Ok(d)
+    }
+
+    /// [`Nameidata::lookup`] of a name the caller may create: in the lockless tier on a
+    /// filesystem whose dentry cache is complete, a certain miss also says where in the
+    /// directory's table the name would go, for the create (see `Outcome::Missing`).
+    #[inline]
+    fn lookup_probed(
+        &mut self,
+        name: &[u8],
+    ) -> std::result::Result<(Option<ArcBorrow<'a, Dentry>>, Option<crate::core::dhash::Probe>), Stop> {
+        let dir = self.cur.dentry.get();
+        if self.locked || !self.cur.mnt.sb.dcache_complete() {
+            return Ok((self.lookup(name)?, None));
+        }
+        let Some(children) = dir.dir().map(|d| &d.children) else { return Ok((None, None)) };
+        match children.get_probed(name, self.guard) {
+            Some((Some(d), _)) if !d.needs_revalidate() => {
+                Ok((d.inode().is_some().then(|| ArcBorrow::from_arc(d)), None))
+            }
+            Some((Some(_), _)) => Ok((self.lookup(name)?, None)),
+            Some((None, probe)) => Ok((None, probe)),
+            None => Err(Stop::Fallback),
+        }
     }
 
     /// The body of the symlink `d`, pushed as a new segment.
@@ -727,13 +755,17 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
                     self.dotdot()?
                 }
                 _ => {
-                    let found = self.lookup(name)?;
+                    let (found, probe) = match is_last && flags.contains(LookupFlags::MISSING_OK) {
+                        true => self.lookup_probed(name)?,
+                        false => (self.lookup(name)?, None),
+                    };
                     let Some(d) = found else {
                         if is_last && flags.contains(LookupFlags::MISSING_OK) {
                             return Ok(Outcome::Missing {
                                 parent: self.cur,
                                 name: self.last_name(s, name),
                                 trailing_slash,
+                                probe,
                             });
                         }
                         return Err(Stop::Err(Errno::ENOENT));
