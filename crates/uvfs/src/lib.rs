@@ -69,7 +69,9 @@
 //!   (`core/dentry.rs`, `core/inode.rs`, checked at compile time).
 //!   A directory's children are an open-addressed table (`core/dhash.rs`): a probe reads
 //!   one word of tags and the slot whose tag matches, where the hash and the name are
-//!   compared, before any dentry is touched.
+//!   compared, before any dentry is touched. A create's lockless miss stands under the
+//!   directory's lock while the table's version has not moved (`dhash::Probe`): the name
+//!   is not looked up again there, and goes into the slot the miss found.
 //! - **Lockless inode-cache probe** (seed 004, hash half): `core/icache.rs`. Filesystems that
 //!   load inodes (hostfs) find them by (device, inode number) in a table probed without
 //!   its lock; only an insert locks (and probes again under the lock).

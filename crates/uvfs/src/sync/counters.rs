@@ -41,7 +41,7 @@ pub struct Counters {
     /// release is an atomic swap, so the hot paths pin only where they read something
     /// the collector protects.
     pub guard_pins: u64,
-    /// Lookups of a name in a directory's table ([`crate::core::dhash`]; debug builds
+    /// Lookups of a name in a directory's table (`core/dhash.rs`; debug builds
     /// only, 0 in release): one per array probed, however many slots it compared.
     pub dir_lookups: u64,
 }
