@@ -699,8 +699,8 @@ fn unwatched_opens_and_closes_pin_no_guard_for_events() {
 /// that lookup found room; an unlink looks its name up once, under the lock, and removes
 /// it from the slot it found. Each costs as many lookups in directories' tables as a
 /// failed open of the same path (one per component; counted in debug builds, which the
-/// test suite is), where each once took one more: a create three, an unlink three. A
-/// create that grows the table, or meets it being rebuilt, looks up more.
+/// test suite is), where a create once took two more and an unlink one. A create that
+/// grows the table, or meets it being rebuilt, looks up more.
 #[cfg(debug_assertions)]
 #[test]
 fn creates_and_unlinks_look_their_name_up_once() {
