@@ -731,4 +731,21 @@ fn creates_and_unlinks_look_their_name_up_once() {
             "an unlink: the parent in its walk, the name under the lock"
         );
     }
+    // The other creates walk to the parent only and look the name up under the lock, once;
+    // so does rmdir: as many lookups as a failed open too.
+    t.close(t.open(b"/d/keep", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
+    let mut counts = Vec::new();
+    for i in 0..20 {
+        let (dir, node, link) = (format!("/d/dir{i}"), format!("/d/node{i}"), format!("/d/link{i}"));
+        let missed = lookups(&mut || assert_eq!(t.open(dir.as_bytes(), OpenFlags::RDONLY, 0), Err(Errno::ENOENT)));
+        let made = [
+            lookups(&mut || t.mkdir(dir.as_bytes(), 0o755).unwrap()),
+            lookups(&mut || t.mknodat(DirFd::Cwd, node.as_bytes(), 0o100644, 0).unwrap()),
+            lookups(&mut || t.symlink(b"keep", link.as_bytes()).unwrap()),
+            lookups(&mut || t.rmdir(dir.as_bytes()).unwrap()),
+        ];
+        counts.push((missed, made));
+    }
+    let once = counts.iter().filter(|(m, made)| made.iter().all(|n| n == m)).count();
+    assert!(once >= 16, "mkdir, mknod, symlink, rmdir that looked their name up once: {once} of 20 ({counts:?})");
 }

@@ -87,7 +87,10 @@ impl Task {
         let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let want_write = p.parent.mnt.want_write();
         let mut locked = dir.lock.write();
-        if vfs.lookup_excl(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, &guard)?.is_some() {
+        // The miss's probe places the new name without a second lookup.
+        let (found, probe) =
+            vfs.lookup_excl_probed(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, None, &guard)?;
+        if found.is_some() {
             return Err(Errno::EEXIST);
         }
         if p.trailing_slash && !is_dir {
@@ -100,7 +103,7 @@ impl Task {
         check(&p.parent, &guard)?;
         may_create_in(creds, dir_inode, vfs.fast, &guard)?;
         let inode = make(&p.parent, name, &guard)?;
-        vfs.d_add(&p.parent.dentry, &mut locked, name, inode.clone(), &guard);
+        vfs.d_add_probed(&p.parent.dentry, &mut locked, name, inode.clone(), probe, &guard);
         fsnotify::notify_name(vfs.fast, p.parent.pos(), name, &inode, EventMask::CREATE, 0, &guard);
         Ok(())
     }
@@ -330,8 +333,9 @@ impl Task {
         let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
-        let victim =
-            vfs.lookup_excl(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, &guard)?.ok_or(Errno::ENOENT)?;
+        let (victim, probe) =
+            vfs.lookup_excl_probed(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, None, &guard)?;
+        let victim = victim.ok_or(Errno::ENOENT)?;
         let inode = victim.inode().expect("positive").clone();
         may_delete(creds, dir_inode, &inode, true, vfs.fast, &guard)?;
         if victim.hot.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
@@ -347,7 +351,7 @@ impl Task {
         // What a filesystem that is not complete cached below it (misses) goes with it.
         vfs.d_prune(&p.parent.mnt.sb, &mut vlocked, vdir);
         drop(vlocked);
-        vfs.d_remove(&p.parent.dentry, &mut locked, name, &guard);
+        vfs.d_remove_probed(&p.parent.dentry, &mut locked, name, probe, &guard);
         notify_removed(vfs.fast, p.parent.pos(), name, &inode, &guard);
         drop(locked);
         Ok(())
