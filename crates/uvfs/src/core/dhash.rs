@@ -272,15 +272,16 @@ impl<T> Array<T> {
         // portable barrier (and so under Miri) a reader's load must join the total order
         // of the fence a reclaimer issues before freeing what was unlinked; on x86 and ARM
         // it is the same instruction as an acquire load.
-        self.probe::<false>(h, name).ok()
+        self.probe::<false, false>(h, name).ok()
     }
 
     /// One probe for `name` from its hash's group: `Ok` with its full slot, or a miss:
-    /// `Err` with the first empty slot of the group where it stopped, where `put` would
-    /// write the name (`None` if no group had one). The writer (`WRITER`) loads the tags
-    /// it wrote relaxed.
+    /// `Err`, with (`FREE`) the first empty slot of the group where it stopped, where
+    /// `put` would write the name (`None` if no group had one, or not asked: a plain
+    /// lookup's miss, a failed open's, computes none). The writer (`WRITER`) loads the
+    /// tags it wrote relaxed.
     #[inline(always)]
-    fn probe<const WRITER: bool>(self, h: u64, name: &[u8]) -> Result<usize, Option<usize>> {
+    fn probe<const WRITER: bool, const FREE: bool>(self, h: u64, name: &[u8]) -> Result<usize, Option<usize>> {
         #[cfg(debug_assertions)]
         crate::sync::counters::bump(|c| c.dir_lookups += 1);
         let order = if WRITER { Ordering::Relaxed } else { Ordering::SeqCst };
@@ -303,7 +304,7 @@ impl<T> Array<T> {
             let empty = zero_bytes(w);
             if empty != 0 {
                 count_probes(probes.max(1));
-                return Err(slots_of(g, empty).next());
+                return Err(if FREE { slots_of(g, empty).next() } else { None });
             }
             probes += 1;
             g = self.next_group(g);
@@ -349,7 +350,7 @@ impl<T> Array<T> {
     #[inline(always)]
     fn free_for(self, h: u64, name: &[u8]) -> Option<usize> {
         // Relaxed: the caller is the writer, which wrote every tag.
-        self.probe::<true>(h, name).err().flatten()
+        self.probe::<true, true>(h, name).err().flatten()
     }
 
     /// Frees the array, dropping the entries still full: the table's at its drop, or those
@@ -650,7 +651,7 @@ impl<T: Send + Sync + 'static> DHash<T> {
             let h = self.hash(name);
             // Slots are fewer than 2^32 (an array of them would take 128 GiB).
             let probe = |slot: usize, hit| Some(Probe { version, hash: h, slot: slot as u32, hit });
-            match arr.probe::<false>(h, name) {
+            match arr.probe::<false, true>(h, name) {
                 Ok(i) => Some((Some(&arr.slot::<'g>(i).value), probe(i, true))),
                 Err(free) => {
                     // Seqlock read side, as `get_sure`: a miss is certain only when no
