@@ -179,7 +179,9 @@ impl FdTable {
     #[inline]
     fn array_locked<'l>(&'l self, held: &'l MutexGuard<'_, ()>) -> &'l FdArray {
         // SAFETY: `held` is this table's lock (checked in debug builds), under which every
-        // replacement is made, and the borrow lasts no longer than it.
+        // replacement is made, and the borrow lasts no longer than it; `grow`, the one
+        // replacement, reads the old array before it replaces it and not after, and
+        // `find_free` loads the array again after a `grow`.
         debug_assert!(self.lock.is_locked());
         unsafe { self.array.load_locked(held) }
     }

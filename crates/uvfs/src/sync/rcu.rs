@@ -308,7 +308,8 @@ impl<T: Send + Sync + 'static> RcuBox<T> {
     ///
     /// # Safety
     /// Every `replace` of this cell is made with that lock held, and the caller holds it
-    /// for as long as the borrow lasts (and does not replace the value while borrowing it).
+    /// for as long as the borrow lasts, and does not use the borrow once it has replaced
+    /// the value itself (the old one may be freed at once: the caller pins no guard).
     #[inline]
     pub(crate) unsafe fn load_locked<'l, L>(&'l self, _held: &'l L) -> &'l T {
         // SAFETY: never empty (see `load`); per the contract the box is not replaced, and
