@@ -580,14 +580,22 @@ impl<T: Send + Sync + 'static> DHash<T> {
             if used < a.max_used()
                 && let Some(i) = a.free_for(h, name.as_bytes())
             {
-                a.fill(i, h, name, value);
-                self.used.store(used + 1, Ordering::Relaxed);
-                self.len.store(self.len() + 1, Ordering::Relaxed);
-                self.changed();
+                self.fill_new(a, i, h, name, value, used);
                 return None;
             }
         }
         self.insert_slow(h, name, value, rcu)
+    }
+
+    /// An insert of a new name into the empty slot `i` of the current array `a`, outside a
+    /// rebuild and with room left (`used`, below `max_used`): the two ways an insert knows
+    /// its slot without a second probe (its own miss, or a probe's).
+    #[inline(always)]
+    fn fill_new(&self, a: Array<T>, i: usize, h: u64, name: Name, value: Arc<T>, used: usize) {
+        a.fill(i, h, name, value);
+        self.used.store(used + 1, Ordering::Relaxed);
+        self.len.store(self.len() + 1, Ordering::Relaxed);
+        self.changed();
     }
 
     /// An insert that could not take the one-probe path: a removal of the name, then a
@@ -705,10 +713,7 @@ impl<T: Send + Sync + 'static> DHash<T> {
             let a = self.probed_array();
             let used = self.used.load(Ordering::Relaxed);
             if used < a.max_used() {
-                a.fill(p.slot as usize, p.hash, name, value);
-                self.used.store(used + 1, Ordering::Relaxed);
-                self.len.store(self.len() + 1, Ordering::Relaxed);
-                self.changed();
+                self.fill_new(a, p.slot as usize, p.hash, name, value, used);
                 return None;
             }
             return self.insert_slow(p.hash, name, value, rcu);
