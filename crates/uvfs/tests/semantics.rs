@@ -592,3 +592,83 @@ fn vectored_reads_and_writes() {
     assert_eq!(t.writev(r, &[b"x"]), Err(Errno::EBADF));
     assert_eq!(t.readv(Fd(77), &mut [&mut all]), Err(Errno::EBADF));
 }
+
+/// Multigrain timestamps (Linux 6.13, tmpfs's): a change made after a `stat` shows in the
+/// next `stat` however soon it comes, on the file (contents, attributes) and on its
+/// directory, though changes are stamped with the coarse clock (4 ms a tick).
+#[test]
+fn a_change_after_a_stat_shows_however_soon() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o755).unwrap();
+    let fd = t.open(b"/d/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    let mut last = t.fstat(fd).unwrap();
+    let mut dir = t.stat(b"/d").unwrap();
+    for i in 0..1000u64 {
+        t.pwrite(fd, b"x", i as i64).unwrap();
+        let s = t.fstat(fd).unwrap();
+        assert!(s.mtime > last.mtime && s.ctime > last.ctime, "write {i}: {last:?} then {s:?}");
+        t.fchmod(fd, if i % 2 == 0 { 0o600 } else { 0o644 }).unwrap();
+        let s2 = t.fstat(fd).unwrap();
+        assert!(s2.ctime > s.ctime && s2.mtime == s.mtime, "chmod {i}: {s:?} then {s2:?}");
+        t.mknodat(DirFd::Cwd, format!("/d/n{i}").as_bytes(), 0o644, 0).unwrap();
+        let d = t.stat(b"/d").unwrap();
+        assert!(d.mtime > dir.mtime && d.ctime > dir.ctime, "create {i}: {dir:?} then {d:?}");
+        t.utimensat(DirFd::Cwd, b"/d/f", None, AtFlags::empty()).unwrap();
+        let s3 = t.fstat(fd).unwrap();
+        assert!(s3.ctime > s2.ctime && s3.mtime == s3.ctime && s3.atime == s3.ctime, "touch {i}: {s2:?} then {s3:?}");
+        (last, dir) = (s3, d);
+    }
+}
+
+/// A fine-grained stamp raises the floor under the coarse ones: a file changed after
+/// another is never stamped earlier (what `make` compares), though only the first was
+/// looked at.
+#[test]
+fn a_later_change_is_never_stamped_earlier() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    let fd = t.open(b"/a", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    for i in 0..1000u64 {
+        t.fstat(fd).unwrap();
+        t.pwrite(fd, b"x", i as i64).unwrap();
+        let a = t.fstat(fd).unwrap();
+        let name = format!("/b{i}");
+        let b = t.open(name.as_bytes(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        t.close(b).unwrap();
+        let b = t.stat(name.as_bytes()).unwrap();
+        assert!(b.mtime >= a.mtime && b.ctime >= a.ctime, "{i}: /a {a:?}, then /b {b:?}");
+    }
+}
+
+/// Changes nobody has looked at read the coarse clock only: creates, writes and unlinks
+/// of files that no `stat` saw take no fine-grained stamp (their directory was not
+/// looked at either), and a `statx` that asks for neither `mtime` nor `ctime` does not
+/// count as looking.
+#[test]
+fn unseen_changes_take_no_fine_stamp() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o755).unwrap();
+    let f0 = uvfs::counters().fine_stamps;
+    for i in 0..200 {
+        let p = format!("/d/f{i}");
+        let fd = t.open(p.as_bytes(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        t.write(fd, b"data").unwrap();
+        t.fchmod(fd, 0o600).unwrap();
+        t.statx(DirFd::Cwd, p.as_bytes(), AtFlags::empty(), uvfs::StatxMask::SIZE).unwrap();
+        t.write(fd, b"more").unwrap();
+        t.close(fd).unwrap();
+        t.unlink(p.as_bytes()).unwrap();
+    }
+    assert_eq!(uvfs::counters().fine_stamps - f0, 0);
+    // Looked at, then changed at once: fine stamps, one a change at most.
+    let fd = t.open(b"/d/g", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+    let f1 = uvfs::counters().fine_stamps;
+    for _ in 0..100 {
+        t.fstat(fd).unwrap();
+        t.write(fd, b"x").unwrap();
+    }
+    let fine = uvfs::counters().fine_stamps - f1;
+    assert!(fine > 0 && fine <= 100, "{fine} fine stamps for 100 writes after a stat each");
+}

@@ -609,10 +609,10 @@ pub(crate) fn set_posix_acl(creds: &Credentials, inode: &Inode, ty: AclType, acl
     let acl = acl.map(Arc::new);
     let fs = inode.sb().fs();
     fs.set_acl(inode, ty, acl.as_ref())?;
-    let now = crate::abi::flags::Timespec::now();
+    let now = crate::core::inode::current_time();
     inode.update_locked(|w| {
         w.set_mode(mode);
-        w.set_ctime(now);
+        w.stamp_ctime(now);
     });
     publish(inode, ty, acl);
     if mode != old_mode {

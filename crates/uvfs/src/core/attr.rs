@@ -7,7 +7,6 @@
 
 use crate::abi::cred::{Capabilities, Credentials};
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::Timespec;
 use crate::abi::stat::{FileType, S_ISGID, S_ISUID, is_setgid_exec, is_sxid};
 use crate::core::inode::Inode;
 
@@ -58,7 +57,7 @@ pub(crate) fn kill_suid(creds: &Credentials, inode: &Inode) {
     if kill != 0 && inode.file_type() == FileType::Regular && !creds.capable(Capabilities::FSETID) {
         inode.update(|w| {
             w.set_mode(mode & !kill);
-            w.set_ctime(Timespec::now());
+            w.stamp_ctime(crate::core::inode::current_time());
         });
         // Persisted like any mode change (Linux's `file_remove_privs` -> `notify_change`):
         // a passthrough filesystem would otherwise keep the bits (the host process may

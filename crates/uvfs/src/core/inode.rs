@@ -8,6 +8,11 @@
 //! ids, ACL slot) are on a cache line of their own; the lock, the open count and the
 //! filesystem's private data on the line of the `Arc`'s counts (see the checks at the
 //! end of this file).
+//!
+//! Times are multigrain, as tmpfs's since Linux 6.13: changes take the coarse clock
+//! ([`current_time`]) unless a `stat` has reported the change time since it was last
+//! set, in which case [`AttrWriter::stamp_ctime`] takes a fine-grained stamp, so that the
+//! change shows (see `I_CTIME_QUERIED` and `MG_FLOOR`).
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -141,7 +146,7 @@ impl AtomicTime {
     fn load(&self) -> Timespec {
         let hi = u64::from(self.sec_hi.load(Ordering::Relaxed));
         let lo = u64::from(self.sec_lo.load(Ordering::Relaxed));
-        Timespec { sec: (hi << 32 | lo) as i64, nsec: self.nsec.load(Ordering::Relaxed) }
+        Timespec { sec: (hi << 32 | lo) as i64, nsec: self.nsec.load(Ordering::Relaxed) & !I_CTIME_QUERIED }
     }
     fn store(&self, t: Timespec) {
         let s = t.sec as u64;
@@ -149,6 +154,62 @@ impl AtomicTime {
         self.sec_lo.store(s as u32, Ordering::Relaxed);
         self.nsec.store(t.nsec, Ordering::Relaxed);
     }
+}
+
+/// Set in the change time's nanoseconds (which stay below 2^30) once a `stat` has reported
+/// it: the next change must then show, so it gets a fine-grained stamp unless the coarse
+/// clock has moved past it (Linux's `I_CTIME_QUERIED`). Cleared by every store of a time.
+const I_CTIME_QUERIED: u32 = 1 << 31;
+
+/// Multigrain timestamps (Linux 6.13, tmpfs's and ext4's; `fs/inode.c` and
+/// `kernel/time/timekeeping.c`). A change is stamped with the coarse clock (the kernel's
+/// tick: a read of a shared page, no `rdtsc`), so that a burst of creates, writes and
+/// unlinks costs one cheap clock read each. A change that must be told apart from what a
+/// `stat` already saw (`I_CTIME_QUERIED`) takes the fine clock instead, and that fine stamp
+/// raises a floor under every later coarse one, so that no file changed after another gets
+/// an earlier time (what `make` relies on). Nanoseconds since the epoch; atomic, the one
+/// shared write is a fine stamp's.
+static MG_FLOOR: AtomicU64 = AtomicU64::new(0);
+
+fn clock(id: libc::clockid_t) -> Timespec {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable `timespec`, and the clocks asked for exist on every
+    // Linux uvfs runs on (the coarse one since 2.6.32), so the call fills it. (glibc's
+    // vDSO call, not rustix's: valgrind, which runs the concurrency tests, maps no vDSO
+    // that rustix's own parser can read.)
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    Timespec { sec: ts.tv_sec, nsec: ts.tv_nsec as u32 }
+}
+
+fn to_ns(t: Timespec) -> u64 {
+    (t.sec as u64).wrapping_mul(1_000_000_000).wrapping_add(u64::from(t.nsec))
+}
+
+fn from_ns(n: u64) -> Timespec {
+    Timespec { sec: (n / 1_000_000_000) as i64, nsec: (n % 1_000_000_000) as u32 }
+}
+
+/// Linux's `current_time` on a multigrain filesystem: the coarse clock, or the latest
+/// fine-grained stamp if that is later. What a new inode is stamped with, and the `now`
+/// an operation passes to [`AttrWriter::stamp_ctime`].
+pub fn current_time() -> Timespec {
+    let coarse = clock(libc::CLOCK_REALTIME_COARSE);
+    let floor = MG_FLOOR.load(Ordering::Relaxed);
+    if floor > to_ns(coarse) { from_ns(floor) } else { coarse }
+}
+
+/// A fine-grained stamp (`ktime_get_real_ts64_mg`), which becomes the coarse stamps' floor.
+fn fine_time() -> Timespec {
+    crate::sync::counters::bump(|c| c.fine_stamps += 1);
+    let fine = clock(libc::CLOCK_REALTIME);
+    let n = to_ns(fine);
+    // A later stamp already made the floor: use it (it is fine-grained too, and newer).
+    let prev = MG_FLOOR.load(Ordering::Relaxed);
+    if prev >= n {
+        return from_ns(prev);
+    }
+    let prev = MG_FLOOR.fetch_max(n, Ordering::Relaxed);
+    if prev > n { from_ns(prev) } else { fine }
 }
 
 /// What few inodes use, made by the first that needs it; Linux keeps the same two behind
@@ -416,9 +477,31 @@ impl Inode {
         }
     }
 
-    /// Fills a `stat`: lockless, no allocation.
+    /// Fills a `stat` for a caller who will see it: lockless, no allocation; it marks the
+    /// change time reported as seen (one shared write after each change: see
+    /// `I_CTIME_QUERIED`), so that the next change shows.
     #[inline]
     pub fn stat(&self) -> Stat {
+        let s = self.stat_unseen();
+        self.ctime_seen(s.ctime);
+        s
+    }
+
+    /// Marks `seen`, a change time just read, as reported (`fill_mg_cmtime`). The mark is
+    /// set only on the value read: if a change came in between, this reader's `stat` is
+    /// ordered before it, and nothing needs marking.
+    #[inline]
+    fn ctime_seen(&self, seen: Timespec) {
+        let n = self.ctime.nsec.load(Ordering::Relaxed);
+        if n == seen.nsec {
+            let _ = self.ctime.nsec.compare_exchange(n, n | I_CTIME_QUERIED, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// [`Inode::stat`] without marking the change time as seen: for the kernel's own use of
+    /// the attributes and for a `statx` that does not ask for `mtime` or `ctime`.
+    #[inline]
+    pub fn stat_unseen(&self) -> Stat {
         let a = self.attrs();
         Stat {
             dev: self.sb.dev(),
@@ -622,9 +705,42 @@ impl AttrWriter<'_> {
     pub fn set_mtime(&mut self, t: Timespec) {
         self.inode.mtime.store(t);
     }
-    /// Sets the change time.
+    /// Sets the change time to `t` as it is (a host's, a copied one).
     pub fn set_ctime(&mut self, t: Timespec) {
         self.inode.ctime.store(t);
+    }
+    /// Stamps the change time for a change made now (Linux's `inode_set_ctime_current`):
+    /// `now`, the operation's [`current_time`], unless a `stat` reported the change time
+    /// and `now` is not later, in which case a fine-grained stamp, so that the change
+    /// shows. Returns the time stored, for the other times the change sets.
+    pub fn stamp_ctime(&mut self, now: Timespec) -> Timespec {
+        let c = &self.inode.ctime;
+        let raw = c.nsec.load(Ordering::Relaxed);
+        let old = c.load();
+        // Not below a fine stamp made since `now` was read (by this very operation, on
+        // another of its inodes, perhaps).
+        let mut t = now.max(from_ns(MG_FLOOR.load(Ordering::Relaxed)));
+        if raw & I_CTIME_QUERIED != 0 && t <= old {
+            t = fine_time();
+        }
+        let s = t.sec as u64;
+        c.sec_hi.store((s >> 32) as u32, Ordering::Relaxed);
+        c.sec_lo.store(s as u32, Ordering::Relaxed);
+        // A `stat` may have marked the old time since it was read (stat marks without the
+        // lock): the swap sees that mark, and the change must then show too.
+        let prev = c.nsec.swap(t.nsec, Ordering::Relaxed);
+        if prev & I_CTIME_QUERIED != 0 && raw & I_CTIME_QUERIED == 0 && t <= old {
+            t = fine_time();
+            c.store(t);
+        }
+        t
+    }
+    /// [`AttrWriter::stamp_ctime`], and the modification time set to the same stamp: a
+    /// change of contents (`inode_set_mtime_to_ts(inode, inode_set_ctime_current(inode))`).
+    pub fn stamp_cmtime(&mut self, now: Timespec) -> Timespec {
+        let t = self.stamp_ctime(now);
+        self.inode.mtime.store(t);
+        t
     }
 }
 

@@ -860,11 +860,11 @@ impl HostFs {
             _ => false,
         };
         if !refreshed {
-            let now = Timespec::now();
+            let now = crate::core::inode::current_time();
             let drop_by = if inode.is_dir() { inode.nlink() } else { 1 };
             inode.update(|w| {
                 w.set_nlink(w.get().nlink.saturating_sub(drop_by));
-                w.set_ctime(now);
+                w.stamp_ctime(now);
             });
         }
         if inode.nlink() == 0 {

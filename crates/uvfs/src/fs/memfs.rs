@@ -39,7 +39,7 @@ use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::{FallocFlags, FsFlags, Timespec};
 use crate::abi::stat::{FileType, S_IFMT, StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclInit, AclType};
-use crate::core::inode::{Inode, NewInode};
+use crate::core::inode::{Inode, NewInode, current_time};
 use crate::core::superblock::{CreateArgs, FileSystem, RenameReq, SuperBlock, WriteAt};
 use crate::core::xattr::XattrFlags;
 use crate::sync::{Mutex, RwLock};
@@ -372,7 +372,7 @@ impl MemFs {
     fn new_inode(&self, sb: &Arc<SuperBlock>, args: &CreateArgs<'_>, nlink: u32) -> Result<Arc<Inode>> {
         let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
         self.usage.reserve_ispace(self.max_inodes, BOGO_INODE_SIZE)?;
-        let now = Timespec::now();
+        let now = current_time();
         let (size, blocks, link) = match ftype {
             FileType::Regular => (0, 0, None),
             FileType::Directory => (2 * DIRENT_SIZE, 0, None),
@@ -431,8 +431,7 @@ impl MemFs {
             if subdir {
                 w.set_nlink(a.nlink + 1);
             }
-            w.set_mtime(now);
-            w.set_ctime(now);
+            w.stamp_cmtime(now);
         });
     }
 
@@ -444,8 +443,7 @@ impl MemFs {
             if subdir {
                 w.set_nlink(a.nlink.saturating_sub(1));
             }
-            w.set_mtime(now);
-            w.set_ctime(now);
+            w.stamp_cmtime(now);
         });
     }
 
@@ -454,12 +452,12 @@ impl MemFs {
         inode.update(|w| {
             let a = w.get();
             w.set_nlink(a.nlink.saturating_sub(n));
-            w.set_ctime(now);
+            w.stamp_ctime(now);
         });
     }
 
     fn touch_ctime(inode: &Inode, now: Timespec) {
-        inode.update(|w| w.set_ctime(now));
+        inode.update(|w| w.stamp_ctime(now));
     }
 
     /// Charges the pages of `range` that `pages` does not have yet to the size limit:
@@ -608,7 +606,7 @@ impl FileSystem for MemFs {
         let is_dir = args.mode & S_IFMT == FileType::Directory.mode_bits();
         let inode = self.new_inode(sb, args, if is_dir { 2 } else { 1 })?;
         MemFs::inherit_flags(dir, &inode);
-        MemFs::dir_added(dir, inode.stat().ctime, is_dir);
+        MemFs::dir_added(dir, inode.attrs().ctime, is_dir);
         Ok(inode)
     }
 
@@ -619,32 +617,32 @@ impl FileSystem for MemFs {
     }
 
     fn link(&self, dir: &Inode, _name: &[u8], inode: &Arc<Inode>) -> Result<()> {
-        let now = Timespec::now();
+        let now = current_time();
         inode.update(|w| {
             let a = w.get();
             w.set_nlink(a.nlink + 1);
-            w.set_ctime(now);
+            w.stamp_ctime(now);
         });
         MemFs::dir_added(dir, now, false);
         Ok(())
     }
 
     fn unlink(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
-        let now = Timespec::now();
+        let now = current_time();
         MemFs::drop_links(inode, now, 1);
         MemFs::dir_removed(dir, now, false);
         Ok(())
     }
 
     fn rmdir(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
-        let now = Timespec::now();
+        let now = current_time();
         MemFs::drop_links(inode, now, 2);
         MemFs::dir_removed(dir, now, true);
         Ok(())
     }
 
     fn rename(&self, r: &RenameReq<'_>) -> Result<()> {
-        let now = Timespec::now();
+        let now = current_time();
         let moving_dir = r.inode.is_dir();
         let same_dir = std::ptr::eq(r.old_dir, r.new_dir);
         if r.flags.contains(crate::abi::flags::RenameFlags::EXCHANGE) {
@@ -666,8 +664,7 @@ impl FileSystem for MemFs {
         }
         for d in [r.old_dir, r.new_dir] {
             d.update(|w| {
-                w.set_mtime(now);
-                w.set_ctime(now);
+                w.stamp_cmtime(now);
             });
         }
         MemFs::touch_ctime(r.inode, now);

@@ -36,7 +36,7 @@ use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::{RenameFlags, Timespec};
 use crate::abi::stat::{FileType, Ino, StatFs};
 use crate::core::acl::{Acl, AclInit, AclType};
-use crate::core::inode::{Inode, NewInode};
+use crate::core::inode::{Inode, NewInode, current_time};
 use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
 use crate::core::xattr::XattrFlags;
 use crate::sync::Mutex;
@@ -320,7 +320,7 @@ impl OverlayFs {
     /// A new object of the upper layer.
     fn new_upper(&self, sb: &Arc<SuperBlock>, args: &CreateArgs<'_>, nlink: u32) -> Result<Arc<Inode>> {
         let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
-        let now = Timespec::now();
+        let now = current_time();
         let (size, link) = match ftype {
             FileType::Directory => (2 * DIRENT_SIZE, None),
             FileType::Symlink => (args.target.unwrap_or_default().len() as u64, args.target.map(Into::into)),
@@ -454,8 +454,7 @@ impl OverlayFs {
             if subdir && !merged {
                 w.set_nlink(if delta > 0 { a.nlink + 1 } else { a.nlink.saturating_sub(1) });
             }
-            w.set_mtime(now);
-            w.set_ctime(now);
+            w.stamp_cmtime(now);
         });
     }
 
@@ -672,7 +671,7 @@ impl FileSystem for OverlayFs {
             st.cache.remove(name);
             st.entries.insert(name.into(), Entry::Child(inode.clone()));
         }
-        OverlayFs::dir_changed(dir, inode.stat().ctime, 1, is_dir);
+        OverlayFs::dir_changed(dir, inode.attrs().ctime, 1, is_dir);
         Ok(inode)
     }
 
@@ -680,11 +679,11 @@ impl FileSystem for OverlayFs {
         self.copy_up(inode)?;
         self.copy_up(dir)?;
         node(dir).state.lock().entries.insert(name.into(), Entry::Child(inode.clone()));
-        let now = Timespec::now();
+        let now = current_time();
         inode.update(|w| {
             let a = w.get();
             w.set_nlink(a.nlink + 1);
-            w.set_ctime(now);
+            w.stamp_ctime(now);
         });
         OverlayFs::dir_changed(dir, now, 1, false);
         Ok(())
@@ -692,11 +691,11 @@ impl FileSystem for OverlayFs {
 
     fn unlink(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
         self.remove_entry(dir, name)?;
-        let now = Timespec::now();
+        let now = current_time();
         inode.update(|w| {
             let a = w.get();
             w.set_nlink(a.nlink.saturating_sub(1));
-            w.set_ctime(now);
+            w.stamp_ctime(now);
         });
         OverlayFs::dir_changed(dir, now, -1, false);
         Ok(())
@@ -708,7 +707,7 @@ impl FileSystem for OverlayFs {
         }
         self.remove_entry(dir, name)?;
         inode.update(|w| w.set_nlink(0));
-        OverlayFs::dir_changed(dir, Timespec::now(), -1, true);
+        OverlayFs::dir_changed(dir, current_time(), -1, true);
         Ok(())
     }
 
@@ -739,7 +738,7 @@ impl FileSystem for OverlayFs {
             }
         };
         let moving = take(r.old_dir, r.old_name)?;
-        let now = Timespec::now();
+        let now = current_time();
         if exchange {
             let other = take(r.new_dir, r.new_name)?;
             node(r.old_dir).state.lock().entries.insert(r.old_name.into(), Entry::Child(other.clone()));
@@ -749,7 +748,7 @@ impl FileSystem for OverlayFs {
                 OverlayFs::dir_changed(lose, now, -1, true);
                 OverlayFs::dir_changed(gain, now, 1, true);
             }
-            other.update(|w| w.set_ctime(now));
+            other.update(|w| w.stamp_ctime(now));
         } else {
             let old_lower = self.lower_has(r.old_dir, r.old_name)?;
             let whiteout = old_lower || r.flags.contains(RenameFlags::WHITEOUT);
@@ -765,7 +764,7 @@ impl FileSystem for OverlayFs {
                 let n = if t.is_dir() { 0 } else { t.stat().nlink.saturating_sub(1) };
                 t.update(|w| {
                     w.set_nlink(n);
-                    w.set_ctime(now);
+                    w.stamp_ctime(now);
                 });
                 if t.is_dir() {
                     OverlayFs::dir_changed(r.new_dir, now, -1, true);
@@ -776,7 +775,7 @@ impl FileSystem for OverlayFs {
             OverlayFs::dir_changed(r.old_dir, now, d, moving.is_dir());
             OverlayFs::dir_changed(r.new_dir, now, 1, moving.is_dir());
         }
-        moving.update(|w| w.set_ctime(now));
+        moving.update(|w| w.stamp_ctime(now));
         Ok(())
     }
 

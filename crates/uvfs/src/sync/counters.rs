@@ -44,6 +44,9 @@ pub struct Counters {
     /// Lookups of a name in a directory's table (`core/dhash.rs`; debug builds
     /// only, 0 in release): one per array probed, however many slots it compared.
     pub dir_lookups: u64,
+    /// Fine-grained timestamps taken (Linux's `mg_fine_stamps`): changes that had to be
+    /// told apart from a change time a `stat` reported; the rest read the coarse clock.
+    pub fine_stamps: u64,
 }
 
 thread_local! {
@@ -51,6 +54,7 @@ thread_local! {
         locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0, notify_locks: 0,
         dentries_invalidated: 0, dcache_scanned: 0, hash_probes: 0, path_cache_hits: 0, path_cache_fills: 0,
         data_pages_made: 0, data_pages_in_shmem: 0, host_dir_streams_opened: 0, guard_pins: 0, dir_lookups: 0,
+        fine_stamps: 0,
     }) };
 }
 

@@ -4,7 +4,7 @@
 
 use crate::abi::cred::{Capabilities, Credentials, Gid, Uid};
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::{AccessMode, AtFlags, Timespec};
+use crate::abi::flags::{AccessMode, AtFlags};
 use crate::abi::stat::{FileType, S_IALLUGO, S_ISGID, S_ISUID, is_setgid_exec};
 use crate::core::attr::file_remove_privs;
 use crate::core::attr::kill_priv;
@@ -12,6 +12,7 @@ use crate::core::file::DirFd;
 use crate::core::file::FileRef;
 use crate::core::fsnotify::{self, EventMask};
 use crate::core::inode::Inode;
+use crate::core::inode::current_time;
 use crate::core::mount::MountFlags;
 use crate::core::permission::{MAY_WRITE, generic_permission, owner_or_capable};
 use crate::core::superblock::SetAttr;
@@ -39,11 +40,8 @@ impl Task {
         inode.sb().fs().truncate(inode, size)?;
         file_remove_privs(creds, inode)?;
         if old != size || from_open {
-            let now = Timespec::now();
-            inode.update(|w| {
-                w.set_mtime(now);
-                w.set_ctime(now);
-            });
+            let now = current_time();
+            inode.update(|w| w.stamp_cmtime(now));
         }
         Ok(())
     }
@@ -184,7 +182,7 @@ impl Task {
         let _g = inode.lock.lock();
         inode.update_locked(|w| {
             w.set_mode(m);
-            w.set_ctime(Timespec::now());
+            w.stamp_ctime(current_time());
         });
         inode.sb().fs().setattr(inode, &SetAttr { mode: Some(m), ..Default::default() })?;
         // The access ACL's mask (or group entry), owner and other entries follow the mode.
@@ -268,7 +266,7 @@ impl Task {
         if !inode.is_dir() {
             kill_priv(inode)?;
         }
-        let now = Timespec::now();
+        let now = current_time();
         // Applied and persisted under the inode lock, as every `setattr` (`notify_change`).
         let _g = inode.lock.lock();
         inode.update_locked(|w| {
@@ -279,7 +277,7 @@ impl Task {
             if let Some(g) = gid {
                 w.set_gid(g.0);
             }
-            w.set_ctime(now);
+            w.stamp_ctime(now);
         });
         // The dropped bits are persisted with the owner: the storage's own chown may not
         // drop them (a host chown of `-1, -1`, or by a caller with CAP_FSETID).

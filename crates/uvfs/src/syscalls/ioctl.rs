@@ -10,7 +10,7 @@
 
 use crate::abi::cred::Capabilities;
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::{FsFlags, Timespec};
+use crate::abi::flags::FsFlags;
 use crate::core::file::FileRef;
 use crate::core::permission::owner_or_capable;
 use crate::task::Task;
@@ -58,7 +58,7 @@ impl Task {
             return Err(Errno::EPERM);
         }
         fs.fileattr_set(inode, flags)?;
-        inode.update_locked(|w| w.set_ctime(Timespec::now()));
+        inode.update_locked(|w| w.stamp_ctime(crate::core::inode::current_time()));
         Ok(())
     }
 }

@@ -519,11 +519,8 @@ impl Task {
         inode.sb().fs().fallocate(inode, mode, off as u64, len as u64)?;
         let guard = self.vfs.rcu.pin();
         crate::core::attr::file_remove_privs(self.creds.load(&guard).get(), inode)?;
-        let now = crate::abi::flags::Timespec::now();
-        inode.update(|w| {
-            w.set_mtime(now);
-            w.set_ctime(now);
-        });
+        let now = crate::core::inode::current_time();
+        inode.update(|w| w.stamp_cmtime(now));
         drop(guard);
         self.notify_attr(&file.mnt, &file.dentry, inode, EventMask::MODIFY);
         Ok(())

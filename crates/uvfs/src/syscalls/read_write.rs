@@ -7,12 +7,13 @@
 use crate::abi::errno::{Errno, Result};
 use std::sync::Arc;
 
-use crate::abi::flags::{CopyRangeFlags, MAX_RW_COUNT, OpenFlags, RwfFlags, Timespec, UIO_MAXIOV, Whence};
+use crate::abi::flags::{CopyRangeFlags, MAX_RW_COUNT, OpenFlags, RwfFlags, UIO_MAXIOV, Whence};
 use crate::abi::limits::MAX_LFS_FILESIZE;
 use crate::abi::stat::FileType;
 use crate::core::attr::file_remove_privs;
 use crate::core::file::{File, FileRef};
 use crate::core::fsnotify::{self, EventMask};
+use crate::core::inode::current_time;
 use crate::core::superblock::WriteAt;
 use crate::sync::rcu::LocalGuard;
 use crate::task::Task;
@@ -94,11 +95,8 @@ impl Task {
         let nonblock = file.flags().contains(OpenFlags::NONBLOCK) || rwf.contains(RwfFlags::NOWAIT);
         let n = Task::pipe_of(file)?.write(buf, nonblock)?;
         if n > 0 {
-            let now = Timespec::now();
-            file.inode.update(|w| {
-                w.set_mtime(now);
-                w.set_ctime(now);
-            });
+            let now = current_time();
+            file.inode.update(|w| w.stamp_cmtime(now));
         }
         Ok(n)
     }
@@ -181,11 +179,8 @@ impl Task {
         // file_remove_privs: one flag test while nothing is there to remove (`S_NOSEC`).
         file_remove_privs(self.creds.load(guard).get(), inode)?;
         let (off, n) = inode.sb().fs().write(inode, at, buf)?;
-        let now = Timespec::now();
-        inode.update(|w| {
-            w.set_mtime(now);
-            w.set_ctime(now);
-        });
+        let now = current_time();
+        inode.update(|w| w.stamp_cmtime(now));
         self.notify_io(file, n, EventMask::MODIFY, guard);
         Ok((off, n))
     }
@@ -568,11 +563,8 @@ impl Task {
                     Ok(n) => {
                         done += n as usize;
                         shared += n as usize;
-                        let now = Timespec::now();
-                        fout.inode.update(|w| {
-                            w.set_mtime(now);
-                            w.set_ctime(now);
-                        });
+                        let now = current_time();
+                        fout.inode.update(|w| w.stamp_cmtime(now));
                         continue;
                     }
                     Err(e) => break Err(e),

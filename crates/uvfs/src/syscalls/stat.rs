@@ -13,7 +13,8 @@ use crate::walk::namei::{LookupFlags, Outcome};
 
 impl Task {
     /// `fstatat(2)` (`newfstatat`): `AT_SYMLINK_NOFOLLOW`, `AT_EMPTY_PATH`.
-    /// On cached names: lockless, no allocation, no shared write.
+    /// On cached names: lockless, no allocation, no shared write but the mark of a change
+    /// time reported for the first time (multigrain timestamps: `core/inode.rs`).
     pub fn fstatat(&self, dirfd: DirFd, path: &[u8], flags: AtFlags) -> Result<Stat> {
         if !(AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH | AtFlags::NO_AUTOMOUNT).contains(flags) {
             return Err(Errno::EINVAL);
@@ -61,7 +62,12 @@ impl Task {
                 }
                 Ok(Statx {
                     mask: out_mask,
-                    stat: inode.stat(),
+                    // As Linux: only a `statx` that asks for them has seen the times.
+                    stat: if mask.intersects(StatxMask::MTIME | StatxMask::CTIME) {
+                        inode.stat()
+                    } else {
+                        inode.stat_unseen()
+                    },
                     btime: btime.unwrap_or_default(),
                     attributes,
                     attributes_mask: fs_mask | StatxAttrs::AUTOMOUNT | StatxAttrs::MOUNT_ROOT | StatxAttrs::DAX,

@@ -1,8 +1,9 @@
 //! `utimensat`. Mirrors Linux's `fs/utimes.c`.
 
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::{AtFlags, TimeSpec, Timespec};
+use crate::abi::flags::{AtFlags, TimeSpec};
 use crate::core::file::{DirFd, FileRef};
+use crate::core::inode::current_time;
 use crate::core::permission::{MAY_WRITE, generic_permission, owner_or_capable};
 use crate::core::superblock::SetAttr;
 use crate::task::Task;
@@ -44,26 +45,26 @@ impl Task {
                 Some(_) => return Err(Errno::EPERM),
             }
         }
-        let now = Timespec::now();
-        let pick = |t: TimeSpec| match t {
-            TimeSpec::Now => Some(now),
-            TimeSpec::Omit => None,
-            TimeSpec::At(x) => Some(x),
-        };
-        let (at, mt) = match times {
-            None => (Some(now), Some(now)),
-            Some([a, m]) => (pick(a), pick(m)),
-        };
+        let (a, m) = times.map_or((TimeSpec::Now, TimeSpec::Now), |[a, m]| (a, m));
         // Applied and persisted under the inode lock, as every `setattr` (`notify_change`).
         let g = inode.lock.lock();
-        inode.update_locked(|w| {
+        let (at, mt) = inode.update_locked(|w| {
+            // "Now" is the change's own stamp (`setattr_copy_mgtime`): a fine one if the
+            // change time was seen, so that a `touch` right after a `stat` shows.
+            let now = w.stamp_ctime(current_time());
+            let pick = |t: TimeSpec| match t {
+                TimeSpec::Now => Some(now),
+                TimeSpec::Omit => None,
+                TimeSpec::At(x) => Some(x),
+            };
+            let (at, mt) = (pick(a), pick(m));
             if let Some(t) = at {
                 w.set_atime(t);
             }
             if let Some(t) = mt {
                 w.set_mtime(t);
             }
-            w.set_ctime(now);
+            (at, mt)
         });
         inode.sb().fs().setattr(inode, &SetAttr { atime: at, mtime: mt, ..Default::default() })?;
         drop(g);

@@ -27,7 +27,7 @@
 
 use crate::abi::cred::Capabilities;
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::{AtFlags, Timespec};
+use crate::abi::flags::AtFlags;
 use crate::abi::limits::XATTR_LIST_MAX;
 use crate::abi::limits::XATTR_SIZE_MAX;
 use crate::core::acl::{self, Acl, AclType};
@@ -35,6 +35,7 @@ use crate::core::dentry::Dentry;
 use crate::core::file::{DirFd, FileRef};
 use crate::core::fsnotify::EventMask;
 use crate::core::inode::Inode;
+use crate::core::inode::current_time;
 use crate::core::mount::Mount;
 use crate::core::permission::{MAY_READ, MAY_WRITE};
 use crate::core::xattr::TRUSTED_PREFIX;
@@ -112,8 +113,7 @@ impl Task {
                 // A file capability, perhaps: the next write checks again (`S_NOSEC`).
                 o.inode.set_nosec(false);
             }
-            let now = Timespec::now();
-            o.inode.update_locked(|w| w.set_ctime(now));
+            o.inode.update_locked(|w| w.stamp_ctime(current_time()));
         }
         // fsnotify_xattr.
         self.notify_attr(&o.mnt, &o.dentry, &o.inode, EventMask::ATTRIB);
@@ -157,8 +157,7 @@ impl Task {
             resolve_name(name)?;
             let _g = o.inode.lock.lock();
             o.inode.sb().fs().removexattr(&o.inode, name)?;
-            let now = Timespec::now();
-            o.inode.update_locked(|w| w.set_ctime(now));
+            o.inode.update_locked(|w| w.stamp_ctime(current_time()));
         }
         self.notify_attr(&o.mnt, &o.dentry, &o.inode, EventMask::ATTRIB);
         Ok(())
