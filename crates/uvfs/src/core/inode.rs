@@ -720,8 +720,18 @@ impl AttrWriter<'_> {
         // Not below a fine stamp made since `now` was read (by this very operation, on
         // another of its inodes, perhaps).
         let mut t = now.max(from_ns(MG_FLOOR.load(Ordering::Relaxed)));
-        if raw & I_CTIME_QUERIED != 0 && t <= old {
-            t = fine_time();
+        if raw & I_CTIME_QUERIED != 0 {
+            if t <= old {
+                t = fine_time();
+            }
+            // A marked time is never marked again: a plain store cannot lose a mark.
+            c.store(t);
+            return t;
+        }
+        if t == old {
+            // The same tick's stamp again (a burst of changes nobody looked at): nothing
+            // to store, and a `stat` marking it meanwhile reported what stays.
+            return t;
         }
         let s = t.sec as u64;
         c.sec_hi.store((s >> 32) as u32, Ordering::Relaxed);
@@ -729,7 +739,7 @@ impl AttrWriter<'_> {
         // A `stat` may have marked the old time since it was read (stat marks without the
         // lock): the swap sees that mark, and the change must then show too.
         let prev = c.nsec.swap(t.nsec, Ordering::Relaxed);
-        if prev & I_CTIME_QUERIED != 0 && raw & I_CTIME_QUERIED == 0 && t <= old {
+        if prev & I_CTIME_QUERIED != 0 && t <= old {
             t = fine_time();
             c.store(t);
         }
