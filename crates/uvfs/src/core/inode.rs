@@ -97,6 +97,7 @@ pub struct Inode {
 
 impl Drop for Inode {
     fn drop(&mut self) {
+        self.sb.fs().free_inode(self);
         if let Some(c) = self.sb.counts.get() {
             c.inodes.fetch_sub(1, Ordering::Relaxed);
         }

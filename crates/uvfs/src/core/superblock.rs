@@ -215,6 +215,10 @@ pub trait FileSystem: Send + Sync + 'static {
     }
     /// The inode has no links and no open files: free its contents.
     fn evict(&self, _inode: &Inode) {}
+    /// The inode is being freed (its last reference went; Linux's `free_inode`): what its
+    /// private data holds of the filesystem's goes back. Called from the inode's drop,
+    /// once, with the private data still in place.
+    fn free_inode(&self, _inode: &Inode) {}
     /// Whether the filesystem supports POSIX ACLs (Linux's `SB_POSIXACL`): the VFS then
     /// evaluates them, accepts `system.posix_acl_*`, and leaves the umask to
     /// `posix_acl_create`-style inheritance.

@@ -32,7 +32,7 @@
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::abi::config::SmallWritePages;
 use crate::abi::errno::{Errno, Result};
@@ -98,7 +98,7 @@ impl MemFsLimits {
     }
 }
 
-/// Usage counters, shared with the inodes so freeing one gives its space back.
+/// Usage counters: what an inode takes, eviction or its freeing gives back.
 #[derive(Default)]
 struct Usage {
     /// Atomic: pages in use.
@@ -138,8 +138,8 @@ pub struct MemFs {
     max_inodes: Option<u64>,
     /// Atomic: next inode number.
     next_ino: AtomicU64,
-    /// Shared with inodes.
-    usage: Arc<Usage>,
+    /// What the inodes use.
+    usage: Usage,
 }
 
 /// The bytes of one page (`shmem::Page`: a slot of the process's shmem file, or a heap
@@ -221,8 +221,9 @@ struct MemMeta {
     acls: Mutex<[Option<Arc<Acl>>; 2], { crate::sync::rank::FS_META }>,
 }
 
-/// Per-inode private data; returns the inode's space to the filesystem when it is freed.
-/// 48 bytes: a symlink's body is the one the inode keeps (`Inode::cached_link`), set when
+/// Per-inode private data. Its space goes back to the filesystem at eviction or when the
+/// inode is freed (`FileSystem::free_inode`: the node keeps no pointer to the filesystem).
+/// 32 bytes: a symlink's body is the one the inode keeps (`Inode::cached_link`), set when
 /// it is made, not a second copy here.
 struct MemNode {
     /// A regular file's contents (unused by anything else).
@@ -230,18 +231,22 @@ struct MemNode {
     /// Set once, by the first xattr or ACL the inode gets: an inode without either (most
     /// files) carries no empty map and no locks for them.
     meta: once_cell::race::OnceBox<MemMeta>,
-    usage: Arc<Usage>,
-    /// Atomic: the space was given back (evict), so the final drop must not again.
-    evicted: AtomicBool,
-    /// Immutable: birth time (tmpfs's `i_crtime`, `statx`'s `STATX_BTIME`).
-    btime: Timespec,
+    /// Immutable: the birth time's seconds (tmpfs's `i_crtime`, `statx`'s `STATX_BTIME`).
+    btime_sec: i64,
+    /// The birth time's nanoseconds (immutable, below 2^30) and [`EVICTED`] (atomic, set
+    /// once), in one word so that the node fits 32 bytes.
+    btime_nsec: AtomicU32,
     /// Atomic (changed under the inode lock): the inode flags, `FS_*_FL` (tmpfs's
     /// `fsflags`); the ones the VFS enforces are mirrored in the inode.
     fsflags: AtomicU32,
 }
 
-// The allocator's 48-byte class: an empty file's share of memory (issue 15).
-const _: () = assert!(std::mem::size_of::<MemNode>() <= 48);
+/// In `MemNode::btime_nsec`: the node's space was given back (eviction), so the inode's
+/// freeing must not give it back again.
+const EVICTED: u32 = 1 << 31;
+
+// The allocator's 32-byte class: an empty file's share of memory (issue 15).
+const _: () = assert!(std::mem::size_of::<MemNode>() <= 32);
 
 /// The inode flags tmpfs keeps (`SHMEM_FL_USER_MODIFIABLE`, without `FS_CASEFOLD_FL`:
 /// memfs has no case-insensitive directories, as tmpfs mounted without `casefold`).
@@ -252,13 +257,17 @@ const INHERITED_FLAGS: FsFlags = FsFlags::NODUMP.union(FsFlags::NOATIME);
 
 impl MemNode {
     /// Gives the inode's pages and the inode itself back to the filesystem, once.
-    fn release(&self) {
-        if self.evicted.swap(true, Ordering::AcqRel) {
+    fn release(&self, usage: &Usage) {
+        // A load first: the freeing of an evicted inode (every unlinked file's) needs no
+        // atomic write.
+        if self.btime_nsec.load(Ordering::Acquire) & EVICTED != 0
+            || self.btime_nsec.fetch_or(EVICTED, Ordering::AcqRel) & EVICTED != 0
+        {
             return;
         }
         if let Some(pages) = self.pages.0.get() {
             let mut pages = pages.write();
-            self.usage.pages.fetch_sub(pages.len() as u64, Ordering::Relaxed);
+            usage.pages.fetch_sub(pages.len() as u64, Ordering::Relaxed);
             pages.clear();
         }
         let space: u64 = self.meta.get().map_or(0, |m| {
@@ -267,18 +276,17 @@ impl MemNode {
             xattrs.clear();
             space
         });
-        self.usage.release_ispace(BOGO_INODE_SIZE + space);
+        usage.release_ispace(BOGO_INODE_SIZE + space);
+    }
+
+    /// The birth time.
+    fn btime(&self) -> Timespec {
+        Timespec { sec: self.btime_sec, nsec: self.btime_nsec.load(Ordering::Relaxed) & !EVICTED }
     }
 
     /// The xattrs and ACLs, made now if the inode has none yet.
     fn meta(&self) -> &MemMeta {
         self.meta.get_or_init(Box::default)
-    }
-}
-
-impl Drop for MemNode {
-    fn drop(&mut self) {
-        self.release();
     }
 }
 
@@ -296,7 +304,7 @@ impl MemFs {
             max_bytes,
             max_inodes,
             next_ino: AtomicU64::new(1),
-            usage: Arc::default(),
+            usage: Usage::default(),
         }
     }
 
@@ -406,9 +414,8 @@ impl MemFs {
         let mem = MemNode {
             pages: FilePages::default(),
             meta,
-            usage: self.usage.clone(),
-            evicted: AtomicBool::new(false),
-            btime: now,
+            btime_sec: now.sec,
+            btime_nsec: AtomicU32::new(now.nsec),
             fsflags: AtomicU32::new(0),
         };
         Ok(Inode::new(sb, n, Box::new(mem)))
@@ -837,7 +844,7 @@ impl FileSystem for MemFs {
     }
 
     fn btime(&self, inode: &Inode) -> Option<Timespec> {
-        Some(MemFs::mem(inode).btime)
+        Some(MemFs::mem(inode).btime())
     }
 
     fn posix_acl(&self) -> bool {
@@ -923,7 +930,13 @@ impl FileSystem for MemFs {
 
     fn evict(&self, inode: &Inode) {
         if let Some(n) = inode.private::<MemNode>() {
-            n.release();
+            n.release(&self.usage);
+        }
+    }
+
+    fn free_inode(&self, inode: &Inode) {
+        if let Some(n) = inode.private::<MemNode>() {
+            n.release(&self.usage);
         }
     }
 
@@ -931,10 +944,6 @@ impl FileSystem for MemFs {
         self
     }
 }
-
-// An empty file's node fits the allocator's 64-byte class: its pages and its xattrs and
-// ACLs live behind pointers made on first use.
-const _: () = assert!(std::mem::size_of::<MemNode>() <= 64);
 
 #[cfg(test)]
 mod tests {
@@ -960,5 +969,34 @@ mod tests {
         let now = MemFs::file_pages(inode).unwrap().read();
         assert_eq!(MemFs::read_pages(&now, inode, 0, &mut buf).unwrap(), 10);
         assert_eq!(&buf[..10], b"first data");
+    }
+
+    /// An inode's space goes back once: at eviction (the last name and open gone), or when
+    /// the inode is freed without one (an inode that never got a name; a tree torn down),
+    /// though the node keeps no pointer to the filesystem.
+    #[test]
+    fn an_inode_gives_its_space_back_once() {
+        let vfs = Vfs::new(VfsConfig::default());
+        let t = vfs.root_task();
+        let root = t.openat_file(DirFd::Cwd, b"/", OpenFlags::RDONLY, 0).unwrap();
+        let sb = root.inode().sb().clone();
+        let fs = sb.fs().as_any().downcast_ref::<MemFs>().unwrap();
+        let used = || (fs.usage.ispace.load(Ordering::Relaxed), fs.usage.pages.load(Ordering::Relaxed));
+        let before = used();
+        let args = CreateArgs { mode: 0o100644, uid: 0, gid: 0, rdev: 0, target: None, acl: None, default_acl: None };
+        let inode = fs.new_inode(&sb, &args, 0).unwrap();
+        assert_eq!(used().0, before.0 + BOGO_INODE_SIZE);
+        drop(inode);
+        assert_eq!(used(), before, "freed without eviction");
+        // Evicted (unlinked while open, then closed), then freed: given back once.
+        let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+        t.write(fd, &[1; 10000]).unwrap();
+        assert_eq!(used(), (before.0 + BOGO_INODE_SIZE, before.1 + 3));
+        t.unlink(b"/f").unwrap();
+        t.close(fd).unwrap();
+        assert_eq!(used(), before, "evicted at the last close");
+        // The deferred drops run, the inode among them: nothing is given back twice.
+        vfs.inner.rcu.flush();
+        assert_eq!(used(), before, "freed after its eviction");
     }
 }
