@@ -213,7 +213,7 @@ pub use core::acl::{Acl, AclEntry, AclTag, AclType};
 pub use core::dentry::Dentry;
 pub use core::file::{DirFd, File, FileRef};
 pub use core::fsnotify::EventMask;
-pub use core::inode::Inode;
+pub use core::inode::{Inode, current_time};
 pub use core::inotify::{Inotify, InotifyEvent, InotifyFlags, MarkKind, MuteGuard};
 pub use core::locks::{Interrupt, LockClass, LockInfo, LockOwner, LockOwnerSpace, LockWait};
 pub use core::mount::{Mount, MountFlags, MountId, MountInfo, UmountFlags};
