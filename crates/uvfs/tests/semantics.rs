@@ -672,3 +672,62 @@ fn unseen_changes_take_no_fine_stamp() {
     let fine = uvfs::counters().fine_stamps - f1;
     assert!(fine > 0 && fine <= 100, "{fine} fine stamps for 100 writes after a stat each");
 }
+
+/// Every new descriptor is the lowest free one (>= the asked minimum for `F_DUPFD`), among
+/// thousands open and with holes anywhere: opens, `dup`, `F_DUPFD`, `dup2` past the end,
+/// closes and failed opens, against a model of the table.
+#[test]
+fn new_descriptors_are_the_lowest_free_among_thousands() {
+    use std::collections::BTreeSet;
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mknodat(DirFd::Cwd, b"/f", 0o644, 0).unwrap();
+    // A new task's table is empty (no standard descriptors).
+    let mut open: BTreeSet<i32> = BTreeSet::new();
+    let lowest = |open: &BTreeSet<i32>, min: i32| (min..).find(|i| !open.contains(i)).unwrap();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % m) as i32
+    };
+    let first = t.open(b"/f", OpenFlags::RDONLY, 0).unwrap();
+    assert_eq!(first.0, lowest(&open, 0));
+    open.insert(first.0);
+    for round in 0..20_000 {
+        let got = match rand(10) {
+            0..=3 => Some((t.open(b"/f", OpenFlags::RDONLY, 0).unwrap(), 0)),
+            4 => Some((t.dup(first).unwrap(), 0)),
+            5 => {
+                let min = rand(6000);
+                Some((Fd(t.fcntl(first, uvfs::FcntlCmd::DupFd(Fd(min))).unwrap()), min))
+            }
+            6 => {
+                let at = rand(7000);
+                if at != first.0 {
+                    t.dup2(first, Fd(at)).unwrap();
+                    open.insert(at);
+                }
+                None
+            }
+            7 => {
+                assert_eq!(t.open(b"/missing", OpenFlags::RDONLY, 0), Err(Errno::ENOENT));
+                None
+            }
+            _ => {
+                // Close one at random (not the one the others are duplicated from).
+                if let Some(&fd) = open.range(rand(7000)..).find(|&&f| f != first.0) {
+                    t.close(Fd(fd)).unwrap();
+                    open.remove(&fd);
+                }
+                None
+            }
+        };
+        if let Some((fd, min)) = got {
+            assert_eq!(fd.0, lowest(&open, min), "round {round}");
+            open.insert(fd.0);
+        }
+    }
+    assert!(open.len() > 2000, "the table held {} descriptors at the end", open.len());
+}

@@ -4,7 +4,9 @@
 //!
 //! Readers (every fd-taking call, and dirfd-relative walks) load a slot under the
 //! collector's guard without a lock or a reference count; installs and closes take the
-//! table lock; a closed file is retired through the collector.
+//! table lock; a closed file is retired through the collector. The lowest free
+//! descriptor is found in a bitmap of the taken ones, kept under the lock (`Taken`), so
+//! an open costs the same among 50,000 open files as among none.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -39,6 +41,69 @@ impl FdArray {
     }
 }
 
+/// Which descriptors are taken, for the search of the lowest free one (Linux's
+/// `open_fds`, `full_fds_bits` and `next_fd`): a search skips 64 taken descriptors a bit
+/// and 4096 a word, so an open among thousands of open files does not read every slot.
+/// Under the table lock (it is the lock's data).
+#[derive(Default)]
+struct Taken {
+    /// Bit `i % 64` of word `i / 64`: slot `i` is not null (a file, or [`RESERVED`]).
+    open: Vec<u64>,
+    /// Bit `w % 64` of word `w / 64`: word `w` of `open` is full.
+    full: Vec<u64>,
+    /// Every slot below it is taken (Linux's `next_fd`): where a search from 0 starts.
+    next: usize,
+}
+
+impl Taken {
+    /// Slot `i` was filled.
+    fn set(&mut self, i: usize) {
+        let w = i / 64;
+        if w >= self.open.len() {
+            self.open.resize(w + 1, 0);
+            self.full.resize(w / 64 + 1, 0);
+        }
+        self.open[w] |= 1 << (i % 64);
+        if self.open[w] == u64::MAX {
+            self.full[w / 64] |= 1 << (w % 64);
+        }
+    }
+
+    /// Slot `i` was emptied.
+    fn clear(&mut self, i: usize) {
+        let w = i / 64;
+        if let Some(word) = self.open.get_mut(w) {
+            *word &= !(1 << (i % 64));
+            self.full[w / 64] &= !(1 << (w % 64));
+        }
+        self.next = self.next.min(i);
+    }
+
+    /// The lowest slot >= `start` not taken (possibly past every word kept).
+    fn first_free(&self, start: usize) -> usize {
+        let mut w = start / 64;
+        let Some(&word) = self.open.get(w) else { return start };
+        let word = word | ((1u64 << (start % 64)) - 1);
+        if word != u64::MAX {
+            return w * 64 + (!word).trailing_zeros() as usize;
+        }
+        // The words after it: the first not full, found 64 words at a time.
+        w += 1;
+        while w < self.open.len() {
+            let f = self.full[w / 64] | ((1u64 << (w % 64)) - 1);
+            if f != u64::MAX {
+                w = w / 64 * 64 + (!f).trailing_zeros() as usize;
+                return match self.open.get(w) {
+                    Some(&word) => w * 64 + (!word).trailing_zeros() as usize,
+                    None => w * 64,
+                };
+            }
+            w = (w / 64 + 1) * 64;
+        }
+        w.max(self.open.len()) * 64
+    }
+}
+
 /// Ids of descriptor tables, the owners of classic POSIX locks: never reused, unlike an
 /// address, so a lock can never pass to a later table.
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -50,8 +115,8 @@ pub struct FdTable {
     pub(crate) id: u64,
     /// The current array; replaced (grown) under `lock`, the old one retired.
     array: RcuBox<FdArray>,
-    /// Serializes installs, closes and growth.
-    lock: Mutex<()>,
+    /// Serializes installs, closes and growth; holds which slots are taken.
+    lock: Mutex<Taken>,
     /// Atomic: the descriptor limit (`RLIMIT_NOFILE`): new descriptors are below it.
     max: std::sync::atomic::AtomicUsize,
     /// Immutable: reclamation domain.
@@ -84,7 +149,7 @@ impl FdTable {
         FdTable {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             array: RcuBox::new(FdArray::with_len(64)),
-            lock: Mutex::new(()),
+            lock: Mutex::new(Taken::default()),
             max: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_FDS),
             rcu: rcu.clone(),
             fast,
@@ -113,6 +178,7 @@ impl FdTable {
         let guard = self.rcu.pin();
         let arr = self.array.load(&guard);
         let new = FdArray::with_len(arr.slots.len());
+        let mut taken = Taken::default();
         for (i, s) in arr.slots.iter().enumerate() {
             let p = s.load(Ordering::Acquire);
             if !p.is_null() && p != RESERVED {
@@ -122,12 +188,14 @@ impl FdTable {
                 f.fds.fetch_add(1, Ordering::AcqRel);
                 new.slots[i].store(Arc::into_raw(f).cast_mut(), Ordering::Release);
                 new.cloexec[i].store(arr.cloexec[i].load(Ordering::Relaxed), Ordering::Relaxed);
+                taken.set(i);
             }
         }
+        // The reserved slots are not copied: the copy's first free slot is found afresh.
         FdTable {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             array: RcuBox::new(new),
-            lock: Mutex::new(()),
+            lock: Mutex::new(taken),
             max: std::sync::atomic::AtomicUsize::new(self.limit()),
             rcu: self.rcu.clone(),
             fast: self.fast,
@@ -152,8 +220,8 @@ impl FdTable {
 
     /// Installs `file` at the lowest free descriptor >= `min`.
     pub fn install(&self, file: Arc<File>, min: usize, cloexec: bool) -> Result<Fd> {
-        let l = self.lock.lock();
-        let idx = self.find_free(min, &l)?;
+        let mut l = self.lock.lock();
+        let idx = self.find_free(min, &mut l)?;
         let arr = self.array_locked(&l);
         file.fds.fetch_add(1, Ordering::AcqRel);
         arr.cloexec[idx].store(cloexec, Ordering::Relaxed);
@@ -166,8 +234,8 @@ impl FdTable {
     /// undo (create or truncate a file). Given back when the reservation is dropped
     /// uninstalled.
     pub(crate) fn reserve(&self) -> Result<Reservation<'_>> {
-        let l = self.lock.lock();
-        let idx = self.find_free(0, &l)?;
+        let mut l = self.lock.lock();
+        let idx = self.find_free(0, &mut l)?;
         self.array_locked(&l).slots[idx].store(RESERVED, Ordering::Release);
         Ok(Reservation { table: self, idx })
     }
@@ -177,7 +245,7 @@ impl FdTable {
     /// it is not retired while the lock is held. (Each pin's release is an atomic swap;
     /// an open and close took three.)
     #[inline]
-    fn array_locked<'l>(&'l self, held: &'l MutexGuard<'_, ()>) -> &'l FdArray {
+    fn array_locked<'l>(&'l self, held: &'l MutexGuard<'_, Taken>) -> &'l FdArray {
         // SAFETY: `held` is this table's lock (checked in debug builds), under which every
         // replacement is made, and the borrow lasts no longer than it; `grow`, the one
         // replacement, reads the old array before it replaces it and not after, and
@@ -186,25 +254,32 @@ impl FdTable {
         unsafe { self.array.load_locked(held) }
     }
 
-    /// The lowest free slot >= `min`, growing the array if needed (`held`: the table's
-    /// lock).
-    fn find_free(&self, min: usize, held: &MutexGuard<'_, ()>) -> Result<usize> {
-        let mut arr = self.array_locked(held);
-        let idx = match arr.slots.iter().skip(min).position(|s| s.load(Ordering::Relaxed).is_null()) {
-            Some(i) => i + min,
-            None => {
-                let idx = arr.slots.len().max(min);
-                if idx >= self.limit() {
-                    return Err(Errno::EMFILE);
-                }
-                self.grow(idx + 1, held);
-                arr = self.array_locked(held);
-                idx
-            }
-        };
-        let _ = arr;
+    /// Takes the lowest free slot >= `min`, growing the array if needed (`held`: the
+    /// table's lock); the caller fills it.
+    fn find_free(&self, min: usize, held: &mut MutexGuard<'_, Taken>) -> Result<usize> {
+        let from_next = min <= held.next;
+        let idx = held.first_free(min.max(held.next));
+        debug_assert!(
+            {
+                let slots = &self.array_locked(held).slots;
+                slots.get(idx).is_none_or(|s| s.load(Ordering::Relaxed).is_null())
+                    && slots
+                        .iter()
+                        .skip(min)
+                        .take(idx.saturating_sub(min))
+                        .all(|s| !s.load(Ordering::Relaxed).is_null())
+            },
+            "not the lowest free slot >= {min}: {idx}"
+        );
         if idx >= self.limit() {
             return Err(Errno::EMFILE);
+        }
+        if idx >= self.array_locked(held).slots.len() {
+            self.grow(idx + 1, held);
+        }
+        held.set(idx);
+        if from_next {
+            held.next = idx + 1;
         }
         Ok(idx)
     }
@@ -212,7 +287,7 @@ impl FdTable {
     /// Installs `file` exactly at `fd`, closing what was there (dup2/dup3).
     pub fn install_at(&self, file: Arc<File>, fd: Fd, cloexec: bool) -> Result<Fd> {
         let idx = usize::try_from(fd.0).ok().filter(|&i| i < self.limit()).ok_or(Errno::EBADF)?;
-        let l = self.lock.lock();
+        let mut l = self.lock.lock();
         if idx >= self.array_locked(&l).slots.len() {
             self.grow(idx + 1, &l);
         }
@@ -224,6 +299,7 @@ impl FdTable {
         file.fds.fetch_add(1, Ordering::AcqRel);
         arr.cloexec[idx].store(cloexec, Ordering::Relaxed);
         let old = arr.slots[idx].swap(Arc::into_raw(file).cast_mut(), Ordering::AcqRel);
+        l.set(idx);
         drop(l);
         // Released outside the table lock: the close event takes notify locks.
         self.retire(old);
@@ -233,7 +309,7 @@ impl FdTable {
     /// Closes `fd`.
     pub fn close(&self, fd: Fd) -> Result<()> {
         let idx = usize::try_from(fd.0).map_err(|_| Errno::EBADF)?;
-        let l = self.lock.lock();
+        let mut l = self.lock.lock();
         let arr = self.array_locked(&l);
         let slot = arr.slots.get(idx).ok_or(Errno::EBADF)?;
         if slot.load(Ordering::Relaxed) == RESERVED {
@@ -243,6 +319,7 @@ impl FdTable {
         if old.is_null() {
             return Err(Errno::EBADF);
         }
+        l.clear(idx);
         drop(l);
         // Released outside the table lock: the close event takes notify locks.
         self.retire(old);
@@ -287,7 +364,7 @@ impl FdTable {
         }
     }
 
-    fn grow(&self, need: usize, held: &MutexGuard<'_, ()>) {
+    fn grow(&self, need: usize, held: &MutexGuard<'_, Taken>) {
         let old = self.array_locked(held);
         let len = need.next_power_of_two().min(self.limit()).max(need);
         let new = FdArray::with_len(len);
@@ -326,7 +403,43 @@ impl Reservation<'_> {
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        let l = self.table.lock.lock();
+        let mut l = self.table.lock.lock();
         self.table.array_locked(&l).slots[self.idx].store(std::ptr::null_mut(), Ordering::Release);
+        l.clear(self.idx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Taken;
+
+    /// The lowest free slot, against a plain scan of a model, under random fills and
+    /// empties over 20,000 slots (runs of full words included), from random starts.
+    #[test]
+    fn the_lowest_free_slot_is_found_as_a_scan_would() {
+        let n = 20_000;
+        let mut model = vec![false; n + 64 * 64 * 2];
+        let mut t = Taken::default();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move |m: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m as u64) as usize
+        };
+        let scan = |model: &[bool], start: usize| (start..).find(|&i| !model.get(i).copied().unwrap_or(false)).unwrap();
+        for round in 0..60_000 {
+            // Fill densely at first (long runs of full words), then churn.
+            let i = if round < 15_000 { round } else { rand(n) };
+            if round < 15_000 || rand(2) == 0 {
+                model[i] = true;
+                t.set(i);
+            } else {
+                model[i] = false;
+                t.clear(i);
+            }
+            let start = if rand(4) == 0 { 0 } else { rand(n + 300) };
+            assert_eq!(t.first_free(start), scan(&model, start), "round {round}, from {start}");
+        }
     }
 }
