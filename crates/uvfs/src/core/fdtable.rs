@@ -56,6 +56,13 @@ struct Taken {
 }
 
 impl Taken {
+    /// For an array of `n` slots, none taken: made with the table, so that its first open
+    /// allocates nothing but its file.
+    fn for_slots(n: usize) -> Taken {
+        let words = n.div_ceil(64);
+        Taken { open: vec![0; words], full: vec![0; words.div_ceil(64)], next: 0 }
+    }
+
     /// Slot `i` was filled.
     fn set(&mut self, i: usize) {
         let w = i / 64;
@@ -104,6 +111,9 @@ impl Taken {
     }
 }
 
+/// The slots of a new table's array.
+const FIRST_SLOTS: usize = 64;
+
 /// Ids of descriptor tables, the owners of classic POSIX locks: never reused, unlike an
 /// address, so a lock can never pass to a later table.
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -148,8 +158,8 @@ impl FdTable {
     pub fn new(rcu: &Rcu, fast: crate::abi::config::FastPaths) -> FdTable {
         FdTable {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            array: RcuBox::new(FdArray::with_len(64)),
-            lock: Mutex::new(Taken::default()),
+            array: RcuBox::new(FdArray::with_len(FIRST_SLOTS)),
+            lock: Mutex::new(Taken::for_slots(FIRST_SLOTS)),
             max: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_FDS),
             rcu: rcu.clone(),
             fast,
@@ -178,7 +188,7 @@ impl FdTable {
         let guard = self.rcu.pin();
         let arr = self.array.load(&guard);
         let new = FdArray::with_len(arr.slots.len());
-        let mut taken = Taken::default();
+        let mut taken = Taken::for_slots(arr.slots.len());
         for (i, s) in arr.slots.iter().enumerate() {
             let p = s.load(Ordering::Acquire);
             if !p.is_null() && p != RESERVED {
