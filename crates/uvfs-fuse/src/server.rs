@@ -291,6 +291,7 @@ impl Server {
     /// `f` becomes a handle: with a backing file when passthrough is on (then the
     /// page-cache flags do not apply).
     fn open_reply(&self, node: u64, f: Arc<File>, fl: OpenFlags) -> abi::OpenOut {
+        self.leave_times_to_kernel(&f);
         let file = f.clone();
         let fh = self.handles.insert(f);
         let levers = self.opts.levers;
@@ -375,9 +376,22 @@ impl Server {
     /// access the request needs, and the caller's `O_APPEND`, `O_SYNC`, ...).
     fn file_of(&self, node: u64, fh: u64, flags: OpenFlags) -> Result<Arc<File>> {
         if fh == 0 && self.no_open {
-            return self.base().reopen_file(&self.node(node)?, flags);
+            let f = self.base().reopen_file(&self.node(node)?, flags)?;
+            self.leave_times_to_kernel(&f);
+            return Ok(f);
         }
         self.handle_file(fh)
+    }
+
+    /// Under the writeback cache the kernel owns a regular file's mtime and ctime: it
+    /// stamps them at its own writes and sends them in a SETATTR when they changed, so
+    /// the server's writes must not stamp them too (`File::set_nocmtime`). Else the two
+    /// disagree whenever the kernel's clock did not move since its last stamp (it then
+    /// sends no SETATTR) while uvfs's did, as a fine-grained stamp after a `stat`.
+    fn leave_times_to_kernel(&self, f: &File) {
+        if self.writeback.load(Ordering::Relaxed) && f.inode().file_type() == uvfs::FileType::Regular {
+            f.set_nocmtime();
+        }
     }
 
     fn entry_ttl(&self) -> Duration {

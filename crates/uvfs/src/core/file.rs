@@ -94,12 +94,28 @@ pub struct File {
     /// the close: at the last close of its descriptors, or when the last `Arc` of a file
     /// held outside any table goes.
     announced: AtomicBool,
+    /// Atomic, set once by its opener: writes through this file leave the inode's times
+    /// alone (Linux's `FMODE_NOCMTIME`), because someone else stamps them: a FUSE server's
+    /// handles under the writeback cache, whose kernel owns mtime and ctime.
+    nocmtime: AtomicBool,
     /// Set once at open, before the file is shared: the pipe of a fifo, which this file
     /// joined as reader and/or writer (its access mode) and leaves at its release.
     pub(crate) pipe: Option<Arc<crate::core::pipe::Pipe>>,
 }
 
 impl File {
+    /// Writes through this file no longer stamp the inode's mtime and ctime (Linux's
+    /// `FMODE_NOCMTIME`): for an opener that sets them itself, as a FUSE server under the
+    /// writeback cache does with the times its kernel sends.
+    pub fn set_nocmtime(&self) {
+        self.nocmtime.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether writes through this file stamp the inode's times (see [`File::set_nocmtime`]).
+    pub(crate) fn stamps_times(&self) -> bool {
+        !self.nocmtime.load(Ordering::Relaxed)
+    }
+
     /// `ESTALE` if the inode's contents were evicted since the caller found it (it lost
     /// its last name meanwhile), or if a non-lazy umount took the mount away since: the
     /// caller walks again. `EROFS` if opened for writing on a mount made read-only since
@@ -148,6 +164,7 @@ impl File {
             pos: Mutex::new(0),
             counted: AtomicBool::new(true),
             announced: AtomicBool::new(false),
+            nocmtime: AtomicBool::new(false),
             pipe: None,
         })
     }

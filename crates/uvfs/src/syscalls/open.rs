@@ -519,8 +519,10 @@ impl Task {
         inode.sb().fs().fallocate(inode, mode, off as u64, len as u64)?;
         let guard = self.vfs.rcu.pin();
         crate::core::attr::file_remove_privs(self.creds.load(&guard).get(), inode)?;
-        let now = crate::core::inode::current_time();
-        inode.update(|w| w.stamp_cmtime(now));
+        if file.stamps_times() {
+            let now = crate::core::inode::current_time();
+            inode.update(|w| w.stamp_cmtime(now));
+        }
         drop(guard);
         self.notify_attr(&file.mnt, &file.dentry, inode, EventMask::MODIFY);
         Ok(())

@@ -179,8 +179,10 @@ impl Task {
         // file_remove_privs: one flag test while nothing is there to remove (`S_NOSEC`).
         file_remove_privs(self.creds.load(guard).get(), inode)?;
         let (off, n) = inode.sb().fs().write(inode, at, buf)?;
-        let now = current_time();
-        inode.update(|w| w.stamp_cmtime(now));
+        if file.stamps_times() {
+            let now = current_time();
+            inode.update(|w| w.stamp_cmtime(now));
+        }
         self.notify_io(file, n, EventMask::MODIFY, guard);
         Ok((off, n))
     }
@@ -563,8 +565,10 @@ impl Task {
                     Ok(n) => {
                         done += n as usize;
                         shared += n as usize;
-                        let now = current_time();
-                        fout.inode.update(|w| w.stamp_cmtime(now));
+                        if fout.stamps_times() {
+                            let now = current_time();
+                            fout.inode.update(|w| w.stamp_cmtime(now));
+                        }
                         continue;
                     }
                     Err(e) => break Err(e),
