@@ -402,3 +402,34 @@ fn inode_limit_bounds_the_cache() {
         t.close(fd).unwrap();
     }
 }
+
+/// A change after a `stat` shows on a host directory too, however soon, in both change
+/// modes: hostfs applies the host's own (fine-grained) times after a call, and uvfs's
+/// stamp of the same change, from the coarse clock, must not take the time back below
+/// them (pjdfstest's `open_trunc` and `ftruncate::update_ctime_success` caught it).
+#[test]
+fn a_change_after_a_stat_shows_on_a_host_directory() {
+    let _serial = serial();
+    for changes in [uvfs::fs::hostfs::HostChanges::Never, uvfs::fs::hostfs::HostFsOptions::default().changes] {
+        let dir = tmp("stamps");
+        let opts = uvfs::fs::hostfs::HostFsOptions { changes, ..Default::default() };
+        let vfs =
+            Vfs::with_root(VfsConfig::default(), Box::new(HostFs::with_options(dir.path(), opts).unwrap())).unwrap();
+        let t = vfs.root_task();
+        let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+        let mut last = t.fstat(fd).unwrap();
+        for i in 0..300 {
+            t.ftruncate(fd, i % 7).unwrap();
+            let s = t.fstat(fd).unwrap();
+            assert!(s.ctime > last.ctime && s.mtime > last.mtime, "truncate {i}: {last:?} then {s:?}");
+            t.pwrite(fd, b"x", 3).unwrap();
+            let s2 = t.fstat(fd).unwrap();
+            assert!(s2.ctime > s.ctime && s2.mtime > s.mtime, "write {i}: {s:?} then {s2:?}");
+            t.fchmod(fd, if i % 2 == 0 { 0o600 } else { 0o644 }).unwrap();
+            let s3 = t.fstat(fd).unwrap();
+            assert!(s3.ctime > s2.ctime, "chmod {i}: {s2:?} then {s3:?}");
+            last = s3;
+        }
+        t.close(fd).unwrap();
+    }
+}

@@ -713,7 +713,8 @@ impl AttrWriter<'_> {
     /// Stamps the change time for a change made now (Linux's `inode_set_ctime_current`):
     /// `now`, the operation's [`current_time`], unless a `stat` reported the change time
     /// and `now` is not later, in which case a fine-grained stamp, so that the change
-    /// shows. Returns the time stored, for the other times the change sets.
+    /// shows. Never earlier than the time it replaces. Returns the time the inode has, for
+    /// the other times the change sets.
     pub fn stamp_ctime(&mut self, now: Timespec) -> Timespec {
         let c = &self.inode.ctime;
         let raw = c.nsec.load(Ordering::Relaxed);
@@ -725,25 +726,16 @@ impl AttrWriter<'_> {
             if t <= old {
                 t = fine_time();
             }
-            // A marked time is never marked again: a plain store cannot lose a mark.
-            c.store(t);
-            return t;
+        } else if t <= old {
+            // Nothing to store: the same tick's stamp again (a burst of changes nobody
+            // looked at), or a clock behind the time there (a host's fine stamp that
+            // hostfs applied since): the change keeps it, as the floor keeps uvfs's own
+            // stamps in order. A `stat` marking it meanwhile reported what stays.
+            return old;
         }
-        if t == old {
-            // The same tick's stamp again (a burst of changes nobody looked at): nothing
-            // to store, and a `stat` marking it meanwhile reported what stays.
-            return t;
-        }
-        let s = t.sec as u64;
-        c.sec_hi.store((s >> 32) as u32, Ordering::Relaxed);
-        c.sec_lo.store(s as u32, Ordering::Relaxed);
-        // A `stat` may have marked the old time since it was read (stat marks without the
-        // lock): the swap sees that mark, and the change must then show too.
-        let prev = c.nsec.swap(t.nsec, Ordering::Relaxed);
-        if prev & I_CTIME_QUERIED != 0 && t <= old {
-            t = fine_time();
-            c.store(t);
-        }
+        // A plain store: a `stat` marks only a time it read unmarked (a CAS), and the new
+        // time differs from one unmarked (it is later), so no mark can be lost unseen.
+        c.store(t);
         t
     }
     /// [`AttrWriter::stamp_ctime`], and the modification time set to the same stamp: a
