@@ -111,9 +111,14 @@ impl File {
         self.nocmtime.store(true, Ordering::Relaxed);
     }
 
-    /// Whether writes through this file stamp the inode's times (see [`File::set_nocmtime`]).
-    pub(crate) fn stamps_times(&self) -> bool {
-        !self.nocmtime.load(Ordering::Relaxed)
+    /// A write through this file changed its contents: stamps the inode's mtime and ctime,
+    /// unless its opener stamps them itself (Linux's `file_update_time`, which honours
+    /// `FMODE_NOCMTIME`).
+    pub(crate) fn update_time(&self) {
+        if !self.nocmtime.load(Ordering::Relaxed) {
+            let now = crate::core::inode::current_time();
+            self.inode.update(|w| w.stamp_cmtime(now));
+        }
     }
 
     /// `ESTALE` if the inode's contents were evicted since the caller found it (it lost

@@ -502,7 +502,7 @@ impl Inode {
     /// [`Inode::stat`] without marking the change time as seen: for the kernel's own use of
     /// the attributes and for a `statx` that does not ask for `mtime` or `ctime`.
     #[inline]
-    pub fn stat_unseen(&self) -> Stat {
+    pub(crate) fn stat_unseen(&self) -> Stat {
         let a = self.attrs();
         Stat {
             dev: self.sb.dev(),

@@ -935,9 +935,8 @@ impl FileSystem for MemFs {
     }
 
     fn free_inode(&self, inode: &Inode) {
-        if let Some(n) = inode.private::<MemNode>() {
-            n.release(&self.usage);
-        }
+        // The release eviction makes, if eviction did not (it happens once).
+        self.evict(inode);
     }
 
     fn as_any(&self) -> &dyn Any {

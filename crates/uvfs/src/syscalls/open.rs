@@ -519,10 +519,7 @@ impl Task {
         inode.sb().fs().fallocate(inode, mode, off as u64, len as u64)?;
         let guard = self.vfs.rcu.pin();
         crate::core::attr::file_remove_privs(self.creds.load(&guard).get(), inode)?;
-        if file.stamps_times() {
-            let now = crate::core::inode::current_time();
-            inode.update(|w| w.stamp_cmtime(now));
-        }
+        file.update_time();
         drop(guard);
         self.notify_attr(&file.mnt, &file.dentry, inode, EventMask::MODIFY);
         Ok(())

@@ -13,7 +13,6 @@ use crate::abi::stat::FileType;
 use crate::core::attr::file_remove_privs;
 use crate::core::file::{File, FileRef};
 use crate::core::fsnotify::{self, EventMask};
-use crate::core::inode::current_time;
 use crate::core::superblock::WriteAt;
 use crate::sync::rcu::LocalGuard;
 use crate::task::Task;
@@ -95,8 +94,7 @@ impl Task {
         let nonblock = file.flags().contains(OpenFlags::NONBLOCK) || rwf.contains(RwfFlags::NOWAIT);
         let n = Task::pipe_of(file)?.write(buf, nonblock)?;
         if n > 0 {
-            let now = current_time();
-            file.inode.update(|w| w.stamp_cmtime(now));
+            file.update_time();
         }
         Ok(n)
     }
@@ -179,10 +177,7 @@ impl Task {
         // file_remove_privs: one flag test while nothing is there to remove (`S_NOSEC`).
         file_remove_privs(self.creds.load(guard).get(), inode)?;
         let (off, n) = inode.sb().fs().write(inode, at, buf)?;
-        if file.stamps_times() {
-            let now = current_time();
-            inode.update(|w| w.stamp_cmtime(now));
-        }
+        file.update_time();
         self.notify_io(file, n, EventMask::MODIFY, guard);
         Ok((off, n))
     }
@@ -565,10 +560,7 @@ impl Task {
                     Ok(n) => {
                         done += n as usize;
                         shared += n as usize;
-                        if fout.stamps_times() {
-                            let now = current_time();
-                            fout.inode.update(|w| w.stamp_cmtime(now));
-                        }
+                        fout.update_time();
                         continue;
                     }
                     Err(e) => break Err(e),
