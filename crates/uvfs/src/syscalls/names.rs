@@ -55,7 +55,7 @@ impl Task {
         self.walk(dirfd, path, LookupFlags::PARENT, |o| match o {
             Outcome::Parent { parent, last, name, trailing_slash, too_long } => {
                 let name = match name {
-                    LastName::InPath(s, e) => std::borrow::Cow::Borrowed(&path[s as usize..e as usize]),
+                    LastName::InPath(s, e) => std::borrow::Cow::Borrowed(&path[s..e]),
                     LastName::Copied(b) => std::borrow::Cow::Owned(b.into_vec()),
                 };
                 Ok(ParentOf { parent: parent.to_path(), last, name, trailing_slash, too_long })

@@ -133,7 +133,7 @@ impl NameBuf {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LastName {
     /// `path[start..end]` of the path the walk was given.
-    InPath(u16, u16),
+    InPath(usize, usize),
     /// From a symlink body (or empty, for a last component that is not a name).
     Copied(Box<[u8]>),
 }
@@ -143,10 +143,17 @@ impl LastName {
     #[inline]
     pub fn bytes<'p>(&'p self, path: &'p [u8]) -> &'p [u8] {
         match self {
-            LastName::InPath(s, e) => &path[*s as usize..*e as usize],
+            LastName::InPath(s, e) => &path[*s..*e],
             LastName::Copied(b) => b,
         }
     }
+}
+
+/// A last name from a symlink body: rare, kept out of the walk's loop.
+#[cold]
+#[inline(never)]
+fn copied_name(name: &[u8]) -> LastName {
+    LastName::Copied(name.into())
 }
 
 /// The outcome of a walk.
@@ -450,12 +457,15 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
 
     /// The last name, `name`, the component at `s` of the top segment: a range when that
     /// segment is the caller's path, else a copy.
+    /// Inlined: made out of line, the range was written to the stack in pieces and read
+    /// back whole, a stalled store-to-load forward on every create and unlink.
+    #[inline(always)]
     fn last_name(&self, s: usize, name: &[u8]) -> LastName {
         if self.stack.len == 1 {
             // The bottom segment is the path itself, under PATH_MAX: the range fits.
-            LastName::InPath(s as u16, (s + name.len()) as u16)
+            LastName::InPath(s, s + name.len())
         } else {
-            LastName::Copied(name.into())
+            copied_name(name)
         }
     }
 
