@@ -2,24 +2,32 @@
 //!
 //! A FUSE request header carries the caller's fsuid, fsgid and thread id. The
 //! supplementary groups are not in the protocol: they are read from
-//! `/proc/<tid>/status` (`Groups:`) when the request arrives. That is a race (the caller
-//! may change its groups, or exit and have its id reused, between the syscall and the
-//! read) that every FUSE server shares; it cannot give a caller groups it never had
-//! unless a process with that id appears in between. Requests the kernel makes on its own
-//! (pid 0: writeback, release) get no supplementary groups. uid 0 gets every capability
-//! and others none ([`uvfs::Credentials::new`]), so a root process that dropped
-//! capabilities is still treated as fully privileged.
+//! `/proc/<tid>/status` (`Groups:`), and only when a check of the request needs them
+//! ([`uvfs::GroupSource`]): the group class decides a permission check only when the
+//! file's group is not the caller's fsgid and its group bits differ from the others'
+//! (or an ACL names groups), and a `chown` or set-group-id rule asks the same way, so
+//! most requests never read them (a read of `/proc/<tid>/status` took 18-21 us on this
+//! project's VM, more than an empty request's round trip). That read is a race (the
+//! caller may change its groups, or exit and have its id reused, between the syscall and
+//! the read) that every FUSE server shares; it cannot give a caller groups it never had unless a process with
+//! that id appears in between. The groups are read at most once per request, on the
+//! thread that serves it ([`Tasks::get`] names the caller to it). Requests the kernel
+//! makes on its own (pid 0: writeback, release), and root's, have no supplementary groups.
+//! uid 0 gets every capability and others none ([`uvfs::Credentials::new`]), so a root
+//! process that dropped capabilities is still treated as fully privileged.
 //!
 //! Tasks are derived from the server task ([`uvfs::Task::with_credentials`]); nodes and
 //! open files are held outside any descriptor table ([`crate::nodes`]), so any task can
-//! use them. They are cached per (uid, gid, groups, umask, link capability); the umask is
-//! part of the key because creating requests carry their own.
+//! use them. They are cached per (uid, gid, umask, link capability, whether groups are
+//! asked for); the umask is part of the key because creating requests carry their own.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use uvfs::{Capabilities, Credentials, Gid, Task, Uid};
+use uvfs::{Capabilities, Credentials, Gid, GroupSource, Task, Uid};
 
 /// The umask of requests that do not create anything (irrelevant to them).
 pub const DEFAULT_UMASK: u32 = 0o022;
@@ -28,9 +36,55 @@ pub const DEFAULT_UMASK: u32 = 0o022;
 struct Key {
     uid: u32,
     gid: u32,
-    groups: Vec<u32>,
+    /// The supplementary groups are the caller's, read when a check needs them (else
+    /// there are none: root, or the kernel's own requests).
+    asked: bool,
     umask: u32,
     link: bool,
+}
+
+thread_local! {
+    /// The request this thread serves: its caller's thread id (0: none that has
+    /// supplementary groups) and, once a check asked, its groups, sorted.
+    static CALLER: RefCell<(u32, Option<Vec<Gid>>)> = const { RefCell::new((0, None)) };
+}
+
+/// The groups of the caller of the request the asking thread serves (see the module
+/// docs), read from `/proc` the first time one of its checks asks.
+#[derive(Debug)]
+struct CallerGroups {
+    /// Atomic: reads of `/proc/<tid>/status` (counted for the tests and `--stats`).
+    reads: Arc<AtomicU64>,
+}
+
+impl CallerGroups {
+    fn with<R>(&self, f: impl FnOnce(&[Gid]) -> R) -> R {
+        CALLER.with(|c| {
+            let mut c = c.borrow_mut();
+            let (pid, groups) = &mut *c;
+            let g = groups.get_or_insert_with(|| {
+                if *pid == 0 {
+                    return Vec::new();
+                }
+                self.reads.fetch_add(1, Ordering::Relaxed);
+                let mut g: Vec<Gid> = proc_groups(*pid).into_iter().map(Gid).collect();
+                g.sort();
+                g.dedup();
+                g
+            });
+            f(g)
+        })
+    }
+}
+
+impl GroupSource for CallerGroups {
+    fn contains(&self, gid: Gid) -> bool {
+        self.with(|g| g.binary_search(&gid).is_ok())
+    }
+
+    fn list(&self) -> Vec<Gid> {
+        self.with(<[Gid]>::to_vec)
+    }
 }
 
 /// Who asks, as the server sees it.
@@ -48,6 +102,8 @@ pub struct Tasks {
     base: Arc<Task>,
     /// Keyed by the caller's ids, hashed with foldhash (one lookup per request).
     cache: Mutex<HashMap<Key, Arc<Task>, foldhash::fast::RandomState>>,
+    /// Immutable: the source of every cached task's asked-for groups.
+    groups: Arc<CallerGroups>,
 }
 
 const CACHE_MAX: usize = 4096;
@@ -55,7 +111,12 @@ const CACHE_MAX: usize = 4096;
 impl Tasks {
     /// Tasks derived from `base` (the server task, owner of the shared fd table).
     pub fn new(base: Arc<Task>) -> Tasks {
-        Tasks { base, cache: Mutex::new(HashMap::default()) }
+        Tasks { base, cache: Mutex::new(HashMap::default()), groups: Arc::new(CallerGroups { reads: Arc::default() }) }
+    }
+
+    /// Reads of a caller's supplementary groups from `/proc` so far.
+    pub fn group_reads(&self) -> u64 {
+        self.groups.reads.load(Ordering::Relaxed)
     }
 
     /// The server task.
@@ -64,15 +125,21 @@ impl Tasks {
     }
 
     /// A task acting for `c` with `umask`; `link` adds `CAP_DAC_READ_SEARCH` (see the
-    /// `link` handler).
+    /// `link` handler). Names `c` to this thread as the caller whose groups its checks
+    /// ask for until the next call: call it on the thread that serves the request, for
+    /// every request.
     pub fn get(&self, c: &Caller, umask: u32, link: bool) -> Arc<Task> {
-        let groups = if c.uid == 0 || c.pid == 0 { Vec::new() } else { proc_groups(c.pid) };
-        let key = Key { uid: c.uid, gid: c.gid, groups, umask: umask & 0o777, link };
+        let asked = c.uid != 0 && c.pid != 0;
+        CALLER.with(|x| *x.borrow_mut() = (if asked { c.pid } else { 0 }, None));
+        let key = Key { uid: c.uid, gid: c.gid, asked, umask: umask & 0o777, link };
         if let Some(t) = self.cache.lock().get(&key) {
             return t.clone();
         }
-        let gids: Vec<Gid> = key.groups.iter().map(|&g| Gid(g)).collect();
-        let mut creds = Credentials::new(Uid(c.uid), Gid(c.gid), &gids);
+        let mut creds = if asked {
+            Credentials::with_group_source(Uid(c.uid), Gid(c.gid), self.groups.clone())
+        } else {
+            Credentials::new(Uid(c.uid), Gid(c.gid), &[])
+        };
         if link {
             let caps = creds.caps | Capabilities::DAC_READ_SEARCH;
             creds = creds.with_caps(caps);

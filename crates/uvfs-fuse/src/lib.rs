@@ -649,6 +649,12 @@ impl MountHandle {
         self.run.as_ref().map_or(0, |r| r.server.relisted.load(Ordering::Relaxed))
     }
 
+    /// Reads of a caller's supplementary groups from `/proc` so far (a request reads them
+    /// only when one of its checks needs them: [`crate::ident`]).
+    pub fn group_reads(&self) -> u64 {
+        self.run.as_ref().map_or(0, |r| r.server.tasks.group_reads())
+    }
+
     /// Requests received so far, by opcode name, the most frequent first.
     pub fn requests(&self) -> Vec<(&'static str, u64)> {
         self.run.as_ref().map_or_else(Vec::new, |r| r.server.request_counts())
@@ -848,6 +854,8 @@ impl Stats {
         let list: Vec<String> = counts.iter().map(|(op, n)| format!("{op} {n}")).collect();
         let polled = self.session.polled.load(Ordering::Relaxed);
         out += &format!("uvfs mount: {total} requests ({polled} taken by busy polling): {}\n", list.join(", "));
+        let reads = self.server.tasks.group_reads();
+        out += &format!("uvfs mount: callers' supplementary groups read from /proc {reads} times\n");
         if self.busy_poll && !self.session.uring_active() {
             let c = &self.session.crew;
             let n = |a: &AtomicU64| a.load(Ordering::Relaxed);

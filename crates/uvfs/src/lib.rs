@@ -200,7 +200,7 @@ mod vfs;
 mod walk;
 
 pub use abi::config::{FastPaths, SmallWritePages, VfsConfig};
-pub use abi::cred::{Capabilities, Credentials, Gid, Uid};
+pub use abi::cred::{Capabilities, Credentials, Gid, GroupSource, Uid};
 pub use abi::errno::{Errno, Result};
 pub use abi::flags::{
     AccessMode, AtFlags, CopyRangeFlags, FallocFlags, FcntlCmd, Fd, FdFlags, FsFlags, MAX_RW_COUNT, OpenFlags, OpenHow,

@@ -580,3 +580,54 @@ mod random {
         run(vec![Op::Chmod("/a", 0o750), Op::Chown("/a", 0, 1000), Op::Chown("/a", 0, 0)]).unwrap();
     }
 }
+
+/// Groups a test flips: a member of group 100 or of none.
+#[derive(Debug, Default)]
+struct Flipping {
+    member: std::sync::atomic::AtomicBool,
+    asked: std::sync::atomic::AtomicU64,
+}
+
+impl uvfs::GroupSource for Flipping {
+    fn contains(&self, gid: Gid) -> bool {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        gid == Gid(100) && self.member.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn list(&self) -> Vec<Gid> {
+        if self.member.load(std::sync::atomic::Ordering::Relaxed) { vec![Gid(100)] } else { Vec::new() }
+    }
+}
+
+/// Credentials whose groups a source gives when a check asks (a FUSE server's callers)
+/// answer for whoever the source speaks for at that moment: a walk whose search check
+/// asked them is never kept by the path cache, and a walk that asked nothing still is.
+#[test]
+fn answers_from_asked_groups_are_not_kept() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"group");
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o750, AtFlags::empty()).unwrap();
+    t.fchownat(DirFd::Cwd, b"/base/d1/d2/d3", Some(Uid(0)), Some(Gid(100)), AtFlags::empty()).unwrap();
+    let src = std::sync::Arc::new(Flipping::default());
+    let u = t.with_credentials(Credentials::with_group_source(Uid(1000), Gid(1000), src.clone()));
+    let asked = || src.asked.load(std::sync::atomic::Ordering::Relaxed);
+    // Nothing on the way asks while every directory lets every class search.
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o755, AtFlags::empty()).unwrap();
+    let (h, f) = (hits(), fills());
+    assert_eq!(size(&u, DEEP), Ok(5));
+    assert_eq!(size(&u, DEEP), Ok(5));
+    assert_eq!((hits() - h, fills() - f, asked()), (1, 1, 0), "a walk that asked no group is kept");
+    // d3 searchable by its group only: each walk asks, and none is kept.
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o750, AtFlags::empty()).unwrap();
+    src.member.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (h, f) = (hits(), fills());
+    assert_eq!(size(&u, DEEP), Ok(5));
+    assert_eq!(size(&u, DEEP), Ok(5));
+    assert_eq!((hits() - h, fills() - f), (0, 0));
+    assert!(asked() >= 2, "the search check asked the source each time: {}", asked());
+    src.member.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(size(&u, DEEP), Err(Errno::EACCES), "the source's new answer holds at once");
+    src.member.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(size(&u, DEEP), Ok(5));
+    assert_eq!(&*u.credentials().groups(), &[Gid(100)]);
+}

@@ -1,5 +1,8 @@
 //! Credentials: who asks. Mirrors Linux's `struct cred` (the parts the VFS reads).
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use bitflags::bitflags;
 
 /// A user id.
@@ -35,6 +38,40 @@ bitflags! {
     }
 }
 
+/// Supplementary groups that are looked up when a check first needs one, instead of when
+/// the credentials are made: what a server acting for callers it cannot ask cheaply
+/// gives (a FUSE server reads a caller's groups from `/proc`, which costs more than most
+/// requests, while a check asks for membership only when the group class decides, as
+/// Linux's `in_group_p` callers do). The source answers for whoever the credentials act
+/// for at the moment of the check; checks whose answer the path cache would keep are not
+/// kept when they depended on it.
+pub trait GroupSource: Send + Sync + std::fmt::Debug {
+    /// Whether `gid` is one of the supplementary groups.
+    fn contains(&self, gid: Gid) -> bool;
+    /// All of them, sorted and without repeats.
+    fn list(&self) -> Vec<Gid>;
+}
+
+/// Where the supplementary groups are.
+#[derive(Clone, Debug)]
+enum Groups {
+    /// Known when the credentials were made: sorted, for binary search.
+    Known(Box<[Gid]>),
+    /// Asked of a source when a check needs them.
+    Asked(Arc<dyn GroupSource>),
+}
+
+impl PartialEq for Groups {
+    fn eq(&self, o: &Groups) -> bool {
+        match (self, o) {
+            (Groups::Known(a), Groups::Known(b)) => a == b,
+            // The same source answers alike; different ones may not.
+            (Groups::Asked(a), Groups::Asked(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
 /// What a task is to permission checks. Immutable once built; a task replaces its
 /// credentials as a whole (like `commit_creds`), so checks never see a half-changed set.
 /// Equal when their ids, groups and capabilities are (the install serial aside).
@@ -48,8 +85,8 @@ pub struct Credentials {
     pub uid: Uid,
     /// Filesystem group id.
     pub gid: Gid,
-    /// Supplementary groups, sorted for binary search.
-    groups: Box<[Gid]>,
+    /// Supplementary groups.
+    groups: Groups,
     /// Effective capabilities.
     pub caps: Capabilities,
     /// Set when a task installs them (then they are behind an `Arc` and cannot change):
@@ -78,12 +115,22 @@ impl Credentials {
         let mut g: Vec<Gid> = groups.to_vec();
         g.sort();
         g.dedup();
+        Credentials::with_groups(uid, gid, Groups::Known(g.into_boxed_slice()))
+    }
+
+    /// A user whose supplementary groups `source` gives when a check needs them (see
+    /// [`GroupSource`]); capabilities as [`Credentials::new`].
+    pub fn with_group_source(uid: Uid, gid: Gid, source: Arc<dyn GroupSource>) -> Credentials {
+        Credentials::with_groups(uid, gid, Groups::Asked(source))
+    }
+
+    fn with_groups(uid: Uid, gid: Gid, groups: Groups) -> Credentials {
         Credentials {
             ruid: uid,
             rgid: gid,
             uid,
             gid,
-            groups: g.into_boxed_slice(),
+            groups,
             caps: if uid.0 == 0 { Capabilities::all() } else { Capabilities::empty() },
             serial: 0,
         }
@@ -108,14 +155,30 @@ impl Credentials {
         self
     }
 
-    /// Supplementary groups.
-    pub fn groups(&self) -> &[Gid] {
-        &self.groups
+    /// Supplementary groups, sorted (asked of the source, if they come from one).
+    pub fn groups(&self) -> Cow<'_, [Gid]> {
+        match &self.groups {
+            Groups::Known(g) => Cow::Borrowed(g),
+            Groups::Asked(s) => Cow::Owned(s.list()),
+        }
     }
 
-    /// `in_group_p`: the fs gid or a supplementary group.
+    /// Whether the supplementary groups come from a [`GroupSource`]: then an answer that
+    /// depended on them holds for this check only, not for every holder of these
+    /// credentials.
+    #[inline]
+    pub(crate) fn groups_asked(&self) -> bool {
+        matches!(self.groups, Groups::Asked(_))
+    }
+
+    /// `in_group_p`: the fs gid or a supplementary group (the source is asked only when
+    /// the fs gid is not it).
     pub fn in_group(&self, gid: Gid) -> bool {
-        self.gid == gid || self.groups.binary_search(&gid).is_ok()
+        self.gid == gid
+            || match &self.groups {
+                Groups::Known(g) => g.binary_search(&gid).is_ok(),
+                Groups::Asked(s) => s.contains(gid),
+            }
     }
 
     /// Whether the capability is in the effective set.

@@ -482,8 +482,9 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
             return Ok(());
         }
         // The answer now depends on who asks: the path cache keys it by the credentials'
-        // install serial, which credentials no task installed do not have.
-        if self.creds.serial() == 0 {
+        // install serial, which credentials no task installed do not have, and which
+        // does not name whoever a group source answers for.
+        if self.creds.serial() == 0 || self.creds.groups_asked() {
             self.cacheable = false;
         }
         generic_permission(self.creds, inode, MAY_EXEC, self.fast, self.guard)
