@@ -106,6 +106,12 @@ pub struct BenchArgs {
     #[arg(long = "target-cmd", value_name = "NAME=CMD")]
     pub target_cmds: Vec<String>,
 
+    /// Workloads: run the programs as this uid (its gid the same number, no supplementary
+    /// groups) instead of as the caller: what a user other than root gets (needs root;
+    /// the big-file rows stay the bench's own calls)
+    #[arg(long, value_name = "UID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub as_user: Option<u32>,
+
     /// Workloads: the `uvfs` binary the mount targets run [default: this program]
     #[arg(long, value_name = "PATH")]
     pub uvfs_bin: Option<PathBuf>,

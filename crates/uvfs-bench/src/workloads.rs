@@ -35,6 +35,13 @@
 //!
 //! `--target` picks targets by name (built-in or `--target-cmd` names); by default all run.
 //!
+//! `--as-user UID` starts every program of a round as that uid (gid the same number, no
+//! supplementary groups; the round gives it the target's directory first, and checks
+//! that the extracted tree is its): what a mount costs a caller other than root, whose
+//! requests a FUSE server handles differently (its groups are not in the protocol). The
+//! big-file rows stay the bench's own calls. A peer server must let other users in
+//! (`allow_other`).
+//!
 //! # Rounds
 //!
 //! A round of a target is a fresh directory (a fresh mount for mount targets) and every
@@ -152,6 +159,8 @@ pub struct Options {
     pub uvfs_bin: PathBuf,
     /// Extra `uvfs mount` arguments.
     pub mount_opts: Vec<String>,
+    /// `--as-user`: the uid (and gid) the programs run as.
+    pub as_user: Option<u32>,
     /// `--json`.
     pub json: bool,
     /// Chart path.
@@ -272,6 +281,9 @@ pub fn options(
         }
         planned.push(Planned { target: t, skip });
     }
+    if args.as_user.is_some() && !is_root() {
+        return bad("--as-user needs root (each program is started as that user)".into());
+    }
     let rounds = args.samples.map(|n| n as usize).unwrap_or(if args.quick { 2 } else { 3 });
     let chart = args.chart.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_CHART));
     crate::cli::check_chart_path(&chart)?;
@@ -288,6 +300,7 @@ pub fn options(
         hostdir,
         uvfs_bin,
         mount_opts: args.mount_opts.clone(),
+        as_user: args.as_user,
         json: args.json,
         chart,
     })
@@ -391,7 +404,8 @@ pub fn run(o: &Options) -> Result<WorkloadsReport, String> {
     };
     let load_before = load_average();
     let big = bigfile::BigFile::new(o.big_mib, o.reads, tree::SEED);
-    let prep = steps::prepare(&env, o.source.clone(), o.cbuild, o.jobs, big, &|m| progress.say(m))?;
+    let mut prep = steps::prepare(&env, o.source.clone(), o.cbuild, o.jobs, big, &|m| progress.say(m))?;
+    prep.user = o.as_user;
 
     let mut rounds: Vec<RoundOutcome> = Vec::new();
     let mut failed: Vec<String> = Vec::new();
@@ -450,6 +464,7 @@ pub fn run(o: &Options) -> Result<WorkloadsReport, String> {
         big_file_bytes: prep.big.bytes,
         random_reads: o.reads,
         mount_opts: o.mount_opts.clone(),
+        as_user: o.as_user,
         uvfs_bin: o.uvfs_bin.display().to_string(),
         tmpfs: o.tmpfs.display().to_string(),
         hostdir: o.hostdir.display().to_string(),

@@ -5,7 +5,7 @@
 //! { "schema": 1, "kind": "workloads",
 //!   "machine": { "cores", "kernel", "cpu", "uvfs_version" },
 //!   "config":  { "quick", "rounds", "tree": { "source", "seed", "dirs", "files", "symlinks", "bytes" },
-//!                "c_units", "make_jobs", "big_file_bytes", "random_reads", "mount_opts",
+//!                "c_units", "make_jobs", "big_file_bytes", "random_reads", "mount_opts", "as_user",
 //!                "uvfs_bin", "tmpfs", "hostdir", "drop_caches", "load_average" },
 //!   "targets": [ { "target", "kind", "command", "cold", "host_backed", "skipped", "round_trip_us" } ],
 //!   "workloads": [ { "workload", "title",
@@ -89,6 +89,8 @@ pub struct WorkloadsConfig {
     pub random_reads: usize,
     /// Extra `uvfs mount` arguments.
     pub mount_opts: Vec<String>,
+    /// The uid the programs ran as (`--as-user`; null: the bench's own, root).
+    pub as_user: Option<u32>,
     /// The `uvfs` binary that mounted.
     pub uvfs_bin: String,
     /// Where the tmpfs target and the stage lived.
@@ -404,6 +406,9 @@ pub fn render(r: &WorkloadsReport) -> String {
     if !c.mount_opts.is_empty() {
         out.push_str(&format!("uvfs mount options: {}\n", c.mount_opts.join(" ")));
     }
+    if let Some(u) = c.as_user {
+        out.push_str(&format!("programs run as uid {u} (gid {u}, no supplementary groups)\n"));
+    }
     if let [Some(a), Some(b)] = c.load_average {
         out.push_str(&format!("load average (1 min): {a:.2} before, {b:.2} after\n"));
     }
@@ -514,6 +519,7 @@ pub(crate) mod tests {
             big_file_bytes: 4 << 20,
             random_reads: 10,
             mount_opts: vec!["--attr-timeout=60".into()],
+            as_user: None,
             uvfs_bin: "uvfs".into(),
             tmpfs: "/dev/shm".into(),
             hostdir: "/var/tmp".into(),

@@ -185,6 +185,8 @@ pub struct Prepared {
     pub big: BigFile,
     /// `HOME` of the commands.
     pub home: PathBuf,
+    /// The uid (and gid) the measured programs run as (`--as-user`); `None`: the bench's.
+    pub user: Option<u32>,
 }
 
 /// A command with the clean environment, run in `dir`.
@@ -197,6 +199,21 @@ fn clean(prog: &str, dir: &Path, home: &Path) -> Command {
         .env("LC_ALL", "C")
         .env("TZ", "UTC");
     c
+}
+
+/// The bench's effective uid.
+fn bench_uid() -> u32 {
+    // SAFETY: no preconditions, cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// `cmd` as `p`'s user, if it has one (the child takes the uid and gid and drops the
+/// supplementary groups before it runs the program).
+fn as_user(mut cmd: Command, p: &Prepared) -> Command {
+    if let Some(u) = p.user {
+        cmd.uid(u).gid(u);
+    }
+    cmd
 }
 
 /// A git command with the clean git environment.
@@ -376,6 +393,7 @@ pub fn prepare(
         jobs,
         big,
         home,
+        user: None,
     })
 }
 
@@ -454,21 +472,33 @@ fn round(
     let tree = work.join("tree");
 
     progress(W::Untar);
+    if let Some(u) = p.user {
+        std::os::unix::fs::chown(&work, Some(u), Some(u))
+            .map_err(|e| (W::Untar, format!("giving {} to uid {u}: {e}", work.display())))?;
+    }
     let s = timed(site, || {
         let mut t = clean("tar", &work, home);
         t.arg("-xf").arg(&p.tar);
-        exec(t, &[0]).map(|r| r.0)
+        exec(as_user(t, p), &[0]).map(|r| r.0)
     })
     .map_err(|e| (W::Untar, e))?;
     Manifest::of(&tree, &cleanup::interrupted)
         .and_then(|m| m.compare(&p.manifest))
         .map_err(|e| (W::Untar, format!("the extracted tree differs: {e}")))?;
+    // Who made it: the programs' user, or the bench's.
+    let owner = std::os::unix::fs::MetadataExt::uid(
+        &std::fs::symlink_metadata(&tree).map_err(|e| (W::Untar, format!("{}: {e}", tree.display())))?,
+    );
+    let want = p.user.unwrap_or_else(bench_uid);
+    if owner != want {
+        return Err((W::Untar, format!("the extracted tree is owned by uid {owner}, not {want}")));
+    }
     out.push((W::Untar, Outcome::Measured(s)));
 
     let find_once = |w: Workload, site: &Site| -> Result<Sample, (Workload, String)> {
         let mut got = (0, 0);
         let s = timed(site, || {
-            let (d, o) = exec(find(&work, home), &[0])?;
+            let (d, o) = exec(as_user(find(&work, home), p), &[0])?;
             got = sorted_digest(&o);
             Ok(d)
         })
@@ -492,7 +522,7 @@ fn round(
         progress(w);
         let mut got = (0, 0);
         let s = timed(site, || {
-            let (d, o) = exec(grep(&work, home), &[0, 1])?;
+            let (d, o) = exec(as_user(grep(&work, home), p), &[0, 1])?;
             got = sorted_digest(&o);
             Ok(d)
         })
@@ -505,13 +535,13 @@ fn round(
     let s = timed(site, || {
         let mut total = Duration::ZERO;
         for args in [&["init", "-q"][..], &["add", "-A"], &["commit", "-q", "-m", "uvfs bench"]] {
-            total += exec(git(&tree, home, args), &[0])?.0;
+            total += exec(as_user(git(&tree, home, args), p), &[0])?.0;
         }
         Ok(total)
     })
     .map_err(|e| (W::GitCommit, e))?;
-    exec(git(&tree, home, &["fsck", "--no-progress"]), &[0]).map_err(|e| (W::GitCommit, e))?;
-    let (_, head) = exec(git(&tree, home, &["rev-parse", "HEAD"]), &[0]).map_err(|e| (W::GitCommit, e))?;
+    exec(as_user(git(&tree, home, &["fsck", "--no-progress"]), p), &[0]).map_err(|e| (W::GitCommit, e))?;
+    let (_, head) = exec(as_user(git(&tree, home, &["rev-parse", "HEAD"]), p), &[0]).map_err(|e| (W::GitCommit, e))?;
     let head = String::from_utf8_lossy(&head).trim().to_string();
     if head != p.git_head {
         return Err((W::GitCommit, format!("commit {head}, the same commit on the staged tree is {}", p.git_head)));
@@ -521,7 +551,7 @@ fn round(
     progress(W::GitStatus);
     let mut status = Vec::new();
     let s = timed(site, || {
-        let (d, o) = exec(git(&tree, home, &["status", "--porcelain"]), &[0])?;
+        let (d, o) = exec(as_user(git(&tree, home, &["status", "--porcelain"]), p), &[0])?;
         status = o;
         Ok(d)
     })
@@ -537,11 +567,11 @@ fn round(
     let s = timed(site, || {
         let mut m = clean("make", &cb, home);
         m.arg(format!("-j{}", p.jobs)).arg("-s");
-        exec(m, &[0]).map(|r| r.0)
+        exec(as_user(m, p), &[0]).map(|r| r.0)
     })
     .map_err(|e| (W::Make, e))?;
-    let (_, printed) =
-        exec(clean(&cb.join(CBuild::PROGRAM).to_string_lossy(), &cb, home), &[0]).map_err(|e| (W::Make, e))?;
+    let (_, printed) = exec(as_user(clean(&cb.join(CBuild::PROGRAM).to_string_lossy(), &cb, home), p), &[0])
+        .map_err(|e| (W::Make, e))?;
     let want = p.cbuild.expected_output();
     if printed != want.as_bytes() {
         return Err((
@@ -555,7 +585,7 @@ fn round(
     let s = timed(site, || {
         let mut r = clean("rm", &work, home);
         r.args(["-rf", "tree"]);
-        exec(r, &[0]).map(|r| r.0)
+        exec(as_user(r, p), &[0]).map(|r| r.0)
     })
     .map_err(|e| (W::RmRf, e))?;
     let left: Vec<String> = std::fs::read_dir(&work)
