@@ -726,6 +726,11 @@ impl AttrWriter<'_> {
             if t <= old {
                 t = fine_time();
             }
+            if t <= old {
+                // A clock behind the time there (set back, or a host's ahead): the change
+                // must still show, and not go back, so one nanosecond past it.
+                t = from_ns(to_ns(old) + 1);
+            }
         } else if t <= old {
             // Nothing to store: the same tick's stamp again (a burst of changes nobody
             // looked at), or a clock behind the time there (a host's fine stamp that
@@ -797,3 +802,42 @@ const _: () = {
     assert!(line(offset_of!(Inode, sb) + size_of::<Arc<SuperBlock>>() - 1) == 2);
     assert!(line(offset_of!(Inode, rdev)) == 2 && line(offset_of!(Inode, mark_mask)) == 2);
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::stat::Ino;
+    use crate::{DirFd, OpenFlags, Vfs, VfsConfig};
+
+    /// A change after a `stat` shows, and never goes back, also when the time there is
+    /// ahead of the clock (the clock set back, a host's stamp from a clock ahead); one
+    /// nobody looked at keeps the time there.
+    #[test]
+    fn a_change_time_ahead_of_the_clock_is_not_taken_back() {
+        let vfs = Vfs::new(VfsConfig::default());
+        let root = vfs.root_task().openat_file(DirFd::Cwd, b"/", OpenFlags::RDONLY, 0).unwrap();
+        let now = current_time();
+        let ahead = Timespec { sec: now.sec + 3600, nsec: 999_999_999 };
+        let n = NewInode {
+            ino: Ino(u64::MAX),
+            mode: 0o100644,
+            uid: 0,
+            gid: 0,
+            nlink: 1,
+            size: 0,
+            blocks: 0,
+            rdev: 0,
+            times: [ahead; 3],
+            acl: AclInit::Known(None),
+            default_acl: AclInit::Known(None),
+            link: None,
+        };
+        let inode = Inode::new(root.inode().sb(), n, Box::new(()));
+        assert_eq!(inode.update(|w| w.stamp_ctime(current_time())), ahead, "unseen: the time there stays");
+        let seen = inode.stat().ctime;
+        assert_eq!(seen, ahead);
+        inode.update(|w| w.stamp_ctime(current_time()));
+        let after = inode.stat().ctime;
+        assert!(after > seen, "a change after a stat shows and is not earlier: {after:?} after {seen:?}");
+    }
+}
