@@ -54,7 +54,7 @@ thread_local! {
 #[derive(Debug)]
 struct CallerGroups {
     /// Atomic: reads of `/proc/<tid>/status` (counted for the tests and `--stats`).
-    reads: Arc<AtomicU64>,
+    reads: AtomicU64,
 }
 
 impl CallerGroups {
@@ -111,7 +111,11 @@ const CACHE_MAX: usize = 4096;
 impl Tasks {
     /// Tasks derived from `base` (the server task, owner of the shared fd table).
     pub fn new(base: Arc<Task>) -> Tasks {
-        Tasks { base, cache: Mutex::new(HashMap::default()), groups: Arc::new(CallerGroups { reads: Arc::default() }) }
+        Tasks {
+            base,
+            cache: Mutex::new(HashMap::default()),
+            groups: Arc::new(CallerGroups { reads: AtomicU64::new(0) }),
+        }
     }
 
     /// Reads of a caller's supplementary groups from `/proc` so far.

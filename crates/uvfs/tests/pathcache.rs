@@ -339,14 +339,18 @@ fn what_the_walk_checks_last_is_part_of_the_answer() {
     assert_eq!(size(&t, &long), Err(Errno::ENOENT));
 }
 
+/// [`tree`] holding `group`, its d3 searchable by root and group 100 only.
+fn group_only_d3(t: &Task) {
+    tree(t, b"group");
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o750, AtFlags::empty()).unwrap();
+    t.fchownat(DirFd::Cwd, b"/base/d1/d2/d3", Some(Uid(0)), Some(Gid(100)), AtFlags::empty()).unwrap();
+}
+
 #[test]
 fn answers_that_depend_on_who_asks_are_kept_per_credentials() {
     let v = vfs(FastPaths::all());
     let t = v.root_task();
-    tree(&t, b"group");
-    // d3 searchable by its group only.
-    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o750, AtFlags::empty()).unwrap();
-    t.fchownat(DirFd::Cwd, b"/base/d1/d2/d3", Some(Uid(0)), Some(Gid(100)), AtFlags::empty()).unwrap();
+    group_only_d3(&t);
     let member = t.with_credentials(Credentials::new(Uid(1000), Gid(100), &[]));
     let outsider = t.with_credentials(Credentials::new(Uid(1001), Gid(200), &[]));
     let (h, f) = (hits(), fills());
@@ -605,9 +609,7 @@ impl uvfs::GroupSource for Flipping {
 fn answers_from_asked_groups_are_not_kept() {
     let v = vfs(FastPaths::all());
     let t = v.root_task();
-    tree(&t, b"group");
-    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o750, AtFlags::empty()).unwrap();
-    t.fchownat(DirFd::Cwd, b"/base/d1/d2/d3", Some(Uid(0)), Some(Gid(100)), AtFlags::empty()).unwrap();
+    group_only_d3(&t);
     let src = std::sync::Arc::new(Flipping::default());
     let u = t.with_credentials(Credentials::with_group_source(Uid(1000), Gid(1000), src.clone()));
     let asked = || src.asked.load(std::sync::atomic::Ordering::Relaxed);
