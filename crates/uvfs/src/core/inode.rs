@@ -41,8 +41,8 @@ use crate::sync::seqcount::SeqCount;
 #[repr(C)]
 pub struct Inode {
     // ---- the first line, with the `Arc` counts: what stat does not read ----
-    /// Immutable: the filesystem's private data (memfs: the file contents).
-    private: Box<dyn Any + Send + Sync>,
+    /// The filesystem's private data (memfs: the file contents): immutable, or set once.
+    private: Private,
     /// Set once, by the first inotify mark or file lock on the inode: what few inodes use.
     extra: OnceBox<InodeExtra>,
     /// Immutable once set: the symlink body, cached for the readlink fast path (seed 002).
@@ -91,9 +91,29 @@ pub struct Inode {
     mark_mask: AtomicU32,
     /// Immutable: device number of a device node.
     rdev: u64,
+    /// Immutable: the birth time the filesystem gave ([`NewInode::btime`]), nanoseconds
+    /// since the epoch (saturated), or [`NO_BTIME`].
+    btime: i64,
     /// Immutable: the filesystem instance.
     sb: Arc<SuperBlock>,
 }
+
+/// `Inode::btime` of an inode whose filesystem gave none.
+const NO_BTIME: i64 = i64::MIN;
+
+/// The filesystem's private data of an inode (Linux's `i_private`, or the filesystem's own
+/// inode around the VFS's): given when the inode is made, or made by the filesystem's
+/// first need of it, so that an inode that never needs any (memfs: an empty file without
+/// xattrs or flags) carries no allocation for it. 16 bytes either way (the box's pointers
+/// are never null, which tells the variants apart).
+enum Private {
+    /// Immutable: given at creation.
+    Given(Box<dyn Any + Send + Sync>),
+    /// Set once (an atomic pointer), by [`Inode::private_or_init`].
+    Later(OnceBox<Box<dyn Any + Send + Sync>>),
+}
+
+const _: () = assert!(std::mem::size_of::<Private>() == 16);
 
 impl Drop for Inode {
     fn drop(&mut self) {
@@ -249,6 +269,9 @@ pub struct NewInode {
     pub default_acl: AclInit,
     /// The symlink body, if the filesystem has it at hand.
     pub link: Option<Box<[u8]>>,
+    /// The birth time, if the filesystem keeps it in the inode ([`Inode::btime`]; others
+    /// answer [`crate::core::superblock::FileSystem::btime`] themselves).
+    pub btime: Option<Timespec>,
 }
 
 /// A consistent copy of the attribute group.
@@ -277,6 +300,16 @@ pub struct Attrs {
 impl Inode {
     /// Makes an inode of `sb` with the filesystem's private data.
     pub fn new(sb: &Arc<SuperBlock>, n: NewInode, private: Box<dyn Any + Send + Sync>) -> Arc<Inode> {
+        Inode::make(sb, n, Private::Given(private))
+    }
+
+    /// Makes an inode of `sb` whose private data the filesystem makes when it first needs
+    /// it ([`Inode::private_or_init`]).
+    pub fn new_private_later(sb: &Arc<SuperBlock>, n: NewInode) -> Arc<Inode> {
+        Inode::make(sb, n, Private::Later(OnceBox::new()))
+    }
+
+    fn make(sb: &Arc<SuperBlock>, n: NewInode, private: Private) -> Arc<Inode> {
         let ftype = FileType::from_mode(n.mode).expect("filesystem gave an inode without a valid type");
         if let Some(c) = sb.counts.get() {
             c.inodes.fetch_add(1, Ordering::Relaxed);
@@ -300,6 +333,9 @@ impl Inode {
             link,
             sb: sb.clone(),
             rdev: n.rdev,
+            btime: n.btime.map_or(NO_BTIME, |t| {
+                t.sec.saturating_mul(1_000_000_000).saturating_add(i64::from(t.nsec)).max(NO_BTIME + 1)
+            }),
             atime: AtomicTime::new(n.times[0]),
             mtime: AtomicTime::new(n.times[1]),
             ctime: AtomicTime::new(n.times[2]),
@@ -416,9 +452,38 @@ impl Inode {
         self.rdev
     }
 
-    /// The filesystem's private data.
+    /// The filesystem's private data (`None`: of another type, or not made yet).
     pub fn private<T: 'static>(&self) -> Option<&T> {
-        self.private.downcast_ref()
+        match &self.private {
+            Private::Given(p) => p.downcast_ref(),
+            Private::Later(p) => p.get()?.downcast_ref(),
+        }
+    }
+
+    /// The filesystem's private data, made by `init` if the inode was made with
+    /// [`Inode::new_private_later`] and has none yet. Racing callers may each run `init`;
+    /// one result is kept and the others dropped. Panics if the data is of another type
+    /// (a filesystem asks for its own).
+    pub fn private_or_init<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> &T {
+        let p: &(dyn Any + Send + Sync) = match &self.private {
+            Private::Given(p) => &**p,
+            Private::Later(p) => &**p.get_or_init(|| Box::new(Box::new(init()))),
+        };
+        p.downcast_ref().expect("inode private data of another type")
+    }
+
+    /// The birth time the filesystem gave when it made the inode ([`NewInode::btime`]).
+    pub fn btime(&self) -> Option<Timespec> {
+        (self.btime != NO_BTIME).then(|| Timespec {
+            sec: self.btime.div_euclid(1_000_000_000),
+            nsec: self.btime.rem_euclid(1_000_000_000) as u32,
+        })
+    }
+
+    /// Whether the contents were evicted ([`crate::core::superblock::FileSystem::evict`]
+    /// was called, or is being called): set once, before the call.
+    pub fn evicted(&self) -> bool {
+        self.opens.load(Ordering::Acquire) & OPENS_EVICTED != 0
     }
 
     /// Mode bits, read without a lock (a single atomic; Linux reads `i_mode` the same way).
@@ -778,7 +843,7 @@ pub(crate) fn new_node_args(
 // 192-byte class, whose blocks start on a cache line (mimalloc's do; `uvfs-alloc`'s tests
 // check it). So the counts and what stat does not read (`opens`, the lock, the
 // filesystem's data) share the first line; what the walk and the permission check read
-// is the second; the rest of what stat reads (times, device, instance) the third. A cold
+// is the second; the rest of what stat reads (times, device, birth time, instance) the third. A cold
 // stat misses two lines of the inode, and nothing written by opens, closes or reference
 // counting shares them (seed 004's rule for the dentry, kept here too). 192 bytes an
 // inode, where a 64-aligned inode with its counts on a line of their own took 256.
@@ -801,6 +866,7 @@ const _: () = {
     assert!(line(offset_of!(Inode, atime)) == 2);
     assert!(line(offset_of!(Inode, sb) + size_of::<Arc<SuperBlock>>() - 1) == 2);
     assert!(line(offset_of!(Inode, rdev)) == 2 && line(offset_of!(Inode, mark_mask)) == 2);
+    assert!(line(offset_of!(Inode, btime)) == 2);
 };
 
 #[cfg(test)]
@@ -831,6 +897,7 @@ mod tests {
             acl: AclInit::Known(None),
             default_acl: AclInit::Known(None),
             link: None,
+            btime: None,
         };
         let inode = Inode::new(root.inode().sb(), n, Box::new(()));
         assert_eq!(inode.update(|w| w.stamp_ctime(current_time())), ahead, "unseen: the time there stays");

@@ -740,6 +740,7 @@ impl HostFs {
             acl: AclInit::NotCached,
             default_acl: AclInit::NotCached,
             link: None,
+            btime: None,
         }
     }
 

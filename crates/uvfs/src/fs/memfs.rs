@@ -177,6 +177,23 @@ impl FilePages {
     }
 }
 
+/// A regular file's pages, reached through its inode: reading a file never written finds
+/// none and makes nothing; the first write makes the inode's node and the map.
+#[derive(Clone, Copy)]
+struct Pages<'a>(&'a Inode);
+
+impl<'a> Pages<'a> {
+    fn read(self) -> PagesRead<'a> {
+        match MemFs::mem(self.0) {
+            Some(m) => m.pages.read(),
+            None => PagesRead::Never,
+        }
+    }
+    fn write(self) -> crate::sync::RwLockWriteGuard<'a, BTreeMap<u64, PageSlot>, { crate::sync::rank::FILE_DATA }> {
+        MemFs::mem_or_init(self.0).pages.write()
+    }
+}
+
 /// A file's pages held for reading (see [`FilePages::read`]).
 enum PagesRead<'a> {
     /// The file has had no data operation: no pages.
@@ -221,32 +238,23 @@ struct MemMeta {
     acls: Mutex<[Option<Arc<Acl>>; 2], { crate::sync::rank::FS_META }>,
 }
 
-/// Per-inode private data. Its space goes back to the filesystem at eviction or when the
-/// inode is freed (`FileSystem::free_inode`: the node keeps no pointer to the filesystem).
-/// 32 bytes: a symlink's body is the one the inode keeps (`Inode::cached_link`), set when
-/// it is made, not a second copy here.
+/// Per-inode private data, made by the first operation that needs it (a write, truncate
+/// or `fallocate` of a regular file, an xattr or ACL, an inode flag): an empty file
+/// without those is its inode alone (`Inode::new_private_later`; the birth time is the
+/// inode's). Its space goes back to the filesystem at eviction or when the inode is freed
+/// (`FileSystem::free_inode`: the node keeps no pointer to the filesystem). A symlink's
+/// body is the one the inode keeps (`Inode::cached_link`), not a second copy here.
+#[derive(Default)]
 struct MemNode {
     /// A regular file's contents (unused by anything else).
     pages: FilePages,
-    /// Set once, by the first xattr or ACL the inode gets: an inode without either (most
-    /// files) carries no empty map and no locks for them.
+    /// Set once, by the first xattr or ACL the inode gets: an inode without either
+    /// carries no empty map and no locks for them.
     meta: once_cell::race::OnceBox<MemMeta>,
-    /// Immutable: the birth time's seconds (tmpfs's `i_crtime`, `statx`'s `STATX_BTIME`).
-    btime_sec: i64,
-    /// The birth time's nanoseconds (immutable, below 2^30) and [`EVICTED`] (atomic, set
-    /// once), in one word so that the node fits 32 bytes.
-    btime_nsec: AtomicU32,
     /// Atomic (changed under the inode lock): the inode flags, `FS_*_FL` (tmpfs's
     /// `fsflags`); the ones the VFS enforces are mirrored in the inode.
     fsflags: AtomicU32,
 }
-
-/// In `MemNode::btime_nsec`: the node's space was given back (eviction), so the inode's
-/// freeing must not give it back again.
-const EVICTED: u32 = 1 << 31;
-
-// The allocator's 32-byte class: an empty file's share of memory (issue 15).
-const _: () = assert!(std::mem::size_of::<MemNode>() <= 32);
 
 /// The inode flags tmpfs keeps (`SHMEM_FL_USER_MODIFIABLE`, without `FS_CASEFOLD_FL`:
 /// memfs has no case-insensitive directories, as tmpfs mounted without `casefold`).
@@ -256,15 +264,17 @@ const MODIFIABLE_FLAGS: FsFlags =
 const INHERITED_FLAGS: FsFlags = FsFlags::NODUMP.union(FsFlags::NOATIME);
 
 impl MemNode {
-    /// Gives the inode's pages and the inode itself back to the filesystem, once.
-    fn release(&self, usage: &Usage) {
-        // A load first: the freeing of an evicted inode (every unlinked file's) needs no
-        // atomic write.
-        if self.btime_nsec.load(Ordering::Acquire) & EVICTED != 0
-            || self.btime_nsec.fetch_or(EVICTED, Ordering::AcqRel) & EVICTED != 0
-        {
+    /// Gives the inode's pages and the inode itself back to the filesystem (once: at
+    /// eviction, or when an inode that was not evicted is freed).
+    fn release(node: Option<&MemNode>, usage: &Usage) {
+        let Some(node) = node else {
+            usage.release_ispace(BOGO_INODE_SIZE);
             return;
-        }
+        };
+        node.release_space(usage);
+    }
+
+    fn release_space(&self, usage: &Usage) {
         if let Some(pages) = self.pages.0.get() {
             let mut pages = pages.write();
             usage.pages.fetch_sub(pages.len() as u64, Ordering::Relaxed);
@@ -277,11 +287,6 @@ impl MemNode {
             space
         });
         usage.release_ispace(BOGO_INODE_SIZE + space);
-    }
-
-    /// The birth time.
-    fn btime(&self) -> Timespec {
-        Timespec { sec: self.btime_sec, nsec: self.btime_nsec.load(Ordering::Relaxed) & !EVICTED }
     }
 
     /// The xattrs and ACLs, made now if the inode has none yet.
@@ -314,13 +319,29 @@ impl MemFs {
         self
     }
 
-    fn mem(inode: &Inode) -> &MemNode {
-        inode.private::<MemNode>().expect("memfs inode without memfs data")
+    /// The inode's node, if anything has made it yet.
+    fn mem(inode: &Inode) -> Option<&MemNode> {
+        inode.private::<MemNode>()
+    }
+
+    /// The inode's node, made now if it has none.
+    fn mem_or_init(inode: &Inode) -> &MemNode {
+        inode.private_or_init(MemNode::default)
+    }
+
+    /// The inode flags (`FS_*_FL`) kept for `inode`.
+    fn fsflags(inode: &Inode) -> FsFlags {
+        FsFlags::from_bits_retain(MemFs::mem(inode).map_or(0, |m| m.fsflags.load(Ordering::Relaxed)))
+    }
+
+    /// The inode's xattrs and ACLs, if it has any.
+    fn meta(inode: &Inode) -> Option<&MemMeta> {
+        MemFs::mem(inode)?.meta.get()
     }
 
     /// A regular file's contents (`None`: not a regular file).
-    fn file_pages(inode: &Inode) -> Option<&FilePages> {
-        (inode.file_type() == FileType::Regular).then(|| &MemFs::mem(inode).pages)
+    fn file_pages(inode: &Inode) -> Option<Pages<'_>> {
+        (inode.file_type() == FileType::Regular).then_some(Pages(inode))
     }
 
     /// `read` of `inode` whose pages are `pages`, held for reading.
@@ -405,27 +426,22 @@ impl MemFs {
             acl: AclInit::Known(args.acl.clone()),
             default_acl: AclInit::Known(args.default_acl.clone()),
             link,
+            btime: Some(now),
         };
-        let meta = once_cell::race::OnceBox::new();
+        let inode = Inode::new_private_later(sb, n);
         if args.acl.is_some() || args.default_acl.is_some() {
             let acls = Mutex::new([args.acl.clone(), args.default_acl.clone()]);
-            let _ = meta.set(Box::new(MemMeta { acls, ..Default::default() }));
+            let meta = MemFs::mem_or_init(&inode).meta.set(Box::new(MemMeta { acls, ..Default::default() }));
+            debug_assert!(meta.is_ok(), "a new inode's node has no xattrs yet");
         }
-        let mem = MemNode {
-            pages: FilePages::default(),
-            meta,
-            btime_sec: now.sec,
-            btime_nsec: AtomicU32::new(now.nsec),
-            fsflags: AtomicU32::new(0),
-        };
-        Ok(Inode::new(sb, n, Box::new(mem)))
+        Ok(inode)
     }
 
     /// A new inode takes its directory's inheritable flags (`__shmem_get_inode`).
     fn inherit_flags(dir: &Inode, inode: &Inode) {
-        let f = FsFlags::from_bits_retain(MemFs::mem(dir).fsflags.load(Ordering::Relaxed)) & INHERITED_FLAGS;
+        let f = MemFs::fsflags(dir) & INHERITED_FLAGS;
         if !f.is_empty() {
-            MemFs::mem(inode).fsflags.store(f.bits(), Ordering::Relaxed);
+            MemFs::mem_or_init(inode).fsflags.store(f.bits(), Ordering::Relaxed);
             inode.set_attr_flags(f);
         }
     }
@@ -829,7 +845,7 @@ impl FileSystem for MemFs {
 
     fn statx_attributes(&self, inode: &Inode) -> (StatxAttrs, StatxAttrs) {
         // tmpfs reports these three file flags (`shmem_getattr`), of every inode.
-        let f = FsFlags::from_bits_retain(MemFs::mem(inode).fsflags.load(Ordering::Relaxed));
+        let f = MemFs::fsflags(inode);
         let mut a = StatxAttrs::empty();
         for (fl, at) in [
             (FsFlags::IMMUTABLE, StatxAttrs::IMMUTABLE),
@@ -844,7 +860,7 @@ impl FileSystem for MemFs {
     }
 
     fn btime(&self, inode: &Inode) -> Option<Timespec> {
-        Some(MemFs::mem(inode).btime())
+        inode.btime()
     }
 
     fn posix_acl(&self) -> bool {
@@ -852,16 +868,15 @@ impl FileSystem for MemFs {
     }
 
     fn get_acl(&self, inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
-        let Some(meta) = MemFs::mem(inode).meta.get() else { return Ok(None) };
+        let Some(meta) = MemFs::meta(inode) else { return Ok(None) };
         Ok(meta.acls.lock()[MemFs::acl_index(ty)].clone())
     }
 
     fn set_acl(&self, inode: &Inode, ty: AclType, acl: Option<&Arc<Acl>>) -> Result<()> {
-        let mem = MemFs::mem(inode);
-        if acl.is_none() && mem.meta.get().is_none() {
+        if acl.is_none() && MemFs::meta(inode).is_none() {
             return Ok(());
         }
-        mem.meta().acls.lock()[MemFs::acl_index(ty)] = acl.cloned();
+        MemFs::mem_or_init(inode).meta().acls.lock()[MemFs::acl_index(ty)] = acl.cloned();
         Ok(())
     }
 
@@ -871,7 +886,7 @@ impl FileSystem for MemFs {
         if !matches!(inode.file_type(), FileType::Regular | FileType::Directory) {
             return Err(Errno::ENOTTY);
         }
-        Ok(FsFlags::from_bits_retain(MemFs::mem(inode).fsflags.load(Ordering::Relaxed)))
+        Ok(MemFs::fsflags(inode))
     }
 
     fn fileattr_set(&self, inode: &Inode, flags: FsFlags) -> Result<()> {
@@ -879,13 +894,15 @@ impl FileSystem for MemFs {
         if !MODIFIABLE_FLAGS.contains(flags) {
             return Err(Errno::EOPNOTSUPP);
         }
-        MemFs::mem(inode).fsflags.store(flags.bits(), Ordering::Relaxed);
+        if !flags.is_empty() || MemFs::mem(inode).is_some() {
+            MemFs::mem_or_init(inode).fsflags.store(flags.bits(), Ordering::Relaxed);
+        }
         inode.set_attr_flags(flags);
         Ok(())
     }
 
     fn getxattr(&self, inode: &Inode, name: &[u8], buf: &mut [u8]) -> Result<usize> {
-        let meta = MemFs::mem(inode).meta.get().ok_or(Errno::ENODATA)?;
+        let meta = MemFs::meta(inode).ok_or(Errno::ENODATA)?;
         let xattrs = meta.xattrs.read();
         let v = xattrs.get(name).ok_or(Errno::ENODATA)?;
         if buf.is_empty() {
@@ -897,7 +914,7 @@ impl FileSystem for MemFs {
     }
 
     fn setxattr(&self, inode: &Inode, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
-        let mem = MemFs::mem(inode);
+        let mem = MemFs::mem_or_init(inode);
         // tmpfs charges the new value before it looks for the old one.
         let need = xattr_space(name, value);
         self.usage.reserve_ispace(self.max_inodes, need)?;
@@ -917,26 +934,27 @@ impl FileSystem for MemFs {
     }
 
     fn removexattr(&self, inode: &Inode, name: &[u8]) -> Result<()> {
-        let meta = MemFs::mem(inode).meta.get().ok_or(Errno::ENODATA)?;
+        let meta = MemFs::meta(inode).ok_or(Errno::ENODATA)?;
         let old = meta.xattrs.write().remove(name).ok_or(Errno::ENODATA)?;
         self.usage.release_ispace(xattr_space(name, &old));
         Ok(())
     }
 
     fn listxattr(&self, inode: &Inode, out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        let Some(meta) = MemFs::mem(inode).meta.get() else { return Ok(()) };
+        let Some(meta) = MemFs::meta(inode) else { return Ok(()) };
         meta.xattrs.read().keys().try_for_each(|n| out(n))
     }
 
     fn evict(&self, inode: &Inode) {
-        if let Some(n) = inode.private::<MemNode>() {
-            n.release(&self.usage);
-        }
+        MemNode::release(MemFs::mem(inode), &self.usage);
     }
 
     fn free_inode(&self, inode: &Inode) {
-        // The release eviction makes, if eviction did not (it happens once).
-        self.evict(inode);
+        // The release eviction makes, if eviction did not (the VFS evicts at most once,
+        // and marks the inode first).
+        if !inode.evicted() {
+            MemNode::release(MemFs::mem(inode), &self.usage);
+        }
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -243,6 +243,7 @@ impl OverlayFs {
             acl: AclInit::NotCached,
             default_acl: AclInit::NotCached,
             link,
+            btime: None,
         };
         make(sb, n, OvlNode::new(Some(lower), lower_dirs, origin, State::default()))
     }
@@ -345,6 +346,7 @@ impl OverlayFs {
             acl: AclInit::Known(args.acl.clone()),
             default_acl: AclInit::Known(args.default_acl.clone()),
             link,
+            btime: None,
         };
         Ok(make(sb, n, OvlNode::new(None, Vec::new(), None, state)))
     }
@@ -1285,6 +1287,7 @@ impl OverlayFs {
                 acl: AclInit::Known(n.contents.acls[0].clone()),
                 default_acl: AclInit::Known(n.contents.acls[1].clone()),
                 link: n.contents.target.clone(),
+                btime: None,
             };
             made[i] = Some(make(sb, new, OvlNode::new(n.lower.clone(), n.lower_dirs.clone(), None, state)));
         }

@@ -377,6 +377,7 @@ impl TarFs {
                 acl: AclInit::Known(None),
                 default_acl: AclInit::Known(None),
                 link: n.target.clone(),
+                btime: None,
             },
             Box::new(i),
         );
