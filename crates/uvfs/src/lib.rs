@@ -22,7 +22,7 @@
 //! |---|---|---|---|
 //! | `instance.rs` | `VfsInner`: config, rename lock and sequence, mount hash, dcache bounds, reclamation domain | Linux's global VFS state; gVisor's `VirtualFilesystem` | one per [`Vfs`], not per machine |
 //! | `dentry.rs`, `dcache.rs` | [`Dentry`]: a name, positive or negative; a directory's children | `struct dentry`, `fs/dcache.c` | the map is per directory (no global hash); memfs keeps no tree but the dcache; a name of up to 15 bytes is kept inline (`d_iname`), in the dentry and in the map's node |
-//! | `inode.rs` | [`Inode`]: a file object, attributes as atomics under a sequence count | `struct inode` | lockless `stat`; no page cache: the filesystem holds the data; 192 bytes, what few inodes use (marks, lock context) behind one pointer |
+//! | `inode.rs` | [`Inode`]: a file object, attributes as atomics under a sequence count | `struct inode` | lockless `stat`; no page cache: the filesystem holds the data; 192 bytes, what few inodes use (marks, lock context) behind one pointer, the filesystem's own data given at creation or made at its first need (`Inode::private_or_init`: an empty memfs file has none) |
 //! | `superblock.rs` | [`SuperBlock`], the [`FileSystem`] trait (the filesystem API) | `super_block`, `inode_operations`, `file_operations` | the VFS makes every check and takes every lock before calling |
 //! | `mount.rs`, `namespace.rs` | [`Mount`], the mount tree | `struct mount`, `fs/namespace.c` | one namespace per instance, no propagation |
 //! | `file.rs`, `fdtable.rs` | [`File`] (an open file description), the descriptor table | `struct file`, `files_struct` | a [`File`] can be held without a descriptor ([`Task::openat_file`]) |
