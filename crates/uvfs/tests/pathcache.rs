@@ -633,3 +633,146 @@ fn answers_from_asked_groups_are_not_kept() {
     assert_eq!(size(&u, DEEP), Ok(5));
     assert_eq!(&*u.credentials().groups(), &[Gid(100)]);
 }
+
+fn parent_hits() -> u64 {
+    counters().path_cache_parent_hits
+}
+
+fn parent_fills() -> u64 {
+    counters().path_cache_parent_fills
+}
+
+fn create(t: &Task, path: &[u8]) -> Result<(), Errno> {
+    t.close(t.open(path, OpenFlags::CREAT | OpenFlags::WRONLY, 0o644)?)
+}
+
+/// The names in directory `dir`, but `.` and `..`.
+fn names(t: &Task, dir: &[u8]) -> Vec<Vec<u8>> {
+    let fd = t.open(dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    let mut all: Vec<Vec<u8>> = t.getdents(fd, 1000).unwrap().into_iter().map(|e| e.name).collect();
+    t.close(fd).unwrap();
+    all.retain(|n| n != b"." && n != b"..");
+    all
+}
+
+/// `DEEP`'s directory and a name in it.
+fn in_deep(name: &str) -> Vec<u8> {
+    format!("/base/d1/d2/d3/d4/d5/d6/d7/d8/{name}").into_bytes()
+}
+
+#[test]
+fn a_deep_create_is_walked_from_its_parent_in_the_cache() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"x");
+    let (h, f, l) = (parent_hits(), parent_fills(), counters().walk_locked);
+    for i in 0..50 {
+        create(&t, &in_deep(&format!("n{i}"))).unwrap();
+    }
+    assert_eq!((parent_hits() - h, parent_fills() - f), (50, 0), "the tree's own create learned the parent");
+    assert_eq!(counters().walk_locked, l, "and no walk took a lock");
+    for i in 0..50 {
+        assert_eq!(size(&t, &in_deep(&format!("n{i}"))), Ok(0));
+    }
+    // O_EXCL on a name that is there, and through the parent's answer too.
+    let e = t.open(&in_deep("n7"), OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY, 0o644);
+    assert_eq!(e.err(), Some(Errno::EEXIST));
+    // A removal moves the names stamp: the next create learns the parent again, then hits.
+    t.unlink(&in_deep("n0")).unwrap();
+    let (h, f) = (parent_hits(), parent_fills());
+    create(&t, &in_deep("m1")).unwrap();
+    create(&t, &in_deep("m2")).unwrap();
+    assert_eq!((parent_hits() - h, parent_fills() - f), (1, 1));
+    // Short paths and parents one component away are walked: the cache is not asked.
+    t.mkdir(b"/s", 0o755).unwrap();
+    let (h, f) = (parent_hits(), parent_fills());
+    for i in 0..5 {
+        create(&t, format!("/s/{i}").as_bytes()).unwrap();
+        create(&t, format!("/base/a-long-name-{i}").as_bytes()).unwrap();
+    }
+    assert_eq!((parent_hits() - h, parent_fills() - f), (0, 0));
+}
+
+#[test]
+fn a_create_under_a_changed_path_goes_where_the_path_now_leads() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"x");
+    create(&t, &in_deep("a")).unwrap();
+    // A directory on the way renamed away: the old path has no d3, the new one does.
+    t.mkdir(b"/other", 0o755).unwrap();
+    t.rename(b"/base/d1/d2/d3", b"/other/d3").unwrap();
+    assert_eq!(create(&t, &in_deep("b")), Err(Errno::ENOENT));
+    create(&t, b"/other/d3/d4/d5/d6/d7/d8/b").unwrap();
+    create(&t, b"/other/d3/d4/d5/d6/d7/d8/c").unwrap();
+    assert_eq!(size(&t, b"/other/d3/d4/d5/d6/d7/d8/c"), Ok(0));
+    // Something else in the old place, shaped alike: creates go to it, not to the
+    // directory the cache saw there.
+    let mut p = b"/base/d1/d2/d3".to_vec();
+    t.mkdir(&p, 0o755).unwrap();
+    for i in 4..=8 {
+        p.extend_from_slice(format!("/d{i}").as_bytes());
+        t.mkdir(&p, 0o755).unwrap();
+    }
+    create(&t, &in_deep("new")).unwrap();
+    create(&t, &in_deep("new2")).unwrap();
+    assert_eq!(size(&t, b"/other/d3/d4/d5/d6/d7/d8/new2"), Err(Errno::ENOENT));
+    assert_eq!(size(&t, &in_deep("new2")), Ok(0));
+    // The parent itself removed and made again.
+    t.unlink(&in_deep("new")).unwrap();
+    t.unlink(&in_deep("new2")).unwrap();
+    t.rmdir(b"/base/d1/d2/d3/d4/d5/d6/d7/d8").unwrap();
+    assert_eq!(create(&t, &in_deep("gone")), Err(Errno::ENOENT));
+    t.mkdir(b"/base/d1/d2/d3/d4/d5/d6/d7/d8", 0o755).unwrap();
+    create(&t, &in_deep("again")).unwrap();
+    assert_eq!(names(&t, b"/base/d1/d2/d3/d4/d5/d6/d7/d8"), vec![b"again".to_vec()]);
+    // A symlink on the way replaced.
+    t.mkdir(b"/flat", 0o755).unwrap();
+    t.symlink(b"base/d1/d2/d3/d4/d5/d6/d7/d8", b"/link").unwrap();
+    assert_eq!(create(&t, b"/link/x/../via-link"), Err(Errno::ENOENT), "no x yet");
+    t.mkdir(b"/base/d1/d2/d3/d4/d5/d6/d7/d8/x", 0o755).unwrap();
+    create(&t, b"/link/x/one").unwrap();
+    create(&t, b"/link/x/two").unwrap();
+    assert_eq!(size(&t, &in_deep("x/two")), Ok(0));
+    t.unlink(b"/link").unwrap();
+    t.mkdir(b"/flat/x", 0o755).unwrap();
+    t.symlink(b"/flat", b"/link").unwrap();
+    create(&t, b"/link/x/three").unwrap();
+    assert_eq!(size(&t, b"/flat/x/three"), Ok(0));
+    assert_eq!(size(&t, &in_deep("x/three")), Err(Errno::ENOENT));
+    // A mount on the way: creates go into it; after the unmount, below it again.
+    t.mount(MountSource::MemFs(Default::default()), b"/base/d1/d2/d3/d4", uvfs::MountFlags::empty()).unwrap();
+    assert_eq!(create(&t, &in_deep("m")), Err(Errno::ENOENT));
+    t.umount(b"/base/d1/d2/d3/d4").unwrap();
+    create(&t, &in_deep("m")).unwrap();
+    assert_eq!(size(&t, &in_deep("m")), Ok(0));
+}
+
+#[test]
+fn a_create_under_a_directory_closed_to_the_caller_is_refused_at_once() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"x");
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3/d4/d5/d6/d7/d8", 0o777, AtFlags::empty()).unwrap();
+    let u = user(&t);
+    create(&u, &in_deep("u1")).unwrap();
+    let h = parent_hits();
+    create(&u, &in_deep("u2")).unwrap();
+    assert_eq!(parent_hits() - h, 1, "the user's creates hit too");
+    // An ancestor closed to others: refused, for the cached parent as for a walk.
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o700, AtFlags::empty()).unwrap();
+    assert_eq!(create(&u, &in_deep("u3")), Err(Errno::EACCES));
+    assert_eq!(create(&u, &in_deep("u3")), Err(Errno::EACCES));
+    create(&t, &in_deep("root-may")).unwrap();
+    create(&t, &in_deep("root-may-2")).unwrap();
+    assert_eq!(create(&u, &in_deep("u3")), Err(Errno::EACCES), "root's parent is root's alone");
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3", 0o755, AtFlags::empty()).unwrap();
+    create(&u, &in_deep("u3")).unwrap();
+    // The parent itself closed to writing: the last name's checks are the walk's own.
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3/d4/d5/d6/d7/d8", 0o755, AtFlags::empty()).unwrap();
+    assert_eq!(create(&u, &in_deep("u4")), Err(Errno::EACCES));
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3/d4/d5/d6/d7/d8", 0o333, AtFlags::empty()).unwrap();
+    create(&u, &in_deep("u5")).unwrap();
+    t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3/d4/d5/d6/d7/d8", 0o666, AtFlags::empty()).unwrap();
+    assert_eq!(create(&u, &in_deep("u6")), Err(Errno::EACCES), "no search on the parent");
+}

@@ -30,6 +30,11 @@ pub struct Counters {
     pub path_cache_hits: u64,
     /// Walks whose answer the path cache learned.
     pub path_cache_fills: u64,
+    /// Walks to a name to create whose parent the path cache answered (the walk then
+    /// looked up the last name only).
+    pub path_cache_parent_hits: u64,
+    /// Walks to a name to create whose parent the path cache learned.
+    pub path_cache_parent_fills: u64,
     /// Pages of memfs file data made: new ones, and copies of shared ones to write.
     pub data_pages_made: u64,
     /// Of `data_pages_made`, those made in the process's shmem file (not the heap).
@@ -53,6 +58,7 @@ thread_local! {
     static COUNTERS: Cell<Counters> = const { Cell::new(Counters {
         locks: 0, walk_lockless: 0, walk_locked: 0, walk_retries: 0, link_fs_reads: 0, notify_locks: 0,
         dentries_invalidated: 0, dcache_scanned: 0, hash_probes: 0, path_cache_hits: 0, path_cache_fills: 0,
+        path_cache_parent_hits: 0, path_cache_parent_fills: 0,
         data_pages_made: 0, data_pages_in_shmem: 0, host_dir_streams_opened: 0, guard_pins: 0, dir_lookups: 0,
         fine_stamps: 0,
     }) };

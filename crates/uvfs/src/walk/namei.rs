@@ -373,6 +373,45 @@ fn memchr_nul(b: &[u8]) -> bool {
     has_zero(word(n - 8))
 }
 
+/// The shortest path whose last name's parent the path cache is asked for: a shorter one
+/// is seldom deep, and is walked about as fast as the cache would answer it (a 2-component
+/// create pays nothing for the cache this way).
+const PARENT_PROBE_MIN: usize = 16;
+
+/// The last slash of `b` and how many it has, a word at a time as [`memchr_nul`] reads.
+#[inline]
+fn slashes(b: &[u8]) -> (Option<usize>, u32) {
+    const SLASHES: u64 = 0x2f2f_2f2f_2f2f_2f2f;
+    let n = b.len();
+    if n < 8 {
+        let mut found = (None, 0);
+        for (i, &c) in b.iter().enumerate() {
+            if c == b'/' {
+                found = (Some(i), found.1 + 1);
+            }
+        }
+        return found;
+    }
+    let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("eight bytes"));
+    let (mut last, mut count, mut i) = (None, 0, 0);
+    let mut take = |at: usize, m: u64| {
+        if m != 0 {
+            count += m.count_ones();
+            last = Some(at + (63 - m.leading_zeros()) as usize / 8);
+        }
+    };
+    while i + 8 <= n {
+        take(i, crate::core::dhash::zero_bytes(word(i) ^ SLASHES));
+        i += 8;
+    }
+    if i < n {
+        // The last word overlaps the one before: its bytes before `i` were counted.
+        let seen = 8 * (i - (n - 8));
+        take(n - 8, crate::core::dhash::zero_bytes(word(n - 8) ^ SLASHES) & !((1u64 << seen) - 1));
+    }
+    (last, count)
+}
+
 /// One walk's state.
 struct Nameidata<'a, 't> {
     vfs: &'t VfsInner,
@@ -396,10 +435,17 @@ struct Nameidata<'a, 't> {
     /// `cur` was reached by a name lookup (which revalidated it), not by `..`, a mount
     /// crossing or the start: see [`Nameidata::found`].
     fresh: bool,
-    /// The path cache may learn this walk's answer: it was asked, and so far the walk
-    /// stayed in its start's mount, and needed no permission check that depends on who
-    /// asks unless the credentials are part of the key (see [`crate::walk::pathcache`]).
+    /// The path cache may learn this walk's answer (or its last name's parent): it was
+    /// asked, and so far the walk stayed in its start's mount, and needed no permission
+    /// check that depends on who asks unless the credentials are part of the key (see
+    /// [`crate::walk::pathcache`]).
     cacheable: bool,
+    /// Where the path's last name starts, when the path cache may learn that name's
+    /// parent (a walk to a name to create): the walk then notes the parent it reached
+    /// there in `parent_found`, while still cacheable.
+    learn_parent: Option<usize>,
+    /// The parent noted (see `learn_parent`).
+    parent_found: Option<Pos<'a>>,
 }
 
 impl<'a, 't: 'a> Nameidata<'a, 't> {
@@ -729,6 +775,11 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
             };
             let is_last = seg_done && self.lower_at_end();
             let trailing_slash = is_last && (slash_after || self.lower_has_slash());
+            // The path's last name, reached in the path itself (not in a symlink's body):
+            // `cur` is what the path before it resolves to, for the path cache.
+            if is_last && self.learn_parent == Some(s) && self.stack.len == 1 && self.cacheable {
+                self.parent_found = Some(self.cur);
+            }
             // Search permission on the directory, as `link_path_walk` checks before each
             // component.
             self.may_lookup()?;
@@ -865,7 +916,10 @@ impl<'t> WalkCtx<'t> {
                             counters::bump(|c| c.walk_lockless += 1);
                             if let Some(l) = learn {
                                 l.probe.fill(l.stamps, l.found);
-                                counters::bump(|c| c.path_cache_fills += 1);
+                                match l.parent {
+                                    true => counters::bump(|c| c.path_cache_parent_fills += 1),
+                                    false => counters::bump(|c| c.path_cache_fills += 1),
+                                }
                             }
                             return r;
                         }
@@ -966,7 +1020,25 @@ impl<'t> WalkCtx<'t> {
             return Ok(Outcome::Found(start));
         }
         let mut probe = None;
+        let mut parent = None;
+        let mut hit = None;
         if let Some((seq, _)) = &lockless
+            && flags.contains(LookupFlags::MISSING_OK)
+            && path.len() >= PARENT_PROBE_MIN
+            && let Some(((p, stamps), at)) = self.parent_cache_probe(creds, start, root, path, flags, *seq)
+        {
+            match p.lookup(stamps) {
+                Some(found) => {
+                    counters::bump(|c| c.path_cache_parent_hits += 1);
+                    // SAFETY: as for a whole path's hit below: the entry's walk found this
+                    // directory in the tree, under the stamps read now, after `guard` was
+                    // pinned. The mount is the start's, which that walk stayed in.
+                    let dentry = unsafe { ArcBorrow::from_raw(found) };
+                    hit = Some((Pos { mnt: start.mnt, dentry }, at));
+                }
+                None => parent = Some((p, stamps, at)),
+            }
+        } else if let Some((seq, _)) = &lockless
             && let Some(p) = self.path_cache_probe(creds, start, root, path, flags, *seq)
         {
             if let Some(found) = p.0.lookup(p.1) {
@@ -1001,21 +1073,39 @@ impl<'t> WalkCtx<'t> {
             links: 0,
             stack: SegStack::new(path),
             fresh: false,
-            cacheable: probe.is_some(),
+            cacheable: probe.is_some() || parent.is_some(),
+            learn_parent: parent.as_ref().map(|p| p.2),
+            parent_found: None,
         };
+        if let Some((parent, at)) = hit {
+            // The walk goes on from the parent, with the last name only.
+            nd.cur = parent;
+            nd.stack.top().pos = at;
+        }
         if !scoped {
             let out = nd.run();
-            if nd.cacheable
-                && let Ok(Outcome::Found(found)) = &out
-                && let Some((probe, stamps)) = probe
+            // What the path cache may learn: the answer of a whole path it was asked for,
+            // or the parent a walk to a name to create reached. (Looked at by reference:
+            // the probes are moved only into what is learned.)
+            let found = match (&probe, &out) {
+                (Some(_), Ok(Outcome::Found(found))) if nd.cacheable => Some(*found),
+                (None, _) => nd.parent_found,
+                _ => None,
+            };
+            if let Some(found) = found
                 && let Some((_, learn)) = lockless
                 && found.mnt.ptr_eq(start.mnt)
                 // A removed directory's address, or a detached mount's, could be reused
                 // while the entry still names it: such a start is never a key.
                 && start.dentry.flags() & DENTRY_DEAD == 0
                 && start.mnt.is_attached()
+                && let Some((probe, stamps, parent)) = match (probe, parent) {
+                    (Some((p, s)), _) => Some((p, s, false)),
+                    (None, Some((p, s, _))) => Some((p, s, true)),
+                    (None, None) => None,
+                }
             {
-                *learn = Some(Learn { probe, stamps, found: found.dentry.as_ptr() });
+                *learn = Some(Learn { probe, stamps, found: found.dentry.as_ptr(), parent });
             }
             return out;
         }
@@ -1056,6 +1146,53 @@ impl<'t> WalkCtx<'t> {
         Some((Probe::new(key, path), Stamps { rename, names }))
     }
 
+    /// The path cache's probe for the parent of the last name of a walk to a name to
+    /// create (`MISSING_OK`), the stamps it starts under and where that name starts: the
+    /// same entry as a walk of the path before it with `FOLLOW | DIRECTORY` (what the walk
+    /// of a path's inner components is). Only for a last name that is one (not `.` or
+    /// `..`, not too long, no trailing slash), after a parent at least two components
+    /// away, and no flags but `FOLLOW` and `DIRECTORY`, which concern the last name only.
+    #[inline]
+    fn parent_cache_probe<'a>(
+        &self,
+        creds: &Credentials,
+        start: Pos<'a>,
+        root: Pos<'a>,
+        path: &'a [u8],
+        flags: LookupFlags,
+        rename: u32,
+    ) -> Option<((Probe<'a>, Stamps), usize)> {
+        const CREATE_FLAGS: LookupFlags =
+            LookupFlags::MISSING_OK.union(LookupFlags::FOLLOW).union(LookupFlags::DIRECTORY);
+        const INNER: LookupFlags = LookupFlags::FOLLOW.union(LookupFlags::DIRECTORY);
+        const NEEDS: FastPaths = FastPaths::PATH_CACHE.union(FastPaths::ACL);
+        if !flags.contains(LookupFlags::MISSING_OK) || !CREATE_FLAGS.contains(flags) || !self.vfs.fast.contains(NEEDS) {
+            return None;
+        }
+        // A parent one component away is walked about as fast as the cache is probed, and
+        // the cache's few slots are better kept for deeper ones: at least two slashes
+        // before the last name (one more for the root's).
+        let (slash, count) = slashes(path);
+        let slash = slash?;
+        if count < 2 + u32::from(path[0] == b'/') {
+            return None;
+        }
+        let name = &path[slash + 1..];
+        if name.is_empty() || name == b"." || name == b".." || name.len() > NAME_MAX {
+            return None;
+        }
+        let mut end = slash;
+        while end > 0 && path[end - 1] == b'/' {
+            end -= 1;
+        }
+        if end == 0 {
+            return None;
+        }
+        let names = start.mnt.sb.names_stamp()?;
+        let key = pathcache::Key::new(self.vfs.id, creds.serial(), &start, &root, INNER.bits());
+        Some(((Probe::new(key, &path[..end]), Stamps { rename, names }), slash + 1))
+    }
+
     /// Resolves a path to a counted reference.
     pub(crate) fn resolve(&self, dirfd: DirFd, path: &[u8], flags: LookupFlags) -> Result<PathRef> {
         self.walk(dirfd, path, flags, |o| match o {
@@ -1071,6 +1208,8 @@ struct Learn<'p> {
     probe: Probe<'p>,
     stamps: Stamps,
     found: *const Dentry,
+    /// What was learned is the parent of the path's last name.
+    parent: bool,
 }
 
 /// Lookup flags of the `AT_SYMLINK_NOFOLLOW`/`AT_EMPTY_PATH` calls.
@@ -1087,7 +1226,28 @@ pub(crate) fn at_lookup(flags: AtFlags) -> LookupFlags {
 
 #[cfg(test)]
 mod tests {
-    use super::memchr_nul;
+    use super::{memchr_nul, slashes};
+
+    /// The word-at-a-time slash scan agrees with a byte scan for every length up to 39 and
+    /// slashes at every place.
+    #[test]
+    fn slashes_found_wherever_they_are() {
+        for n in 0..40usize {
+            for a in 0..n.max(1) {
+                for b in [None, Some(0), Some(n / 2), Some(n.saturating_sub(1))] {
+                    let mut v = vec![b'x'; n];
+                    if n > 0 {
+                        v[a] = b'/';
+                    }
+                    if let Some(b) = b.filter(|&b| b < n) {
+                        v[b] = b'/';
+                    }
+                    let want = (v.iter().rposition(|&c| c == b'/'), v.iter().filter(|&&c| c == b'/').count() as u32);
+                    assert_eq!(slashes(&v), want, "{:?}", String::from_utf8_lossy(&v));
+                }
+            }
+        }
+    }
 
     /// The word-at-a-time NUL test agrees with a byte scan for every length up to 39 and a
     /// NUL (or a 0x80 or 0x01 byte, which a wrong borrow test would mistake) at every place.

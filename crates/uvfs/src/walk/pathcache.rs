@@ -14,6 +14,14 @@
 //! their walks are learned only when every directory let everyone search it (the walk's
 //! `may_lookup` shortcut), which makes the answer anyone's.
 //!
+//! A walk to a name to create (`MISSING_OK`: `open` with `O_CREAT`) asks for, and
+//! learns, the directory its path's last name is in, under the key of a walk of the path
+//! before that name with `FOLLOW | DIRECTORY` (what the walk of a path's inner components
+//! is; the same entry answers both). On a hit the walk looks up the last name only, with
+//! its own search and write checks; the prefix's checks are what the entry stands for.
+//! Only for parents at least two components away and paths of 16 bytes or more
+//! (`PARENT_PROBE_MIN`): a nearer parent is walked about as fast as the cache answers.
+//!
 //! # Why an answer stays exact
 //! An entry holds the two stamps its walk started under: the instance's rename sequence
 //! (every rename and mount change moves it) and the filesystem's names stamp
