@@ -970,7 +970,7 @@ impl<'t> WalkCtx<'t> {
         dirfd: DirFd<'a>,
         path: &'a [u8],
         flags: LookupFlags,
-        lockless: Option<(u32, &mut Option<Learn<'a>>)>,
+        mut lockless: Option<(u32, &mut Option<Learn<'a>>)>,
     ) -> std::result::Result<Outcome<'a>, Stop>
     where
         't: 'a,
@@ -1019,26 +1019,15 @@ impl<'t> WalkCtx<'t> {
             getattr(start)?;
             return Ok(Outcome::Found(start));
         }
-        let mut probe = None;
-        let mut parent = None;
-        let mut hit = None;
-        if let Some((seq, _)) = &lockless
+        if let Some((seq, learn)) = &mut lockless
             && flags.contains(LookupFlags::MISSING_OK)
             && path.len() >= PARENT_PROBE_MIN
-            && let Some(((p, stamps), at)) = self.parent_cache_probe(creds, start, root, path, flags, *seq)
+            && let Some(out) = self.walk_from_parent(guard, creds, start, root, path, flags, *seq, learn)
         {
-            match p.lookup(stamps) {
-                Some(found) => {
-                    counters::bump(|c| c.path_cache_parent_hits += 1);
-                    // SAFETY: as for a whole path's hit below: the entry's walk found this
-                    // directory in the tree, under the stamps read now, after `guard` was
-                    // pinned. The mount is the start's, which that walk stayed in.
-                    let dentry = unsafe { ArcBorrow::from_raw(found) };
-                    hit = Some((Pos { mnt: start.mnt, dentry }, at));
-                }
-                None => parent = Some((p, stamps, at)),
-            }
-        } else if let Some((seq, _)) = &lockless
+            return out;
+        }
+        let mut probe = None;
+        if let Some((seq, _)) = &lockless
             && let Some(p) = self.path_cache_probe(creds, start, root, path, flags, *seq)
         {
             if let Some(found) = p.0.lookup(p.1) {
@@ -1058,54 +1047,17 @@ impl<'t> WalkCtx<'t> {
         if scoped {
             root = start;
         }
-        let mut nd = Nameidata {
-            vfs: self.vfs,
-            creds,
-            fast: self.vfs.fast,
-            guard,
-            locked,
-            lockless_hits: locked
-                && self.vfs.fast.contains(FastPaths::LOCKLESS_WALK)
-                && !flags.contains(LookupFlags::LOCKED),
-            flags,
-            root,
-            cur: start,
-            links: 0,
-            stack: SegStack::new(path),
-            fresh: false,
-            cacheable: probe.is_some() || parent.is_some(),
-            learn_parent: parent.as_ref().map(|p| p.2),
-            parent_found: None,
-        };
-        if let Some((parent, at)) = hit {
-            // The walk goes on from the parent, with the last name only.
-            nd.cur = parent;
-            nd.stack.top().pos = at;
-        }
+        let mut nd = self.nameidata(guard, creds, locked, flags, root, start, path);
+        nd.cacheable = probe.is_some();
         if !scoped {
             let out = nd.run();
-            // What the path cache may learn: the answer of a whole path it was asked for,
-            // or the parent a walk to a name to create reached. (Looked at by reference:
-            // the probes are moved only into what is learned.)
-            let found = match (&probe, &out) {
-                (Some(_), Ok(Outcome::Found(found))) if nd.cacheable => Some(*found),
-                (None, _) => nd.parent_found,
-                _ => None,
-            };
-            if let Some(found) = found
+            if nd.cacheable
+                && let Ok(Outcome::Found(found)) = &out
+                && let Some((probe, stamps)) = probe
                 && let Some((_, learn)) = lockless
-                && found.mnt.ptr_eq(start.mnt)
-                // A removed directory's address, or a detached mount's, could be reused
-                // while the entry still names it: such a start is never a key.
-                && start.dentry.flags() & DENTRY_DEAD == 0
-                && start.mnt.is_attached()
-                && let Some((probe, stamps, parent)) = match (probe, parent) {
-                    (Some((p, s)), _) => Some((p, s, false)),
-                    (None, Some((p, s, _))) => Some((p, s, true)),
-                    (None, None) => None,
-                }
+                && self.may_key(start, *found)
             {
-                *learn = Some(Learn { probe, stamps, found: found.dentry.as_ptr(), parent });
+                *learn = Some(Learn { probe, stamps, found: found.dentry.as_ptr(), parent: false });
             }
             return out;
         }
@@ -1120,6 +1072,97 @@ impl<'t> WalkCtx<'t> {
             }
         }
         Ok(out)
+    }
+
+    /// A walk's state at its start.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn nameidata<'a>(
+        &self,
+        guard: &'a LocalGuard<'a>,
+        creds: &'a Credentials,
+        locked: bool,
+        flags: LookupFlags,
+        root: Pos<'a>,
+        start: Pos<'a>,
+        path: &'a [u8],
+    ) -> Nameidata<'a, 't> {
+        Nameidata {
+            vfs: self.vfs,
+            creds,
+            fast: self.vfs.fast,
+            guard,
+            locked,
+            lockless_hits: locked
+                && self.vfs.fast.contains(FastPaths::LOCKLESS_WALK)
+                && !flags.contains(LookupFlags::LOCKED),
+            flags,
+            root,
+            cur: start,
+            links: 0,
+            stack: SegStack::new(path),
+            fresh: false,
+            cacheable: false,
+            learn_parent: None,
+            parent_found: None,
+        }
+    }
+
+    /// Whether the path cache may key an answer `found` of a walk from `start`: the walk
+    /// stayed in the start's mount, and the start is neither a removed directory nor in a
+    /// detached mount (whose addresses could be reused while an entry still names them).
+    #[inline(always)]
+    fn may_key(&self, start: Pos<'_>, found: Pos<'_>) -> bool {
+        found.mnt.ptr_eq(start.mnt) && start.dentry.flags() & DENTRY_DEAD == 0 && start.mnt.is_attached()
+    }
+
+    /// The lockless walk to a name to create whose parent the path cache is asked for
+    /// ([`WalkCtx::parent_cache_probe`]): on a hit the last name is looked up from the
+    /// parent, on a miss the whole path is walked and the parent learned. `None` where the
+    /// cache is not asked (the caller walks as for any other path). Out of line: the other
+    /// walks, a cached stat's above all, stay as they were.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn walk_from_parent<'a>(
+        &self,
+        guard: &'a LocalGuard<'a>,
+        creds: &'a Credentials,
+        start: Pos<'a>,
+        root: Pos<'a>,
+        path: &'a [u8],
+        flags: LookupFlags,
+        seq: u32,
+        learn: &mut Option<Learn<'a>>,
+    ) -> Option<std::result::Result<Outcome<'a>, Stop>>
+    where
+        't: 'a,
+    {
+        let asked = self.parent_cache_probe(creds, start, root, path, flags, seq)?;
+        let mut nd = self.nameidata(guard, creds, false, flags, root, start, path);
+        let miss = match asked {
+            Ok((found, at)) => {
+                // SAFETY: as for a whole path's hit in `walk_tier`: the entry's walk found
+                // this directory in the tree, under the stamps read now, after `guard` was
+                // pinned. The mount is the start's, which that walk stayed in.
+                let dentry = unsafe { ArcBorrow::from_raw(found) };
+                // The walk goes on from the parent, with the last name only.
+                nd.cur = Pos { mnt: start.mnt, dentry };
+                nd.stack.top().pos = at;
+                None
+            }
+            Err((probe, stamps, at)) => {
+                (nd.cacheable, nd.learn_parent) = (true, Some(at));
+                Some((probe, stamps))
+            }
+        };
+        let out = nd.run();
+        if let Some((probe, stamps)) = miss
+            && let Some(found) = nd.parent_found
+            && self.may_key(start, found)
+        {
+            *learn = Some(Learn { probe, stamps, found: found.dentry.as_ptr(), parent: true });
+        }
+        Some(out)
     }
 
     /// The path cache's probe for this walk and the stamps it starts under, if the cache
@@ -1146,13 +1189,16 @@ impl<'t> WalkCtx<'t> {
         Some((Probe::new(key, path), Stamps { rename, names }))
     }
 
-    /// The path cache's probe for the parent of the last name of a walk to a name to
-    /// create (`MISSING_OK`), the stamps it starts under and where that name starts: the
-    /// same entry as a walk of the path before it with `FOLLOW | DIRECTORY` (what the walk
-    /// of a path's inner components is). Only for a last name that is one (not `.` or
-    /// `..`, not too long, no trailing slash), after a parent at least two components
-    /// away, and no flags but `FOLLOW` and `DIRECTORY`, which concern the last name only.
+    /// The path cache asked for the parent of the last name of a walk to a name to create
+    /// (`MISSING_OK`): the same entry as a walk of the path before that name with
+    /// `FOLLOW | DIRECTORY` (what the walk of a path's inner components is). The parent
+    /// and where the last name starts, or on a miss the probe, the stamps it starts under
+    /// and where the name starts; `None` where the cache is not asked: a last name that is
+    /// not one (`.` or `..`, too long, a trailing slash), a parent less than two
+    /// components away, flags but `FOLLOW` and `DIRECTORY` (which concern the last name
+    /// only).
     #[inline]
+    #[allow(clippy::type_complexity)]
     fn parent_cache_probe<'a>(
         &self,
         creds: &Credentials,
@@ -1161,7 +1207,7 @@ impl<'t> WalkCtx<'t> {
         path: &'a [u8],
         flags: LookupFlags,
         rename: u32,
-    ) -> Option<((Probe<'a>, Stamps), usize)> {
+    ) -> Option<std::result::Result<(*const Dentry, usize), (Probe<'a>, Stamps, usize)>> {
         const CREATE_FLAGS: LookupFlags =
             LookupFlags::MISSING_OK.union(LookupFlags::FOLLOW).union(LookupFlags::DIRECTORY);
         const INNER: LookupFlags = LookupFlags::FOLLOW.union(LookupFlags::DIRECTORY);
@@ -1190,7 +1236,14 @@ impl<'t> WalkCtx<'t> {
         }
         let names = start.mnt.sb.names_stamp()?;
         let key = pathcache::Key::new(self.vfs.id, creds.serial(), &start, &root, INNER.bits());
-        Some(((Probe::new(key, &path[..end]), Stamps { rename, names }), slash + 1))
+        let (probe, stamps) = (Probe::new(key, &path[..end]), Stamps { rename, names });
+        Some(match probe.lookup(stamps) {
+            Some(found) => {
+                counters::bump(|c| c.path_cache_parent_hits += 1);
+                Ok((found, slash + 1))
+            }
+            None => Err((probe, stamps, slash + 1)),
+        })
     }
 
     /// Resolves a path to a counted reference.
