@@ -16,6 +16,8 @@
 //! | `stat of a random name in a big directory` | `fstatat` of names drawn at random (seeded) from that directory, the median of 10 batches |
 //! | `cached stat, depth D` | `fstatat` of a file D directories deep, relative to a directory descriptor, the same path again and again (D = 1, 8, 64); uvfs answers from its path cache |
 //! | `cached stat, depth 64, path cache off` | the same with `FastPaths::PATH_CACHE` off: uvfs walks component by component |
+//! | `create + close, path depth 8` | `open(O_CREAT)` + `close` of `big_ops` files 8 directories deep (`deep/d/.../fN`, from the root), after one round of the same; the median of 10 timed batches; uvfs walks from the parent its path cache answers |
+//! | `unlink, path depth 8` | `unlink` of those files, timed the same way |
 //!
 //! Times are nanoseconds per operation (one pass over a fixed amount of work, after a
 //! warm-up pass for the stat rows), lower is better; memory is bytes per file. `--quick`
@@ -232,6 +234,24 @@ pub fn run(tmpfs: &Path, s: ScaleSizes, say: &dyn Fn(&str)) -> Result<ScaleRepor
         uvfs: Some(uvfs_deep_stat(64, s.stats, FastPaths::all() - FastPaths::PATH_CACHE)),
         kernel: k64,
         note: "uvfs: the lockless walk, component by component".into(),
+    });
+
+    say("deep creates");
+    let (uc, uu) = uvfs_deep_create(DEEP_CREATE, s.big_ops);
+    let (kc, ku) = host.deep_create(DEEP_CREATE, s.big_ops)?;
+    rows.push(Row {
+        measure: format!("create + close, path depth {DEEP_CREATE}"),
+        unit: "ns/op",
+        uvfs: Some(uc),
+        kernel: Some(kc),
+        note: "uvfs: the parent answered by the path cache".into(),
+    });
+    rows.push(Row {
+        measure: format!("unlink, path depth {DEEP_CREATE}"),
+        unit: "ns/op",
+        uvfs: Some(uu),
+        kernel: Some(ku),
+        note: String::new(),
     });
 
     say("fork a tree");
@@ -507,6 +527,39 @@ fn deep_path(depth: usize) -> Vec<u8> {
     p
 }
 
+/// Directories above the files of the deep create rows.
+const DEEP_CREATE: usize = 8;
+
+/// The deep create rows' files, relative to the root: `deep/d/.../d/fN`, `depth` times `d`.
+fn deep_names(depth: usize, n: usize) -> Vec<Vec<u8>> {
+    let mut dir = b"deep/".to_vec();
+    for _ in 0..depth {
+        dir.extend_from_slice(b"d/");
+    }
+    (0..n).map(|i| [&dir[..], format!("f{i}").as_bytes()].concat()).collect()
+}
+
+/// (create + close, unlink) ns of `n` files `depth` directories deep.
+fn uvfs_deep_create(depth: usize, n: usize) -> (f64, f64) {
+    let (_vfs, t) = vfs();
+    let mut dir = b"/deep".to_vec();
+    t.mkdir(&dir, 0o755).expect("mkdir");
+    for _ in 0..depth {
+        dir.extend_from_slice(b"/d");
+        t.mkdir(&dir, 0o755).expect("mkdir");
+    }
+    let names: Vec<Vec<u8>> = deep_names(depth, n).into_iter().map(|p| [b"/".as_slice(), &p].concat()).collect();
+    for n in &names {
+        uvfs_create_close(&t, n).expect("create");
+    }
+    for n in &names {
+        t.unlink(n).expect("unlink");
+    }
+    let create = batched(names.len(), |i| uvfs_create_close(&t, &names[i])).expect("create");
+    let unlink = batched(names.len(), |i| t.unlink(&names[i])).expect("unlink");
+    (create, unlink)
+}
+
 fn uvfs_deep_stat(depth: usize, stats: usize, fast: FastPaths) -> f64 {
     let vfs = Vfs::new(VfsConfig { fast_paths: fast, ..VfsConfig::default() });
     let t = vfs.root_task();
@@ -701,6 +754,26 @@ impl HostDir {
         let stat = batched(names.len(), |i| self.stat(self.raw(), &names[i]))?;
         self.clear()?;
         Ok(BigDir { create, create_small, stat, worst })
+    }
+
+    fn deep_create(&self, depth: usize, n: usize) -> Result<(f64, f64), String> {
+        let mut dir = b"deep".to_vec();
+        self.mkdir(&dir)?;
+        for _ in 0..depth {
+            dir.extend_from_slice(b"/d");
+            self.mkdir(&dir)?;
+        }
+        let names: Vec<CString> = deep_names(depth, n).iter().map(|p| cstr(p)).collect();
+        for n in &names {
+            self.create_close(n)?;
+        }
+        for n in &names {
+            self.unlink(n)?;
+        }
+        let create = batched(names.len(), |i| self.create_close(&names[i]))?;
+        let unlink = batched(names.len(), |i| self.unlink(&names[i]))?;
+        self.clear()?;
+        Ok((create, unlink))
     }
 
     fn deep_stat(&self, depth: usize, stats: usize) -> Result<f64, String> {

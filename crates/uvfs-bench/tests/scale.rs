@@ -15,7 +15,7 @@ fn every_row_is_measured_and_nothing_is_left() {
     let s = ScaleSizes { files: 2000, dirs: 10, churn_dirs: 1, big_dir: 3000, big_ops: 100, stats: 1000 };
     let r = run(tmp.path(), s, &|_| {}).unwrap();
     let measures: Vec<&str> = r.rows.iter().map(|r| r.measure.as_str()).collect();
-    assert_eq!(r.rows.len(), 15, "{measures:?}");
+    assert_eq!(r.rows.len(), 17, "{measures:?}");
     for row in &r.rows {
         let u = row.uvfs.unwrap_or_else(|| panic!("uvfs not measured: {row:?}"));
         assert!(u > 0.0, "{row:?}");
@@ -29,10 +29,11 @@ fn every_row_is_measured_and_nothing_is_left() {
     assert!(r.rows[2].uvfs.unwrap() >= 1.0, "allocations per create: {:?}", r.rows[2]);
     assert!(table(&r).contains("cached stat, path depth 64"));
     assert_eq!(measures[12], "cached stat, path depth 64, path cache off", "{measures:?}");
+    assert_eq!(measures[13..15], ["create + close, path depth 8", "unlink, path depth 8"], "{measures:?}");
     // The fork (issue 14): measured on both sides, and it allocates (the thawed inodes).
     assert!(measures[7].starts_with("slowest create while filling"), "{measures:?}");
-    assert!(measures[13].starts_with("fork a 200-file tree"), "{measures:?}");
-    assert!(r.rows[14].uvfs.unwrap() > 0.0 && r.rows[14].kernel.is_some());
+    assert!(measures[15].starts_with("fork a 200-file tree"), "{measures:?}");
+    assert!(r.rows[16].uvfs.unwrap() > 0.0 && r.rows[16].kernel.is_some());
     // The big directory's creates against those in 1000-entry directories: the ratio row
     // is the two rows above it divided, on both sides.
     assert_eq!(
@@ -49,7 +50,7 @@ fn every_row_is_measured_and_nothing_is_left() {
         assert!((ratio - big / small).abs() < 1e-9, "{:?}", &r.rows[4..7]);
     }
     let json = serde_json::to_value(&r).unwrap();
-    assert_eq!(json["rows"].as_array().unwrap().len(), 15);
+    assert_eq!(json["rows"].as_array().unwrap().len(), 17);
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "the host directory was removed");
     assert!(Path::new(tmp.path()).exists());
 }
