@@ -425,16 +425,20 @@ fn uvfs_churn(s: ScaleSizes) -> (f64, f64, f64) {
     for d in 0..s.churn_dirs {
         t.mkdir(format!("/c{d}").as_bytes(), 0o755).expect("mkdir");
     }
-    let names = churn_names(s);
-    // One round to warm the allocator (and the directories' tables).
-    for n in &names {
-        uvfs_create_close(&t, n).expect("create");
+    uvfs_creates_and_unlinks(&t, &churn_names(s))
+}
+
+/// (create + close ns, allocations per create + close, unlink ns) of `names`, after one
+/// round of both that warmed the allocator (and the directories' tables).
+fn uvfs_creates_and_unlinks(t: &Task, names: &[Vec<u8>]) -> (f64, f64, f64) {
+    for n in names {
+        uvfs_create_close(t, n).expect("create");
     }
-    for n in &names {
+    for n in names {
         t.unlink(n).expect("unlink");
     }
     let a0 = alloc::allocations();
-    let create = batched(names.len(), |i| uvfs_create_close(&t, &names[i])).expect("create");
+    let create = batched(names.len(), |i| uvfs_create_close(t, &names[i])).expect("create");
     let allocs = (alloc::allocations() - a0) as f64 / names.len() as f64;
     let unlink = batched(names.len(), |i| t.unlink(&names[i])).expect("unlink");
     (create, allocs, unlink)
@@ -549,14 +553,7 @@ fn uvfs_deep_create(depth: usize, n: usize) -> (f64, f64) {
         t.mkdir(&dir, 0o755).expect("mkdir");
     }
     let names: Vec<Vec<u8>> = deep_names(depth, n).into_iter().map(|p| [b"/".as_slice(), &p].concat()).collect();
-    for n in &names {
-        uvfs_create_close(&t, n).expect("create");
-    }
-    for n in &names {
-        t.unlink(n).expect("unlink");
-    }
-    let create = batched(names.len(), |i| uvfs_create_close(&t, &names[i])).expect("create");
-    let unlink = batched(names.len(), |i| t.unlink(&names[i])).expect("unlink");
+    let (create, _, unlink) = uvfs_creates_and_unlinks(&t, &names);
     (create, unlink)
 }
 
@@ -715,10 +712,16 @@ impl HostDir {
         for d in 0..s.churn_dirs {
             self.mkdir(format!("c{d}").as_bytes())?;
         }
-        for n in &names {
+        self.creates_and_unlinks(&names)
+    }
+
+    /// (create + close, unlink) ns of `names`, after one round of both; then the
+    /// directory is emptied.
+    fn creates_and_unlinks(&self, names: &[CString]) -> Result<(f64, f64), String> {
+        for n in names {
             self.create_close(n)?;
         }
-        for n in &names {
+        for n in names {
             self.unlink(n)?;
         }
         let create = batched(names.len(), |i| self.create_close(&names[i]))?;
@@ -764,16 +767,7 @@ impl HostDir {
             self.mkdir(&dir)?;
         }
         let names: Vec<CString> = deep_names(depth, n).iter().map(|p| cstr(p)).collect();
-        for n in &names {
-            self.create_close(n)?;
-        }
-        for n in &names {
-            self.unlink(n)?;
-        }
-        let create = batched(names.len(), |i| self.create_close(&names[i]))?;
-        let unlink = batched(names.len(), |i| self.unlink(&names[i]))?;
-        self.clear()?;
-        Ok((create, unlink))
+        self.creates_and_unlinks(&names)
     }
 
     fn deep_stat(&self, depth: usize, stats: usize) -> Result<f64, String> {

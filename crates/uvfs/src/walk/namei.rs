@@ -1211,8 +1211,7 @@ impl<'t> WalkCtx<'t> {
         const CREATE_FLAGS: LookupFlags =
             LookupFlags::MISSING_OK.union(LookupFlags::FOLLOW).union(LookupFlags::DIRECTORY);
         const INNER: LookupFlags = LookupFlags::FOLLOW.union(LookupFlags::DIRECTORY);
-        const NEEDS: FastPaths = FastPaths::PATH_CACHE.union(FastPaths::ACL);
-        if !flags.contains(LookupFlags::MISSING_OK) || !CREATE_FLAGS.contains(flags) || !self.vfs.fast.contains(NEEDS) {
+        if !flags.contains(LookupFlags::MISSING_OK) || !CREATE_FLAGS.contains(flags) {
             return None;
         }
         // A parent one component away is walked about as fast as the cache is probed, and
@@ -1234,9 +1233,7 @@ impl<'t> WalkCtx<'t> {
         if end == 0 {
             return None;
         }
-        let names = start.mnt.sb.names_stamp()?;
-        let key = pathcache::Key::new(self.vfs.id, creds.serial(), &start, &root, INNER.bits());
-        let (probe, stamps) = (Probe::new(key, &path[..end]), Stamps { rename, names });
+        let (probe, stamps) = self.path_cache_probe(creds, start, root, &path[..end], INNER, rename)?;
         Some(match probe.lookup(stamps) {
             Some(found) => {
                 counters::bump(|c| c.path_cache_parent_hits += 1);
