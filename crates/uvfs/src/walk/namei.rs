@@ -1116,11 +1116,15 @@ impl<'t> WalkCtx<'t> {
         found.mnt.ptr_eq(start.mnt) && start.dentry.flags() & DENTRY_DEAD == 0 && start.mnt.is_attached()
     }
 
-    /// The lockless walk to a name to create whose parent the path cache is asked for
-    /// ([`WalkCtx::parent_cache_probe`]): on a hit the last name is looked up from the
-    /// parent, on a miss the whole path is walked and the parent learned. `None` where the
-    /// cache is not asked (the caller walks as for any other path). Out of line: the other
-    /// walks, a cached stat's above all, stay as they were.
+    /// The lockless walk to a name to create (`MISSING_OK`) whose parent the path cache is
+    /// asked for: the same entry as a walk of the path before the last name with
+    /// `FOLLOW | DIRECTORY` (what the walk of a path's inner components is). On a hit the
+    /// last name is looked up from the parent; on a miss the whole path is walked and the
+    /// parent learned. `None` where the cache is not asked, and the caller walks as for any
+    /// other path: a last name that is not one (`.` or `..`, too long, a trailing slash), a
+    /// parent less than two components away, flags but `FOLLOW` and `DIRECTORY` (which
+    /// concern the last name only). Out of line: the other walks, a cached stat's above
+    /// all, stay as they were.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn walk_from_parent<'a>(
@@ -1137,21 +1141,47 @@ impl<'t> WalkCtx<'t> {
     where
         't: 'a,
     {
-        let asked = self.parent_cache_probe(creds, start, root, path, flags, seq)?;
+        const CREATE_FLAGS: LookupFlags =
+            LookupFlags::MISSING_OK.union(LookupFlags::FOLLOW).union(LookupFlags::DIRECTORY);
+        const INNER: LookupFlags = LookupFlags::FOLLOW.union(LookupFlags::DIRECTORY);
+        if !CREATE_FLAGS.contains(flags) {
+            return None;
+        }
+        // A parent one component away is walked about as fast as the cache is probed, and
+        // the cache's few slots are better kept for deeper ones: at least two slashes
+        // before the last name (one more for the root's).
+        let (slash, count) = slashes(path);
+        let slash = slash?;
+        if count < 2 + u32::from(path[0] == b'/') {
+            return None;
+        }
+        let name = &path[slash + 1..];
+        if name.is_empty() || name == b"." || name == b".." || name.len() > NAME_MAX {
+            return None;
+        }
+        let mut end = slash;
+        while end > 0 && path[end - 1] == b'/' {
+            end -= 1;
+        }
+        if end == 0 {
+            return None;
+        }
+        let (probe, stamps) = self.path_cache_probe(creds, start, root, &path[..end], INNER, seq)?;
         let mut nd = self.nameidata(guard, creds, false, flags, root, start, path);
-        let miss = match asked {
-            Ok((found, at)) => {
+        let miss = match probe.lookup(stamps) {
+            Some(found) => {
+                counters::bump(|c| c.path_cache_parent_hits += 1);
                 // SAFETY: as for a whole path's hit in `walk_tier`: the entry's walk found
                 // this directory in the tree, under the stamps read now, after `guard` was
                 // pinned. The mount is the start's, which that walk stayed in.
                 let dentry = unsafe { ArcBorrow::from_raw(found) };
                 // The walk goes on from the parent, with the last name only.
                 nd.cur = Pos { mnt: start.mnt, dentry };
-                nd.stack.top().pos = at;
+                nd.stack.top().pos = slash + 1;
                 None
             }
-            Err((probe, stamps, at)) => {
-                (nd.cacheable, nd.learn_parent) = (true, Some(at));
+            None => {
+                (nd.cacheable, nd.learn_parent) = (true, Some(slash + 1));
                 Some((probe, stamps))
             }
         };
@@ -1187,60 +1217,6 @@ impl<'t> WalkCtx<'t> {
         let names = start.mnt.sb.names_stamp()?;
         let key = pathcache::Key::new(self.vfs.id, creds.serial(), &start, &root, flags.bits());
         Some((Probe::new(key, path), Stamps { rename, names }))
-    }
-
-    /// The path cache asked for the parent of the last name of a walk to a name to create
-    /// (`MISSING_OK`): the same entry as a walk of the path before that name with
-    /// `FOLLOW | DIRECTORY` (what the walk of a path's inner components is). The parent
-    /// and where the last name starts, or on a miss the probe, the stamps it starts under
-    /// and where the name starts; `None` where the cache is not asked: a last name that is
-    /// not one (`.` or `..`, too long, a trailing slash), a parent less than two
-    /// components away, flags but `FOLLOW` and `DIRECTORY` (which concern the last name
-    /// only).
-    #[inline]
-    #[allow(clippy::type_complexity)]
-    fn parent_cache_probe<'a>(
-        &self,
-        creds: &Credentials,
-        start: Pos<'a>,
-        root: Pos<'a>,
-        path: &'a [u8],
-        flags: LookupFlags,
-        rename: u32,
-    ) -> Option<std::result::Result<(*const Dentry, usize), (Probe<'a>, Stamps, usize)>> {
-        const CREATE_FLAGS: LookupFlags =
-            LookupFlags::MISSING_OK.union(LookupFlags::FOLLOW).union(LookupFlags::DIRECTORY);
-        const INNER: LookupFlags = LookupFlags::FOLLOW.union(LookupFlags::DIRECTORY);
-        if !flags.contains(LookupFlags::MISSING_OK) || !CREATE_FLAGS.contains(flags) {
-            return None;
-        }
-        // A parent one component away is walked about as fast as the cache is probed, and
-        // the cache's few slots are better kept for deeper ones: at least two slashes
-        // before the last name (one more for the root's).
-        let (slash, count) = slashes(path);
-        let slash = slash?;
-        if count < 2 + u32::from(path[0] == b'/') {
-            return None;
-        }
-        let name = &path[slash + 1..];
-        if name.is_empty() || name == b"." || name == b".." || name.len() > NAME_MAX {
-            return None;
-        }
-        let mut end = slash;
-        while end > 0 && path[end - 1] == b'/' {
-            end -= 1;
-        }
-        if end == 0 {
-            return None;
-        }
-        let (probe, stamps) = self.path_cache_probe(creds, start, root, &path[..end], INNER, rename)?;
-        Some(match probe.lookup(stamps) {
-            Some(found) => {
-                counters::bump(|c| c.path_cache_parent_hits += 1);
-                Ok((found, slash + 1))
-            }
-            None => Err((probe, stamps, slash + 1)),
-        })
     }
 
     /// Resolves a path to a counted reference.
