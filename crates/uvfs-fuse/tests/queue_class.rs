@@ -70,22 +70,31 @@ fn stats(m: &Mounted, n: usize) {
 struct Spinners(Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);
 
 impl Spinners {
+    /// Returns once every spinning thread is on its CPU: requests sent before would not
+    /// wait behind them (200 `stat`s take a few milliseconds, less than one look of the
+    /// guard, which then saw no queue thread starve: the test failed about one run in
+    /// eight that way).
     fn start() -> Spinners {
         let stop = Arc::new(AtomicBool::new(false));
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let spinning = Arc::new(std::sync::Barrier::new(cpus + 1));
         let threads = (0..cpus)
             .map(|cpu| {
-                let stop = stop.clone();
+                let (stop, spinning) = (stop.clone(), spinning.clone());
                 std::thread::spawn(move || {
                     let mut set = rustix::thread::CpuSet::new();
                     set.set(cpu);
                     let _ = rustix::thread::sched_setaffinity(None, &set);
+                    spinning.wait();
                     while !stop.load(Ordering::Relaxed) {
                         std::hint::spin_loop();
                     }
                 })
             })
             .collect();
+        spinning.wait();
+        // A thread past the barrier may still wait for its CPU (the scheduler places it).
+        std::thread::sleep(std::time::Duration::from_millis(20));
         Spinners(stop, threads)
     }
 }
