@@ -66,10 +66,11 @@ pub struct MountArgs {
     /// why, when unavailable)
     #[arg(long, value_enum, default_value_t = Transport::Auto)]
     pub transport: Transport,
-    /// The io_uring queue threads' scheduling class: `idle` (SCHED_IDLE while requests
-    /// come, so a caller and the queue serving it share a CPU; a queue thread that starves
-    /// goes back to the normal class for a while; needs root or CAP_SYS_NICE, else normal)
-    /// or `normal`
+    /// The scheduling class of the threads that wait for requests: `idle` (the io_uring
+    /// queue threads in SCHED_IDLE while requests come, and the /dev/fuse poller on its
+    /// caller's CPU in SCHED_IDLE for its window, so a caller and the thread serving it
+    /// share a CPU; one that starves goes back to the normal class; needs root or
+    /// CAP_SYS_NICE, else normal) or `normal`
     #[arg(long, value_enum, default_value_t = QueueClass::Idle)]
     pub queue_class: QueueClass,
     /// Detach once mounted (the mount stays until unmounted with `umount`)

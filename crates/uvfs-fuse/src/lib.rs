@@ -299,6 +299,12 @@ pub struct FollowerCounts {
     /// Pauses of polling because the poller's CPU had gone to other threads
     /// (`transport::dev::CONTENDED`).
     pub backoffs: u64,
+    /// Polling windows begun on the caller's CPU in `SCHED_IDLE` ([`QueueClass::Idle`]).
+    pub seats: u64,
+    /// Moves of such a poller back to the normal class, starving while a request waited.
+    pub unseats: u64,
+    /// Times such a poller followed its caller to another CPU.
+    pub moves: u64,
 }
 
 /// How long the kernel keeps names, attributes and misses by default: a day, since uvfs
@@ -334,8 +340,10 @@ pub struct MountOptions {
     pub permissions: Permissions,
     /// How requests travel.
     pub transport: Transport,
-    /// The scheduling class of the io_uring queue threads ([`transport::sched`]):
-    /// `SCHED_IDLE` by default, so that a caller stays on its CPU when the reply wakes it.
+    /// The scheduling class of the io_uring queue threads ([`transport::sched`]) and of
+    /// the `/dev/fuse` poller, which then also sits on its caller's CPU for its window
+    /// ([`transport::dev`]): `SCHED_IDLE` by default, so that a caller stays on its CPU
+    /// when the reply wakes it.
     pub queue_class: QueueClass,
     /// Invalidate kernel caches when the in-process API changes something.
     pub watch: bool,
@@ -510,7 +518,9 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
     if let Some(g) = guardian.as_mut() {
         g.arm(conn);
     }
-    let mut workers = match transport::dev::spawn(&session, opts.threads, opts.busy_poll, !opts.poll_on_busy_cpus) {
+    let spawned =
+        transport::dev::spawn(&session, opts.threads, opts.busy_poll, !opts.poll_on_busy_cpus, opts.queue_class);
+    let (mut workers, unseatable) = match spawned {
         Ok(w) => w,
         Err(e) => {
             exit_guard::abort(conn);
@@ -538,6 +548,13 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
         && session.uring_active()
     {
         eprintln!("uvfs mount: idle-class io_uring queues not available ({why}): normal class");
+    }
+    if let Some(why) = unseatable
+        && !session.uring_active()
+    {
+        eprintln!(
+            "uvfs mount: the /dev/fuse poller cannot sit on its caller's CPU in the idle class ({why}): normal class"
+        );
     }
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
@@ -631,6 +648,9 @@ impl MountHandle {
             looks: n(|c| &c.looks),
             rescues: n(|c| &c.rescues),
             backoffs: n(|c| &c.backoffs),
+            seats: n(|c| &c.seats),
+            unseats: n(|c| &c.unseats),
+            moves: n(|c| &c.moves),
         }
     }
 
@@ -862,12 +882,16 @@ impl Stats {
             out += &format!(
                 "uvfs mount: /dev/fuse followers woken by the device {} times, parked {} times, \
                  looked at the poller {} times, called back by a slow request {} times; \
-                 polling paused for busy CPUs {} times\n",
+                 polling paused for busy CPUs {} times; the poller on its caller's CPU in the idle class \
+                 {} times, followed it to another CPU {} times, moved back for starving {} times\n",
                 n(&c.wakes),
                 n(&c.parks),
                 n(&c.looks),
                 n(&c.rescues),
-                n(&c.backoffs)
+                n(&c.backoffs),
+                n(&c.seats),
+                n(&c.moves),
+                n(&c.unseats)
             );
         }
         if let Some(s) = &self.sched {

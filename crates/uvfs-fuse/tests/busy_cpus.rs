@@ -78,12 +78,16 @@ fn beside_spinning_threads(poll_on_busy_cpus: bool) -> (u64, u64, u64, u64) {
     }
     let unpolled = (count(&h, "GETATTR") - sent0) - (h.polled() - polled0);
     let pauses = h.follower_counts().backoffs - c0.backoffs;
+    let c = h.follower_counts();
     drop(f);
     h.unmount().unwrap();
     println!(
-        "pausing {}: {sent} GETATTRs beside {} spinning threads, {polled} taken by polling; {pauses} pauses, {unpolled} requests not polled in all",
+        "pausing {}: {sent} GETATTRs beside {} spinning threads, {polled} taken by polling; {pauses} pauses, {unpolled} requests not polled in all; \
+         the poller on the caller's CPU {} times, moved back for starving {} times",
         !poll_on_busy_cpus,
-        cpus.len()
+        cpus.len(),
+        c.seats - c0.seats,
+        c.unseats - c0.unseats
     );
     assert!(sent > 500, "each fstat is a GETATTR: {sent}");
     (sent, polled, pauses, unpolled)

@@ -29,6 +29,35 @@
 //! long (a large READ or WRITE, an `fsync`, a `fallocate`, a `copy_file_range`) calls them
 //! back at once, and they stay on the device until the poller answers one that may not.
 //!
+//! **The poller on its caller's CPU.** A round trip costs least where the caller and the
+//! worker serving it share a CPU: the caller's request wakes nobody across CPUs (the
+//! poller takes it when the caller sleeps) and the reply wakes the caller where it slept.
+//! The scheduler does not keep them together by itself: the poller is runnable beside the
+//! caller it just woke, so the other CPU, whenever it goes idle, takes it over; and a
+//! reply from a worker that is running puts the caller it wakes on an idle CPU rather
+//! than next to it. On the VM of BENCHMARKS.md a tenth of an untar's replies crossed CPUs
+//! that way, each 20-30 us against 3-5 us on one CPU ("The /dev/fuse poller on its
+//! caller's CPU"). So the poller sits on its caller's CPU (`Seat`): at the first request of
+//! its window from a process it moves to the CPU that process runs on (`/proc/PID/stat`)
+//! and into `SCHED_IDLE` until the window ends. A CPU that runs only idle-class threads
+//! counts as idle, so the caller is woken where it slept, and preempts the poller at once;
+//! and the poller is kept there, so no other CPU takes it over. Where the caller sleeps on
+//! the poller's CPU, the poller finds each request at its first look (it runs again only
+//! once the caller has sent the next and slept); requests that keep coming only after
+//! looks in vain say the scheduler moved the caller, and the poller looks where it is now
+//! and follows it ([`RECHECK_MIN`] of them in a row, more where the caller turns out to
+//! be on its CPU still). A READ or WRITE that may take long gets up from the seat until
+//! the next short request: the followers are called back to share the copies, and a
+//! caller woken by the pages that came before would hold the poller's copy up.
+//!
+//! The risk of the idle class is the poller's starving behind the other programs of its
+//! CPU while a request waits. The watching follower bounds it: at each look, when a
+//! request waits on the device and the poller has not asked for one since the last look
+//! (or has been on one request since then), it moves the poller back to the normal class
+//! and calls the followers back. Only with [`QueueClass::Idle`], where the server may
+//! leave `SCHED_IDLE` again, with a follower to watch, and with polling that pauses for
+//! busy CPUs; elsewhere the poller stays where the scheduler puts it.
+//!
 //! Once the io_uring queues carry the requests, what still comes here is FORGETs (one per
 //! evicted inode: an `rm -rf` sends thousands) and the rare INTERRUPT. The kernel wakes a
 //! worker sleeping in `read` for each of them, from the caller's CPU, inside its `unlink`:
@@ -40,13 +69,14 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use zerocopy::IntoBytes;
 
+use super::sched::{self, QueueClass};
 use crate::reply::{Reply, ReplyBuf, out_header};
 use crate::request::{Op, decode_dev};
 use crate::session::{DEV_BUF, Later, LaterTo, MAX_WRITE, Session};
@@ -54,16 +84,28 @@ use crate::session::{DEV_BUF, Later, LaterTo, MAX_WRITE, Session};
 /// Starts `n` workers, the first on the connection's own descriptor and the others on
 /// clones. With `busy_poll` every worker reads a clone (`O_NONBLOCK` belongs to the open
 /// file, and the connection's own descriptor also carries notifications) and they share
-/// a [`Crew`]; `pauses`: polling pauses while the CPUs are busy (`Crew::idle`).
+/// a [`Crew`]; `pauses`: polling pauses while the CPUs are busy (`Crew::idle`); `class`:
+/// whether the poller sits on its caller's CPU in `SCHED_IDLE` (see the module docs).
+/// Also returns why it cannot where it was asked to.
 pub(crate) fn spawn(
     session: &Arc<Session>,
     n: usize,
     busy_poll: Duration,
     pauses: bool,
-) -> std::io::Result<Vec<JoinHandle<()>>> {
+    class: QueueClass,
+) -> std::io::Result<(Vec<JoinHandle<()>>, Option<String>)> {
     let n = n.max(1);
     let polls = !busy_poll.is_zero();
-    let crew = Arc::new(Crew::new(busy_poll, pauses, if polls { n } else { 0 })?);
+    let (seats, unseatable) = match class {
+        QueueClass::Idle if polls && pauses && n >= 2 => match sched::cannot_step_back() {
+            None => (true, None),
+            why => (false, why),
+        },
+        _ => (false, None),
+    };
+    let mut crew = Crew::new(busy_poll, pauses, if polls { n } else { 0 })?;
+    crew.seats = seats;
+    let crew = Arc::new(crew);
     let mut fds = Vec::new();
     for i in 0..n {
         let own = i > 0 || polls;
@@ -81,7 +123,7 @@ pub(crate) fn spawn(
                 .spawn(move || worker(&s, &fd, &crew, wait, stays))?,
         );
     }
-    Ok(workers)
+    Ok((workers, unseatable))
 }
 
 /// How long the poller may be on one request before the parked followers come back by
@@ -129,6 +171,12 @@ pub(crate) struct CrewStats {
     pub(crate) rescues: AtomicU64,
     /// Times the poller stopped because its CPU had gone to other threads (see `Crew::idle`).
     pub(crate) backoffs: AtomicU64,
+    /// Windows the poller began on its caller's CPU in `SCHED_IDLE`.
+    pub(crate) seats: AtomicU64,
+    /// Times the watching follower moved a poller in `SCHED_IDLE` back to the normal class.
+    pub(crate) unseats: AtomicU64,
+    /// Times a seated poller followed its caller to another CPU.
+    pub(crate) moves: AtomicU64,
 }
 
 /// What busy-polling workers share (see the module docs): who polls, and where the others
@@ -183,6 +231,15 @@ pub(crate) struct Crew {
     /// Per worker (immutable vector): how a worker that takes the token gets the others
     /// out of their wait for the device.
     kicks: Vec<Kick>,
+    /// Immutable once the crew is shared: a poller sits on its caller's CPU in
+    /// `SCHED_IDLE` for its windows (see the module docs).
+    seats: bool,
+    /// Atomic: when the poller last asked the device for a request, in nanoseconds after
+    /// `epoch` (written by the token holder only).
+    beat: AtomicU64,
+    /// Atomic: the thread id of the poller while it is in `SCHED_IDLE` (0: none); cleared by
+    /// whoever moves it back (itself at the window's end, or the watching follower).
+    seated: AtomicI32,
     /// Whether a parked follower keeps watch (see `park`). Also taken to wait on and
     /// notify `cv`: the state the followers wait on is the atomics, stored before a waker
     /// takes this lock and loaded by a waiter while holding it.
@@ -227,6 +284,9 @@ impl Crew {
             done: AtomicBool::new(false),
             parked: AtomicUsize::new(0),
             kicks,
+            seats: false,
+            beat: AtomicU64::new(0),
+            seated: AtomicI32::new(0),
             park: Mutex::new(false),
             cv: Condvar::new(),
         })
@@ -238,7 +298,22 @@ impl Crew {
 
     /// Nanoseconds since the last reply.
     fn since_answered(&self) -> u64 {
-        self.now().saturating_sub(self.answered.load(Ordering::Relaxed))
+        self.since(&self.answered)
+    }
+
+    /// Nanoseconds since the time in `at` (one of the crew's, after `epoch`).
+    fn since(&self, at: &AtomicU64) -> u64 {
+        self.now().saturating_sub(at.load(Ordering::Relaxed))
+    }
+
+    /// Moves the poller back to the normal class if it is in `SCHED_IDLE` (the watching
+    /// follower, for a poller that starves; see `park`). It stays on its CPU until its
+    /// window ends.
+    fn unseat(&self, stats: &CrewStats) {
+        let tid = self.seated.swap(0, Ordering::SeqCst);
+        if tid != 0 && sched::set_class(tid, false).is_ok() {
+            stats.unseats.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Whether a worker that does not poll should stay off the device now.
@@ -336,6 +411,7 @@ impl Crew {
     /// that grows while the CPUs stay busy ([`QUIET_MIN`] to [`QUIET_MAX`]).
     fn idle(&self, stats: &CrewStats) -> bool {
         let t = self.now();
+        self.beat.store(t, Ordering::Relaxed);
         if !self.window_ended(t) {
             std::thread::yield_now();
             let back = self.now();
@@ -415,7 +491,7 @@ impl Crew {
     /// ended, and calls itself back when the poller has been on one request that long; the
     /// others wait for it (or another waker) without a timer, so a burst costs the same few
     /// timer wake-ups however many workers there are.
-    fn park(&self, stats: &CrewStats) {
+    fn park(&self, stats: &CrewStats, pending: &dyn Fn() -> bool) {
         let mut watched = self.park.lock();
         self.parked.fetch_add(1, Ordering::SeqCst);
         stats.parks.fetch_add(1, Ordering::Relaxed);
@@ -436,6 +512,20 @@ impl Crew {
             let step = self.step.load(Ordering::Relaxed);
             if step % 2 == 1 && on == Some(step) {
                 stats.rescues.fetch_add(1, Ordering::Relaxed);
+                self.unseat(stats);
+                self.help.store(true, Ordering::SeqCst);
+                break;
+            }
+            // A poller in `SCHED_IDLE` that has not asked for a request since the last look
+            // while one waits: its CPU has had other work all along (a poller that runs
+            // asks within microseconds).
+            if step.is_multiple_of(2)
+                && self.seated.load(Ordering::SeqCst) != 0
+                && self.since(&self.beat) >= HELP_AFTER.as_nanos() as u64
+                && self.since(&self.answered) >= HELP_AFTER.as_nanos() as u64
+                && pending()
+            {
+                self.unseat(stats);
                 self.help.store(true, Ordering::SeqCst);
                 break;
             }
@@ -504,6 +594,158 @@ impl DevWait {
     }
 }
 
+/// Where a worker is while it holds the polling token with [`Crew::seats`]: on its
+/// caller's CPU, in `SCHED_IDLE` (see the module docs).
+struct Seat {
+    /// Immutable: the CPUs the worker may run on otherwise (its affinity when it began).
+    all: Option<rustix::thread::CpuSet>,
+    /// Immutable: the worker's thread id.
+    tid: i32,
+    /// It is kept on one CPU now.
+    pinned: bool,
+    /// It tried to sit on its caller's CPU since the window began or it last left its
+    /// seat (once, at its first short request from a process: the kernel's own, pid 0,
+    /// come from no CPU of a caller).
+    tried: bool,
+    /// The CPU it is kept on, while `pinned`.
+    cpu: usize,
+    /// It looked for a request and found none since it read the last one.
+    looked: bool,
+    /// Requests in a row that it found only after looking in vain: where the caller sleeps
+    /// on the poller's CPU, the poller runs again only once the caller has sent its next
+    /// request, and finds it at the first look.
+    late: u32,
+    /// How many such requests in a row make it look where the caller is now.
+    recheck_after: u32,
+}
+
+impl Seat {
+    fn new() -> Seat {
+        Seat {
+            all: rustix::thread::sched_getaffinity(None).ok(),
+            tid: sched::gettid(),
+            pinned: false,
+            tried: false,
+            cpu: 0,
+            looked: false,
+            late: 0,
+            recheck_after: RECHECK_MIN,
+        }
+    }
+
+    /// The worker holds the token and answered process `pid`: if it has not tried in this
+    /// window, it moves to that process's CPU and into `SCHED_IDLE`, if it can (it stays as
+    /// it is where it cannot learn the CPU or may not run there).
+    fn take(&mut self, crew: &Crew, stats: &CrewStats, pid: u32) {
+        if self.tried || pid == 0 || !crew.seats || self.all.is_none() {
+            return;
+        }
+        self.tried = true;
+        if !self.pin_to_caller(pid) {
+            return;
+        }
+        // Published before the class changes: the watcher may move it back at once.
+        crew.seated.store(self.tid, Ordering::SeqCst);
+        if sched::set_class(0, true).is_ok() {
+            stats.seats.fetch_add(1, Ordering::Relaxed);
+        } else {
+            crew.seated.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// Keeps the worker on the CPU process `pid` runs on; false where it cannot.
+    fn pin_to_caller(&mut self, pid: u32) -> bool {
+        let Some(cpu) = caller_cpu(pid).filter(|&c| c < rustix::thread::CpuSet::MAX_CPU) else { return false };
+        if self.pinned && cpu == self.cpu {
+            return true;
+        }
+        let mut one = rustix::thread::CpuSet::new();
+        one.set(cpu);
+        if rustix::thread::sched_setaffinity(None, &one).is_err() {
+            return false;
+        }
+        (self.pinned, self.cpu) = (true, cpu);
+        true
+    }
+
+    /// It read a request after looking in vain (`looked`) for some since the last; then it
+    /// answered it, from process `pid`. A seated poller that finds its caller's requests
+    /// only after looking, [`Seat::recheck_after`] times in a row, looks where that caller
+    /// runs now, and follows it there (the scheduler moved it); a caller found where the
+    /// poller is sleeps on other things between its requests, and the next look waits
+    /// twice as long (up to [`RECHECK_MAX`]).
+    fn answered(&mut self, stats: &CrewStats, pid: u32) {
+        let late = std::mem::take(&mut self.looked);
+        if !self.pinned || pid == 0 {
+            return;
+        }
+        self.late = if late { self.late + 1 } else { 0 };
+        if self.late < self.recheck_after {
+            return;
+        }
+        self.late = 0;
+        let before = self.cpu;
+        if self.pin_to_caller(pid) && self.cpu != before {
+            self.recheck_after = RECHECK_MIN;
+            stats.moves.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.recheck_after = (self.recheck_after * 2).min(RECHECK_MAX);
+        }
+    }
+
+    /// The worker's window ended: back to the normal class (unless the watcher moved it
+    /// already) and to all its CPUs.
+    fn leave(&mut self, crew: &Crew) {
+        self.tried = false;
+        (self.looked, self.late, self.recheck_after) = (false, 0, RECHECK_MIN);
+        if !self.pinned {
+            return;
+        }
+        if crew.seated.compare_exchange(self.tid, 0, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            let _ = sched::set_class(0, false);
+        }
+        if let Some(all) = &self.all {
+            let _ = rustix::thread::sched_setaffinity(None, all);
+        }
+        self.pinned = false;
+    }
+}
+
+/// A seated poller that found this many requests in a row only after looking in vain
+/// looks where its caller runs (`Seat::answered`).
+pub const RECHECK_MIN: u32 = 8;
+/// The most requests in a row between two such looks where the caller stays on the
+/// poller's CPU (it sleeps on other things too).
+pub const RECHECK_MAX: u32 = 1024;
+
+/// The CPU process (or thread) `pid` runs on, or last ran on: field 39 of
+/// `/proc/PID/stat`. `None` for the kernel's own requests (pid 0) and where it cannot
+/// be read (a process gone, or of another pid namespace than `/proc`'s).
+fn caller_cpu(pid: u32) -> Option<usize> {
+    if pid == 0 {
+        return None;
+    }
+    stat_cpu(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Field 39 (`processor`) of a `/proc/PID/stat` text. The second field, the command
+/// name in parentheses, may hold spaces and parentheses itself: the fields after it
+/// are counted from the last `)`.
+fn stat_cpu(text: &[u8]) -> Option<usize> {
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&text[close + 1..]).ok()?;
+    // The third field (`state`) comes first after the name.
+    rest.split_ascii_whitespace().nth(39 - 3)?.parse().ok()
+}
+
+/// Whether a request waits on the device (every clone of the connection's descriptor
+/// sees the same queue).
+fn pending(fd: &OwnedFd) -> bool {
+    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: polls one descriptor we own, without waiting; `p` is a local.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
+}
+
 /// The shortest gap between two looks of the worker left once io_uring serves.
 pub const LAZY_MIN: Duration = Duration::from_millis(1);
 /// The longest gap: an INTERRUPT (of a waiting lock) waits at most this long for it.
@@ -531,8 +773,10 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, crew: &Crew, mut wait: Option<De
     let mut polls = false;
     // Once io_uring serves: the gap before the next look at the device.
     let mut lazy: Option<Duration> = None;
+    let mut seat = Seat::new();
     loop {
         if lazy.is_none() && session.uring_active() {
+            seat.leave(crew);
             // Nobody polls or parks any more: the parked followers (the one that stays
             // among them, perhaps) wake to find io_uring serving.
             crew.finish();
@@ -548,7 +792,7 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, crew: &Crew, mut wait: Option<De
             && !polls
         {
             if !crew.will_wait(w.me) {
-                crew.park(&session.crew);
+                crew.park(&session.crew, &|| pending(fd));
                 continue;
             }
             w.wait(crew);
@@ -568,7 +812,11 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, crew: &Crew, mut wait: Option<De
                         std::thread::sleep(*gap);
                         *gap = (*gap * 2).min(LAZY_MAX);
                     } else if polls {
+                        seat.looked = true;
                         polls = crew.idle(&session.crew);
+                        if !polls {
+                            seat.leave(crew);
+                        }
                     }
                     continue;
                 }
@@ -592,20 +840,28 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, crew: &Crew, mut wait: Option<De
         }
         let (head, body) = outbuf.split_at_mut(16);
         let mut out = ReplyBuf::new(body);
-        let (unique, reply, init) = match decode_dev(&inbuf[..n as usize]) {
+        let (unique, reply, init, pid) = match decode_dev(&inbuf[..n as usize]) {
             Ok(req) => {
                 let later = || Later { unique: req.header.unique, to: LaterTo::Dev(fd.clone()) };
                 let long = polls && may_take_long(&req.op);
                 if polls {
+                    if long {
+                        // A copy that long gains nothing from the caller's CPU, and the
+                        // caller, woken by the pages that came before, would hold it up:
+                        // the poller sits again at its next short request.
+                        seat.leave(crew);
+                    }
                     crew.begin(long);
                 }
                 let reply = session.dispatch(&req, &mut out, &later);
                 if polls {
                     crew.end(long);
                 }
-                (req.header.unique, reply, matches!(req.op, Op::Init(_)))
+                // After a long one the poller does not sit down again (0: no caller to sit by).
+                let pid = if long { 0 } else { req.header.pid };
+                (req.header.unique, reply, matches!(req.op, Op::Init(_)), pid)
             }
-            Err(Some((unique, e))) => (unique, Reply::Err(e), false),
+            Err(Some((unique, e))) => (unique, Reply::Err(e), false, 0),
             Err(None) => continue,
         };
         if reply != Reply::None && reply != Reply::Later {
@@ -626,9 +882,17 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, crew: &Crew, mut wait: Option<De
             session.init_replied();
         }
         if let Some(w) = &wait {
+            let held = polls;
             polls = crew.answered(session, w.me, polls);
+            if polls {
+                if held {
+                    seat.answered(&session.crew, pid);
+                }
+                seat.take(crew, &session.crew, pid);
+            }
         }
     }
+    seat.leave(crew);
     // Whoever ends first frees the parked to find the connection gone.
     crew.finish();
     session.set_gone();
@@ -653,7 +917,7 @@ mod tests {
             .map(|_| {
                 let (c, stats, tx) = (c.clone(), stats.clone(), tx.clone());
                 std::thread::spawn(move || {
-                    c.park(&stats);
+                    c.park(&stats, &|| false);
                     tx.send(()).unwrap();
                 })
             })
@@ -723,6 +987,182 @@ mod tests {
         c.begin(false);
         c.end(false);
         assert!(c.off_device());
+    }
+
+    /// A thread that moves itself into `SCHED_IDLE` (where it may: as root) and waits until
+    /// the sender is dropped; its id, and whether it got there.
+    fn idle_thread() -> (i32, bool, mpsc::Sender<()>, JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel::<()>();
+        let (back, got) = mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let tid = sched::gettid();
+            back.send((tid, sched::set_class(0, true).is_ok())).unwrap();
+            let _ = rx.recv();
+        });
+        let (tid, idle) = got.recv().unwrap();
+        (tid, idle, tx, t)
+    }
+
+    /// A polling crew whose poller (`tid`) sits on its caller's CPU and has not asked for a
+    /// request since the crew was made.
+    fn seated_crew(tid: i32) -> Arc<Crew> {
+        let mut c = Crew::new(Duration::from_micros(50), true, 0).unwrap();
+        c.seats = true;
+        c.polling.store(true, Ordering::SeqCst);
+        c.seated.store(tid, Ordering::SeqCst);
+        Arc::new(c)
+    }
+
+    #[test]
+    fn a_seated_poller_that_starves_while_a_request_waits_is_moved_back() {
+        let (tid, idle, tx, t) = idle_thread();
+        let (c, stats) = (seated_crew(tid), Arc::new(CrewStats::default()));
+        let (done_tx, done) = mpsc::channel();
+        let (c2, s2) = (c.clone(), stats.clone());
+        let follower = std::thread::spawn(move || {
+            c2.park(&s2, &|| true);
+            done_tx.send(()).unwrap();
+        });
+        done.recv_timeout(LONG).expect("the follower stayed parked while a request waited");
+        follower.join().unwrap();
+        assert!(!c.off_device(), "the followers are called back to the device");
+        assert_eq!(c.seated.load(Ordering::SeqCst), 0);
+        assert_eq!(stats.rescues.load(Ordering::Relaxed), 0, "not a poller stuck on a request");
+        if idle {
+            assert_eq!(stats.unseats.load(Ordering::Relaxed), 1);
+            assert!(!sched::is_idle_class(tid), "the poller is back in the normal class");
+        }
+        drop(tx);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_seated_poller_stays_while_nothing_waits_for_it() {
+        // Its CPU has other work (its caller computing, say), but no request waits.
+        let (tid, idle, tx, t) = idle_thread();
+        let (c, stats) = (seated_crew(tid), Arc::new(CrewStats::default()));
+        let (rx, threads) = park(&c, &stats, 1);
+        until("20 looks", || stats.looks.load(Ordering::Relaxed) >= 20);
+        assert!(rx.try_recv().is_err(), "the follower left though nothing waited");
+        assert_eq!(c.seated.load(Ordering::SeqCst), tid);
+        assert_eq!(stats.unseats.load(Ordering::Relaxed), 0);
+        if idle {
+            assert!(sched::is_idle_class(tid));
+        }
+        c.release();
+        rx.recv_timeout(LONG).expect("the follower stayed parked after the window ended");
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        drop(tx);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_seated_poller_stuck_on_a_request_is_moved_back_with_the_rescue() {
+        let (tid, idle, tx, t) = idle_thread();
+        let (c, stats) = (seated_crew(tid), Arc::new(CrewStats::default()));
+        c.begin(false);
+        let (rx, threads) = park(&c, &stats, 1);
+        rx.recv_timeout(LONG).expect("the follower stayed parked behind a stuck poller");
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(stats.rescues.load(Ordering::Relaxed), 1);
+        assert_eq!(c.seated.load(Ordering::SeqCst), 0);
+        if idle {
+            assert_eq!(stats.unseats.load(Ordering::Relaxed), 1);
+            assert!(!sched::is_idle_class(tid));
+        }
+        drop(tx);
+        t.join().unwrap();
+    }
+
+    /// The CPUs this process may run on.
+    fn cpus() -> Vec<usize> {
+        let all = rustix::thread::sched_getaffinity(None).unwrap();
+        (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| all.is_set(c)).collect()
+    }
+
+    /// Keeps thread `tid` (0: the caller) on `cpu`.
+    fn pin(tid: i32, cpu: usize) {
+        let mut one = rustix::thread::CpuSet::new();
+        one.set(cpu);
+        let pid = rustix::process::Pid::from_raw(tid);
+        rustix::thread::sched_setaffinity(pid, &one).unwrap();
+    }
+
+    /// A thread that runs on `cpu` until `stop`, waking every millisecond (a caller
+    /// between requests; a sleeping thread moves to a new CPU when it wakes): its id.
+    fn caller_on(cpu: usize, stop: Arc<AtomicBool>) -> (i32, JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel();
+        let t = std::thread::spawn(move || {
+            pin(0, cpu);
+            tx.send(sched::gettid()).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        (rx.recv().unwrap(), t)
+    }
+
+    #[test]
+    fn a_seated_poller_follows_its_caller_to_another_cpu() {
+        let all = cpus();
+        if all.len() < 2 {
+            println!("one CPU: nothing to follow to");
+            return;
+        }
+        let (a, b) = (all[0], all[1]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (caller, t) = caller_on(a, stop.clone());
+        until("the caller on its CPU", || caller_cpu(caller as u32) == Some(a));
+        let stats = CrewStats::default();
+        // Its class is the other tests' matter: this thread stays in the normal class.
+        let c = Crew::new(Duration::from_micros(50), true, 0).unwrap();
+        let mut seat = Seat::new();
+        // This thread is the poller: it took the token after answering the caller.
+        assert!(seat.pin_to_caller(caller as u32));
+        assert!(seat.pinned && seat.cpu == a, "on the caller's CPU");
+        assert_eq!(rustix::thread::sched_getcpu(), a);
+        // Requests found at the first look: the caller sleeps where the poller is.
+        for _ in 0..100 {
+            seat.answered(&stats, caller as u32);
+        }
+        assert_eq!((seat.cpu, stats.moves.load(Ordering::Relaxed)), (a, 0));
+        // The scheduler moves the caller; its requests now come after looks in vain.
+        pin(caller, b);
+        until("the caller moved", || caller_cpu(caller as u32) == Some(b));
+        for _ in 0..RECHECK_MIN {
+            assert_eq!(seat.cpu, a, "it looks only after {RECHECK_MIN} late requests");
+            seat.looked = true;
+            seat.answered(&stats, caller as u32);
+        }
+        assert_eq!((seat.cpu, stats.moves.load(Ordering::Relaxed)), (b, 1), "it followed the caller");
+        assert_eq!(rustix::thread::sched_getcpu(), b);
+        // Late requests from a caller on its CPU (it sleeps on other things): the next
+        // look comes twice as late.
+        for _ in 0..RECHECK_MIN {
+            seat.looked = true;
+            seat.answered(&stats, caller as u32);
+        }
+        assert_eq!((seat.recheck_after, stats.moves.load(Ordering::Relaxed)), (2 * RECHECK_MIN, 1));
+        seat.leave(&c);
+        assert!(!seat.pinned);
+        assert_eq!(cpus(), all, "back on every CPU");
+        stop.store(true, Ordering::Relaxed);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn the_cpu_is_field_39_counted_from_the_last_parenthesis() {
+        // A command name with a space and parentheses of its own.
+        let mut fields: Vec<String> = (3..=52).map(|i| format!("{}", i * 100)).collect();
+        fields[39 - 3] = "7".into();
+        let text = format!("1234 (a) b (c)) {}\n", fields.join(" "));
+        assert_eq!(stat_cpu(text.as_bytes()), Some(7));
+        assert_eq!(stat_cpu(b"1 (x) S 2 3"), None, "too few fields");
+        assert_eq!(stat_cpu(b"no name at all"), None);
+        assert_eq!(caller_cpu(0), None, "the kernel's own requests");
+        // This thread's: a CPU it may run on.
+        let own = caller_cpu(sched::gettid() as u32).expect("this thread's stat");
+        assert!(rustix::thread::sched_getaffinity(None).unwrap().is_set(own), "CPU {own}");
     }
 
     #[test]

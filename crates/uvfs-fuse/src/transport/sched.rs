@@ -35,11 +35,13 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering}
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The class of the io_uring queue threads ([`crate::MountOptions::queue_class`]).
+/// The class of the io_uring queue threads and of the `/dev/fuse` poller
+/// ([`crate::MountOptions::queue_class`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum QueueClass {
-    /// `SCHED_IDLE` while requests come, watched by the guard (where the server may step
-    /// back to the normal class; else normal).
+    /// `SCHED_IDLE` while requests come, watched by the guard (io_uring) or by the
+    /// watching follower (`/dev/fuse`, where the poller also sits on its caller's CPU),
+    /// where the server may step back to the normal class; else normal.
     #[default]
     Idle,
     /// The normal class (`SCHED_OTHER`), always.
@@ -114,7 +116,7 @@ pub fn gettid() -> i32 {
 
 /// Why the server could not leave `SCHED_IDLE` once in it, tried on a thread of its own
 /// (which ends either way): `None` if it can.
-fn cannot_step_back() -> Option<String> {
+pub(crate) fn cannot_step_back() -> Option<String> {
     let probe = std::thread::Builder::new().name("uvfs-sched-probe".into()).spawn(|| {
         set_class(0, true).map_err(|e| format!("SCHED_IDLE: {e}"))?;
         set_class(0, false).map_err(|_| "leaving SCHED_IDLE needs CAP_SYS_NICE".to_string())
