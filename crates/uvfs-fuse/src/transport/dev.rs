@@ -46,9 +46,10 @@
 //! once the caller has sent the next and slept); requests that keep coming only after
 //! looks in vain say the scheduler moved the caller, and the poller looks where it is now
 //! and follows it ([`RECHECK_MIN`] of them in a row, more where the caller turns out to
-//! be on its CPU still). A READ or WRITE that may take long gets up from the seat until
-//! the next short request: the followers are called back to share the copies, and a
-//! caller woken by the pages that came before would hold the poller's copy up.
+//! be on its CPU still). A READ or WRITE that may take long gets it up from the seat, for
+//! [`RESEAT_AFTER_LONG`] short requests after it: the followers are called back to share
+//! the copies, and a caller woken by the pages that came before would hold the poller's
+//! copy up.
 //!
 //! The risk of the idle class is the poller's starving behind the other programs of its
 //! CPU while a request waits. The watching follower bounds it: at each look, when a
@@ -617,6 +618,9 @@ struct Seat {
     late: u32,
     /// How many such requests in a row make it look where the caller is now.
     recheck_after: u32,
+    /// Short requests still to answer before it sits down again after getting up for a
+    /// long one ([`RESEAT_AFTER_LONG`]).
+    standing: u32,
 }
 
 impl Seat {
@@ -630,6 +634,7 @@ impl Seat {
             looked: false,
             late: 0,
             recheck_after: RECHECK_MIN,
+            standing: 0,
         }
     }
 
@@ -638,6 +643,10 @@ impl Seat {
     /// it is where it cannot learn the CPU or may not run there).
     fn take(&mut self, crew: &Crew, stats: &CrewStats, pid: u32) {
         if self.tried || pid == 0 || !crew.seats || self.all.is_none() {
+            return;
+        }
+        if self.standing > 0 {
+            self.standing -= 1;
             return;
         }
         self.tried = true;
@@ -693,10 +702,19 @@ impl Seat {
         }
     }
 
+    /// It gets up for a request that may take long; it sits down again only after
+    /// [`RESEAT_AFTER_LONG`] short ones, so that a stream of big files (a `cp -r`: a
+    /// CREATE, a long WRITE, a SETATTR and a RELEASE each) does not pay for a look at
+    /// `/proc` and four system calls per file.
+    fn stand(&mut self, crew: &Crew) {
+        self.leave(crew);
+        self.standing = RESEAT_AFTER_LONG;
+    }
+
     /// The worker's window ended: back to the normal class (unless the watcher moved it
     /// already) and to all its CPUs.
     fn leave(&mut self, crew: &Crew) {
-        self.tried = false;
+        (self.tried, self.standing) = (false, 0);
         (self.looked, self.late, self.recheck_after) = (false, 0, RECHECK_MIN);
         if !self.pinned {
             return;
@@ -717,6 +735,10 @@ pub const RECHECK_MIN: u32 = 8;
 /// The most requests in a row between two such looks where the caller stays on the
 /// poller's CPU (it sleeps on other things too).
 pub const RECHECK_MAX: u32 = 1024;
+
+/// Short requests a poller answers after getting up for a long one before it sits on its
+/// caller's CPU again (`Seat::stand`).
+pub const RESEAT_AFTER_LONG: u32 = 16;
 
 /// The CPU process (or thread) `pid` runs on, or last ran on: field 39 of
 /// `/proc/PID/stat`. `None` for the kernel's own requests (pid 0) and where it cannot
@@ -847,9 +869,8 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, crew: &Crew, mut wait: Option<De
                 if polls {
                     if long {
                         // A copy that long gains nothing from the caller's CPU, and the
-                        // caller, woken by the pages that came before, would hold it up:
-                        // the poller sits again at its next short request.
-                        seat.leave(crew);
+                        // caller, woken by the pages that came before, would hold it up.
+                        seat.stand(crew);
                     }
                     crew.begin(long);
                 }
@@ -1146,6 +1167,37 @@ mod tests {
         seat.leave(&c);
         assert!(!seat.pinned);
         assert_eq!(cpus(), all, "back on every CPU");
+        stop.store(true, Ordering::Relaxed);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_poller_up_for_a_long_request_sits_down_again_after_short_ones() {
+        let before = cpus();
+        let cpu = before[0];
+        let stop = Arc::new(AtomicBool::new(false));
+        let (caller, t) = caller_on(cpu, stop.clone());
+        until("the caller on its CPU", || caller_cpu(caller as u32) == Some(cpu));
+        let stats = CrewStats::default();
+        let mut c = Crew::new(Duration::from_micros(50), true, 0).unwrap();
+        c.seats = true;
+        let mut seat = Seat::new();
+        seat.take(&c, &stats, caller as u32);
+        assert!(seat.pinned, "it sits at the window's first request");
+        seat.stand(&c);
+        assert!(!seat.pinned && c.seated.load(Ordering::SeqCst) == 0, "up for the long one");
+        for i in 0..RESEAT_AFTER_LONG {
+            // The long requests themselves do not count (answered as pid 0).
+            seat.take(&c, &stats, 0);
+            seat.take(&c, &stats, caller as u32);
+            assert!(!seat.pinned, "sat down again after {} short requests", i + 1);
+        }
+        seat.take(&c, &stats, caller as u32);
+        assert!(seat.pinned && seat.cpu == cpu, "seated again");
+        // Back in the normal class and on every CPU before anything else runs here.
+        seat.leave(&c);
+        assert!(!sched::is_idle_class(sched::gettid()));
+        assert_eq!(cpus(), before);
         stop.store(true, Ordering::Relaxed);
         t.join().unwrap();
     }
