@@ -25,7 +25,9 @@
 //! [`Transport::Dev`]: worker threads ([`MountOptions::threads`]) read requests from
 //! `/dev/fuse` and write replies, two system calls and two context switches per request;
 //! one of them busy-polls for a moment after each reply ([`MountOptions::busy_poll`]), so
-//! that back-to-back requests do not each wake a sleeping thread.
+//! that back-to-back requests do not each wake a sleeping thread, and meanwhile sits on
+//! its caller's CPU in the idle scheduling class ([`MountOptions::queue_class`]), so that
+//! neither the request nor the reply wakes a thread across CPUs.
 //! [`Transport::Uring`] (FUSE over io_uring, Linux 6.14+ with the `fuse` module parameter
 //! `enable_uring`): one ring per CPU whose thread receives a request and sends the previous
 //! reply in one `io_uring_enter`, on the CPU the caller runs on. The queue threads run in

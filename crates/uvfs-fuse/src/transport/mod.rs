@@ -1,5 +1,6 @@
 //! How requests reach the server and replies the kernel: [`dev`] (`read`/`write` on
-//! `/dev/fuse`, one cloned descriptor per worker thread) and [`uring`] (FUSE over
+//! `/dev/fuse`, one cloned descriptor per worker thread; the one that polls sits on its
+//! caller's CPU in the idle class) and [`uring`] (FUSE over
 //! io_uring: one ring per CPU, requests and replies exchanged through shared buffers
 //! without a system call each), whose threads [`sched`] keeps in the idle scheduling
 //! class while requests come, so that a caller and the queue serving it share a CPU.
