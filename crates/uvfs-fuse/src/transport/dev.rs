@@ -35,7 +35,7 @@
 //! The scheduler does not keep them together by itself: the poller is runnable beside the
 //! caller it just woke, so the other CPU, whenever it goes idle, takes it over; and a
 //! reply from a worker that is running puts the caller it wakes on an idle CPU rather
-//! than next to it. On the VM of BENCHMARKS.md a tenth of an untar's replies crossed CPUs
+//! than next to it. On the VM of BENCHMARKS.md 6 % of an untar's replies crossed CPUs
 //! that way, each 20-30 us against 3-5 us on one CPU ("The /dev/fuse poller on its
 //! caller's CPU"). So the poller sits on its caller's CPU (`Seat`): at the first request of
 //! its window from a process it moves to the CPU that process runs on (`/proc/PID/stat`)
