@@ -13,18 +13,6 @@ use common::{TempDir, count};
 use uvfs_fuse::transport::sched::is_idle_class;
 use uvfs_fuse::{MountOptions, QueueClass, Transport};
 
-/// This process's `/dev/fuse` workers (`uvfs-fuse-N`), by thread id.
-fn workers() -> Vec<i32> {
-    let mut tids = Vec::new();
-    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        if comm.strip_prefix("uvfs-fuse-").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit())) {
-            tids.push(t.file_name().to_str().unwrap().parse().unwrap());
-        }
-    }
-    tids
-}
-
 /// The CPUs thread `tid` of this process may run on (`Cpus_allowed_list`, e.g. `0-1,3`).
 fn allowed(tid: i32) -> Vec<usize> {
     let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
@@ -47,7 +35,7 @@ type Worker = (i32, bool, Vec<usize>);
 
 /// What the workers are.
 fn seen() -> Vec<Worker> {
-    workers().into_iter().map(|t| (t, is_idle_class(t), allowed(t))).collect()
+    common::dev_worker_threads().into_iter().map(|t| (t, is_idle_class(t), allowed(t))).collect()
 }
 
 /// Mounts a memfs with `class` (two workers, a polling window far longer than the test,

@@ -17,12 +17,8 @@ use uvfs_fuse::{MountOptions, Transport};
 /// whose name starts with `uvfs-fuse-` and a digit: the `/dev/fuse` workers.
 fn worker_sleeps() -> u64 {
     let mut sum = 0;
-    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        if !comm.strip_prefix("uvfs-fuse-").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit())) {
-            continue;
-        }
-        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+    for tid in common::dev_worker_threads() {
+        let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap_or_default();
         let n = status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).map(str::trim);
         sum += n.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
     }

@@ -18,26 +18,14 @@ use uvfs_fuse::{MountOptions, QueueClass, Transport};
 /// The tests take turns: each looks at the queue threads of the whole process.
 static TURN: Mutex<()> = Mutex::new(());
 
-/// The ids of this process's threads whose name (after `uvfs-fuse-`) `rest` accepts.
-fn threads(rest: impl Fn(&str) -> bool) -> Vec<i32> {
-    let mut tids = Vec::new();
-    for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        if comm.strip_prefix("uvfs-fuse-").is_some_and(&rest) {
-            tids.push(e.file_name().to_str().unwrap().parse().unwrap());
-        }
-    }
-    tids
-}
-
 /// The io_uring queue threads (`uvfs-fuse-qN`).
 fn queue_threads() -> Vec<i32> {
-    threads(|r| r.starts_with('q'))
+    common::fuse_threads(|r| r.starts_with('q'))
 }
 
 /// How many `/dev/fuse` workers (`uvfs-fuse-N`) there are.
 fn dev_workers() -> usize {
-    threads(|r| r.starts_with(|c: char| c.is_ascii_digit())).len()
+    common::dev_worker_threads().len()
 }
 
 /// A memfs mounted with nothing cached (each `stat` is a LOOKUP and a GETATTR) and

@@ -104,9 +104,7 @@ pub(crate) fn spawn(
         },
         _ => (false, None),
     };
-    let mut crew = Crew::new(busy_poll, pauses, if polls { n } else { 0 })?;
-    crew.seats = seats;
-    let crew = Arc::new(crew);
+    let crew = Arc::new(Crew::new(busy_poll, pauses, if polls { n } else { 0 }, seats)?);
     let mut fds = Vec::new();
     for i in 0..n {
         let own = i > 0 || polls;
@@ -232,8 +230,8 @@ pub(crate) struct Crew {
     /// Per worker (immutable vector): how a worker that takes the token gets the others
     /// out of their wait for the device.
     kicks: Vec<Kick>,
-    /// Immutable once the crew is shared: a poller sits on its caller's CPU in
-    /// `SCHED_IDLE` for its windows (see the module docs).
+    /// Immutable: a poller sits on its caller's CPU in `SCHED_IDLE` for its windows (see
+    /// the module docs).
     seats: bool,
     /// Atomic: when the poller last asked the device for a request, in nanoseconds after
     /// `epoch` (written by the token holder only).
@@ -260,7 +258,7 @@ struct Kick {
 }
 
 impl Crew {
-    fn new(max: Duration, pauses: bool, workers: usize) -> std::io::Result<Crew> {
+    fn new(max: Duration, pauses: bool, workers: usize, seats: bool) -> std::io::Result<Crew> {
         let mut kicks = Vec::new();
         for _ in 0..workers {
             // SAFETY: creates a descriptor, owned below; no memory is passed.
@@ -285,7 +283,7 @@ impl Crew {
             done: AtomicBool::new(false),
             parked: AtomicUsize::new(0),
             kicks,
-            seats: false,
+            seats,
             beat: AtomicU64::new(0),
             seated: AtomicI32::new(0),
             park: Mutex::new(false),
@@ -926,7 +924,7 @@ mod tests {
 
     /// A crew whose poller holds the token (as after a reply in its window).
     fn polling_crew() -> Arc<Crew> {
-        let c = Arc::new(Crew::new(Duration::from_micros(50), true, 0).unwrap());
+        let c = Arc::new(Crew::new(Duration::from_micros(50), true, 0, false).unwrap());
         c.polling.store(true, Ordering::SeqCst);
         c
     }
@@ -1027,8 +1025,7 @@ mod tests {
     /// A polling crew whose poller (`tid`) sits on its caller's CPU and has not asked for a
     /// request since the crew was made.
     fn seated_crew(tid: i32) -> Arc<Crew> {
-        let mut c = Crew::new(Duration::from_micros(50), true, 0).unwrap();
-        c.seats = true;
+        let c = Crew::new(Duration::from_micros(50), true, 0, true).unwrap();
         c.polling.store(true, Ordering::SeqCst);
         c.seated.store(tid, Ordering::SeqCst);
         Arc::new(c)
@@ -1136,7 +1133,7 @@ mod tests {
         until("the caller on its CPU", || caller_cpu(caller as u32) == Some(a));
         let stats = CrewStats::default();
         // Its class is the other tests' matter: this thread stays in the normal class.
-        let c = Crew::new(Duration::from_micros(50), true, 0).unwrap();
+        let c = Crew::new(Duration::from_micros(50), true, 0, false).unwrap();
         let mut seat = Seat::new();
         // This thread is the poller: it took the token after answering the caller.
         assert!(seat.pin_to_caller(caller as u32));
@@ -1179,8 +1176,7 @@ mod tests {
         let (caller, t) = caller_on(cpu, stop.clone());
         until("the caller on its CPU", || caller_cpu(caller as u32) == Some(cpu));
         let stats = CrewStats::default();
-        let mut c = Crew::new(Duration::from_micros(50), true, 0).unwrap();
-        c.seats = true;
+        let c = Crew::new(Duration::from_micros(50), true, 0, true).unwrap();
         let mut seat = Seat::new();
         seat.take(&c, &stats, caller as u32);
         assert!(seat.pinned, "it sits at the window's first request");

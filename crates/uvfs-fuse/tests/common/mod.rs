@@ -195,3 +195,22 @@ pub fn sh(dir: &Path, script: &str) -> String {
 pub fn count(h: &MountHandle, op: &str) -> u64 {
     h.requests().iter().find(|(o, _)| *o == op).map_or(0, |r| r.1)
 }
+
+/// The ids of this process's threads whose name, after `uvfs-fuse-`, `rest` accepts (the
+/// transports' threads: `uvfs-fuse-N` the `/dev/fuse` workers, `uvfs-fuse-qN` the io_uring
+/// queues).
+pub fn fuse_threads(rest: impl Fn(&str) -> bool) -> Vec<i32> {
+    let mut tids = Vec::new();
+    for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if comm.strip_prefix("uvfs-fuse-").is_some_and(&rest) {
+            tids.push(e.file_name().to_str().unwrap().parse().unwrap());
+        }
+    }
+    tids
+}
+
+/// The `/dev/fuse` workers (`uvfs-fuse-N`) of this process.
+pub fn dev_worker_threads() -> Vec<i32> {
+    fuse_threads(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+}
