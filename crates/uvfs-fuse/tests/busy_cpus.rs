@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{TempDir, count};
-use uvfs_fuse::{MountOptions, Transport};
+use uvfs_fuse::MountOptions;
 
 /// Mounts a memfs (two workers, a polling window far longer than the test, nothing
 /// cached) and `fstat`s a file on it beside one spinning thread on each CPU,
@@ -25,13 +25,7 @@ use uvfs_fuse::{MountOptions, Transport};
 fn beside_spinning_threads(poll_on_busy_cpus: bool) -> (u64, u64, u64, u64) {
     let dir = TempDir::new("mnt");
     let vfs = uvfs::Vfs::new(uvfs::VfsConfig::default());
-    let opts = MountOptions {
-        transport: Transport::Dev,
-        threads: 2,
-        busy_poll: Duration::from_secs(60),
-        poll_on_busy_cpus,
-        ..MountOptions::uncached()
-    };
+    let opts = MountOptions { poll_on_busy_cpus, ..common::polling_options() };
     let h = uvfs_fuse::spawn(&vfs, dir.path(), &opts).expect("mount");
     std::fs::write(dir.path().join("f"), b"x").unwrap();
     let f = std::fs::File::open(dir.path().join("f")).unwrap();

@@ -7,11 +7,9 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{TempDir, count};
 use uvfs_fuse::transport::sched::is_idle_class;
-use uvfs_fuse::{MountOptions, QueueClass, Transport};
+use uvfs_fuse::{MountOptions, QueueClass};
 
 /// The CPUs thread `tid` of this process may run on (`Cpus_allowed_list`, e.g. `0-1,3`).
 fn allowed(tid: i32) -> Vec<usize> {
@@ -45,15 +43,10 @@ fn seen() -> Vec<Worker> {
 /// until the poller in `SCHED_IDLE` is kept on this thread's CPU: the scheduler may move
 /// this thread now and then, and the poller follows it within a few requests.
 fn after_fstats(class: QueueClass, follow: bool) -> (Vec<Worker>, u64, usize) {
+    // Not `common::Mounted`: `UVFS_FUSE_TRANSPORT` would move it to io_uring.
     let dir = TempDir::new("mnt");
     let vfs = uvfs::Vfs::new(uvfs::VfsConfig::default());
-    let opts = MountOptions {
-        transport: Transport::Dev,
-        threads: 2,
-        busy_poll: Duration::from_secs(60),
-        queue_class: class,
-        ..MountOptions::uncached()
-    };
+    let opts = MountOptions { queue_class: class, ..common::polling_options() };
     let h = uvfs_fuse::spawn(&vfs, dir.path(), &opts).expect("mount");
     std::fs::write(dir.path().join("f"), b"x").unwrap();
     let f = std::fs::File::open(dir.path().join("f")).unwrap();

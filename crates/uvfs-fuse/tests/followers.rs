@@ -8,10 +8,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{TempDir, count};
-use uvfs_fuse::{MountOptions, Transport};
+use uvfs_fuse::MountOptions;
 
 /// The voluntary context switches (times it slept) of each of this process's threads
 /// whose name starts with `uvfs-fuse-` and a digit: the `/dev/fuse` workers.
@@ -32,14 +30,8 @@ fn a_second_worker_sleeps_through_requests_the_poller_takes() {
     let vfs = uvfs::Vfs::new(uvfs::VfsConfig::default());
     // A window far longer than the test: the worker that answers first polls throughout,
     // and nothing is cached, so each `fstat` is a GETATTR.
-    let opts = MountOptions {
-        transport: Transport::Dev,
-        threads: 2,
-        busy_poll: Duration::from_secs(60),
-        // Polling throughout also beside the other tests' mounts (`tests/busy_cpus.rs`).
-        poll_on_busy_cpus: true,
-        ..MountOptions::uncached()
-    };
+    // Polling throughout also beside the other tests' mounts (`tests/busy_cpus.rs`).
+    let opts = MountOptions { poll_on_busy_cpus: true, ..common::polling_options() };
     let h = uvfs_fuse::spawn(&vfs, dir.path(), &opts).expect("mount");
     std::fs::write(dir.path().join("f"), b"x").unwrap();
     let f = std::fs::File::open(dir.path().join("f")).unwrap();

@@ -143,6 +143,18 @@ pub fn spawn(vfs: &uvfs::Vfs, dir: &Path, mut opts: MountOptions) -> (MountHandl
     (handle, guard)
 }
 
+/// The options of the tests of `/dev/fuse` polling: two workers, a polling window far
+/// longer than any test (the worker that answers first polls throughout), and nothing
+/// cached, so that each `fstat` is a GETATTR.
+pub fn polling_options() -> MountOptions {
+    MountOptions {
+        transport: Transport::Dev,
+        threads: 2,
+        busy_poll: std::time::Duration::from_secs(60),
+        ..MountOptions::uncached()
+    }
+}
+
 /// A memfs mounted on a temp dir; unmounted on drop (before the dir goes).
 pub struct Mounted {
     pub vfs: uvfs::Vfs,
