@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use parking_lot::Mutex;
 use std::sync::Arc;
 
-use uvfs::{Errno, File};
+use uvfs::{Errno, File, Inode};
 
 /// FUSE's node id of the root.
 pub const ROOT_ID: u64 = 1;
@@ -142,15 +142,11 @@ impl Nodes {
     /// the old node back would answer for the deleted file (ESTALE, ENOTDIR).
     pub fn insert(&self, key: Key, file: Arc<File>) -> Inserted {
         let mut g = self.inner.lock();
-        let mut reused = false;
-        if let Some(&id) = g.by_key.get(&key) {
-            let n = g.by_id.get_mut(&id).expect("node of a key");
-            if Arc::ptr_eq(n.file.inode(), file.inode()) {
-                n.lookups += 1;
-                return Inserted::Existing(id, file);
-            }
-            reused = true;
-        }
+        let reused = match Self::count_again(&mut g, key, file.inode()) {
+            Some(Ok(id)) => return Inserted::Existing(id, file),
+            Some(Err(())) => true,
+            None => false,
+        };
         let natural = if key.1 == ROOT_ID { self.root_key.1 } else { key.1 };
         let id = if key.0 == self.root_key.0 && !reused && !g.by_id.contains_key(&natural) {
             natural
@@ -161,6 +157,30 @@ impl Nodes {
         g.by_id.insert(id, Node { file, lookups: 1, key, relist: false });
         g.by_key.insert(key, id);
         Inserted::New(id)
+    }
+
+    /// Whether the kernel knows the inode `key` by a node that holds `inode`.
+    pub fn holds(&self, key: Key, inode: &Inode) -> bool {
+        let g = self.inner.lock();
+        g.by_key.get(&key).is_some_and(|id| std::ptr::eq(Arc::as_ptr(g.by_id[id].file.inode()), inode))
+    }
+
+    /// Counts one more lookup of the inode `key` if the kernel knows it (its node holds
+    /// `inode`): its node id. `None` when a file of the inode is needed to make its node.
+    pub fn lookup_again(&self, key: Key, inode: &Inode) -> Option<u64> {
+        Self::count_again(&mut self.inner.lock(), key, inode)?.ok()
+    }
+
+    /// `key`'s node gets another lookup if it holds `inode`: `Ok(id)`; `Err` if it holds
+    /// another inode of that number (see `insert`); `None` without a node.
+    fn count_again(g: &mut Inner, key: Key, inode: &Inode) -> Option<Result<u64, ()>> {
+        let id = *g.by_key.get(&key)?;
+        let n = g.by_id.get_mut(&id).expect("node of a key");
+        if !std::ptr::eq(Arc::as_ptr(n.file.inode()), inode) {
+            return Some(Err(()));
+        }
+        n.lookups += 1;
+        Some(Ok(id))
     }
 
     /// Takes `n` lookups away; returns the file to release when the node is gone.

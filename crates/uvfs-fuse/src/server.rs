@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use uvfs::{
-    AccessMode, AtFlags, CopyRangeFlags, DirFd, Errno, FallocFlags, File, Gid, OpenFlags, RenameFlags, Stat, Task, Uid,
-    Whence,
+    AccessMode, AtFlags, CopyRangeFlags, DirFd, Errno, FallocFlags, File, Gid, Inode, Looked, OpenFlags, RenameFlags,
+    Stat, Task, Uid, Whence,
 };
 
 use crate::abi::{self, Attr, FopenFlags, InHeader, InitFlags};
@@ -411,21 +411,37 @@ impl Server {
     /// id and attributes. A file that is not kept is released on return.
     fn register(&self, file: Arc<File>) -> Result<(u64, Attr)> {
         let st = self.base().fstat(&file)?;
-        let id = match self.nodes.insert(key_of(&st), file) {
+        Ok(self.register_stat(file, &st))
+    }
+
+    /// [`Server::register`] of a file whose `stat` is `st`.
+    fn register_stat(&self, file: Arc<File>, st: &Stat) -> (u64, Attr) {
+        let id = match self.nodes.insert(key_of(st), file) {
             Inserted::New(id) => id,
             Inserted::Existing(id, dup) => {
                 drop(dup);
                 id
             }
         };
-        Ok((id, self.attr(&st)))
+        (id, self.attr(st))
     }
 
     /// Looks `name` up in `parent` as `t` (search permission is checked), making it a
-    /// node.
+    /// node. A node the kernel knows gets another lookup and no file (a READDIRPLUS of a
+    /// listing read before, a LOOKUP after the kernel dropped a name).
     fn lookup_in(&self, t: &Task, parent: &Arc<File>, name: &[u8]) -> Result<(u64, Attr)> {
-        let f = t.openat_file(DirFd::File(parent), name, OpenFlags::PATH | OpenFlags::NOFOLLOW, 0)?;
-        self.register(f)
+        let holds = |st: &Stat, inode: &Inode| self.nodes.holds(key_of(st), inode);
+        let (st, looked) = t.lookup_path(DirFd::File(parent), name, AtFlags::SYMLINK_NOFOLLOW, holds)?;
+        match looked {
+            Looked::Opened(f) => Ok(self.register_stat(f, &st)),
+            Looked::Held(inode) => match self.nodes.lookup_again(key_of(&st), &inode) {
+                Some(id) => Ok((id, self.attr(&st))),
+                // Forgotten since (a FORGET on another worker): a node anew.
+                None => {
+                    self.register(t.openat_file(DirFd::File(parent), name, OpenFlags::PATH | OpenFlags::NOFOLLOW, 0)?)
+                }
+            },
+        }
     }
 
     fn forget_node(&self, id: u64, n: u64) {

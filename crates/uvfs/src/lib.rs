@@ -221,5 +221,6 @@ pub use core::superblock::{DirEntry, FileSystem, SuperBlock};
 pub use core::xattr::XattrFlags;
 pub use sync::counters::{Counters, counters};
 pub use syscalls::mount::MountSource;
+pub use syscalls::open::Looked;
 pub use task::Task;
 pub use vfs::Vfs;

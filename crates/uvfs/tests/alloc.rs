@@ -751,3 +751,36 @@ fn creates_and_unlinks_look_their_name_up_once() {
     let once = counts.iter().filter(|(m, made)| made.iter().all(|n| n == m)).count();
     assert!(once >= 16, "mkdir, mknod, symlink, rmdir that looked their name up once: {once} of 20 ({counts:?})");
 }
+
+/// A server's LOOKUP of a name whose inode it holds already (`Task::lookup_path` with
+/// `held` saying so) walks locklessly and makes nothing: no file, no allocation, no lock;
+/// the inode comes back. Of a name it does not hold, it makes the `O_PATH` file an
+/// `openat` would.
+#[test]
+fn a_lookup_of_a_held_inode_makes_no_file() {
+    use uvfs::Looked;
+    let (vfs, owner, _other) = setup(FastPaths::all());
+    let dir = owner.openat_file(DirFd::Cwd, b"/a/b/c/d/e", OpenFlags::PATH, 0).unwrap();
+    let f = owner.openat_file(DirFd::File(&dir), b"f", OpenFlags::PATH | OpenFlags::NOFOLLOW, 0).unwrap();
+    let held = |_: &uvfs::Stat, i: &uvfs::Inode| std::ptr::eq(i, &**f.inode());
+    let (a, l) = measure(|| {
+        let (st, looked) = owner.lookup_path(DirFd::File(&dir), b"f", AtFlags::SYMLINK_NOFOLLOW, held).unwrap();
+        assert!(matches!(looked, Looked::Held(i) if std::sync::Arc::ptr_eq(&i, f.inode())));
+        assert_eq!(st.ino, f.inode().ino().0);
+    });
+    assert_eq!((a, l), (0, 0), "lookup of a held inode: allocations, locks");
+    // The symlink is not held: its own O_PATH file, not its target's.
+    let (st, looked) = owner.lookup_path(DirFd::File(&dir), b"link", AtFlags::SYMLINK_NOFOLLOW, held).unwrap();
+    let Looked::Opened(file) = looked else { panic!("a file of what is not held") };
+    assert!(file.is_path() && file.inode().file_type() == uvfs::FileType::Symlink);
+    assert_eq!(st.ino, file.inode().ino().0);
+    // `held` is asked about what the walk found: the target, when following.
+    let (_, looked) = owner.lookup_path(DirFd::File(&dir), b"link", AtFlags::empty(), held).unwrap();
+    assert!(matches!(looked, Looked::Held(_)));
+    // Misses, search permission and bad flags as fstatat's.
+    let never = |_: &uvfs::Stat, _: &uvfs::Inode| -> bool { panic!("asked about nothing") };
+    assert_eq!(owner.lookup_path(DirFd::File(&dir), b"missing", AtFlags::empty(), never).err(), Some(Errno::ENOENT));
+    let stranger = vfs.task(Credentials::new(Uid(3000), Gid(3000), &[]));
+    assert_eq!(stranger.lookup_path(DirFd::File(&dir), b"f", AtFlags::empty(), never).err(), Some(Errno::EACCES));
+    assert_eq!(owner.lookup_path(DirFd::File(&dir), b"f", AtFlags::REMOVEDIR, never).err(), Some(Errno::EINVAL));
+}

@@ -11,7 +11,7 @@ mod ioctl;
 mod locks;
 pub(crate) mod mount;
 mod names;
-mod open;
+pub(crate) mod open;
 mod read_write;
 mod readdir;
 mod stat;

@@ -23,12 +23,12 @@ use crate::abi::config::FastPaths;
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::OpenHow;
 use crate::abi::flags::ResolveFlags;
-use crate::abi::flags::{FallocFlags, Fd, OpenFlags};
-use crate::abi::stat::{FileType, S_IALLUGO};
+use crate::abi::flags::{AtFlags, FallocFlags, Fd, OpenFlags};
+use crate::abi::stat::{FileType, S_IALLUGO, Stat};
 use crate::core::file::DirFd;
 use crate::core::file::{File, FileRef};
 use crate::core::fsnotify::{self, EventMask};
-use crate::core::inode::new_node_args;
+use crate::core::inode::{Inode, new_node_args};
 use crate::core::mount::MountFlags;
 use crate::core::path::PathRef;
 use crate::core::permission::{MAY_READ, MAY_WRITE, generic_permission, may_create_in, owner_or_capable};
@@ -41,6 +41,14 @@ use crate::walk::namei::{LookupFlags, Outcome};
 enum OpenTarget {
     Existing(PathRef),
     Create { parent: PathRef, name: crate::walk::namei::LastName, probe: Option<crate::core::dhash::Probe> },
+}
+
+/// What [`Task::lookup_path`] found.
+pub enum Looked {
+    /// An inode the caller said it holds: no file was made.
+    Held(Arc<Inode>),
+    /// An `O_PATH` file of what the path names.
+    Opened(Arc<File>),
 }
 
 impl Task {
@@ -57,6 +65,54 @@ impl Task {
     pub fn openat_file(&self, dirfd: DirFd, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Arc<File>> {
         let (file, _) = self.do_filp_open(dirfd, path, flags, mode, LookupFlags::empty(), false)?;
         Ok(file)
+    }
+
+    /// What a server's LOOKUP of a name needs (the FUSE frontend's; Linux has no such call):
+    /// `fstatat(dirfd, path, flags)`, and an `O_PATH` file of what it found unless
+    /// `held(stat, inode)` says the caller holds one of that inode already, in which case
+    /// the inode comes back instead: a name the caller knows costs a lockless walk and an
+    /// inode reference, no file made, announced or retired. `held` is asked inside the
+    /// walk, which may ask again (a lockless attempt that a rename overlapped is done
+    /// over), so it must not change anything. `flags`: `AT_SYMLINK_NOFOLLOW` (the file is
+    /// then `O_PATH | O_NOFOLLOW`'s) and `AT_EMPTY_PATH`.
+    pub fn lookup_path(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: AtFlags,
+        held: impl Fn(&Stat, &Inode) -> bool,
+    ) -> Result<(Stat, Looked)> {
+        if !(AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH).contains(flags) {
+            return Err(Errno::EINVAL);
+        }
+        let (st, found) = self.walk(dirfd, path, crate::walk::namei::at_lookup(flags), |o| match o {
+            Outcome::Found(p) => {
+                let inode = p.dentry.get().inode().ok_or(Errno::ENOENT)?;
+                let st = inode.stat();
+                match held(&st, inode) {
+                    true => Ok((st, Err(inode.clone()))),
+                    false => Ok((st, Ok(p.to_path()))),
+                }
+            }
+            _ => Err(Errno::ENOENT),
+        })?;
+        let p = match found {
+            Ok(p) => p,
+            Err(inode) => return Ok((st, Looked::Held(inode))),
+        };
+        let file = match self.do_open(p, OpenFlags::PATH) {
+            Ok(f) => Arc::new(f),
+            // It lost its last name meanwhile: what the open of that path finds now.
+            Err(Errno::ESTALE) => {
+                let mut fl = OpenFlags::PATH;
+                fl.set(OpenFlags::NOFOLLOW, flags.contains(AtFlags::SYMLINK_NOFOLLOW));
+                let file = self.openat_file(dirfd, path, fl, 0)?;
+                return Ok((file.inode().stat(), Looked::Opened(file)));
+            }
+            Err(e) => return Err(e),
+        };
+        file.announce_open(self.vfs.fast);
+        Ok((st, Looked::Opened(file)))
     }
 
     /// `openat` with the walk flags of `openat2`'s `resolve` (`RESOLVE_*`, see
