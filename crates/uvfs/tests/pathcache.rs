@@ -776,3 +776,24 @@ fn a_create_under_a_directory_closed_to_the_caller_is_refused_at_once() {
     t.fchmodat(DirFd::Cwd, b"/base/d1/d2/d3/d4/d5/d6/d7/d8", 0o666, AtFlags::empty()).unwrap();
     assert_eq!(create(&u, &in_deep("u6")), Err(Errno::EACCES), "no search on the parent");
 }
+
+/// A server's lookup (`Task::lookup_path`) is neither answered nor learned by the path
+/// cache: the kernel that asked caches the answer itself, so the entry would only push out
+/// one that is asked again. A walk of the same path by `fstatat` is.
+#[test]
+fn a_servers_lookup_is_not_kept() {
+    let v = vfs(FastPaths::all());
+    let t = v.root_task();
+    tree(&t, b"x");
+    let d8 = t.openat_file(DirFd::Cwd, b"/base/d1/d2/d3/d4/d5/d6/d7/d8", OpenFlags::PATH, 0).unwrap();
+    let (h0, f0) = (hits(), fills());
+    for _ in 0..3 {
+        let (st, _) = t.lookup_path(DirFd::File(&d8), b"f", AtFlags::SYMLINK_NOFOLLOW, |_, _| true).unwrap();
+        assert_eq!(st.size, 1);
+    }
+    assert_eq!((hits() - h0, fills() - f0), (0, 0), "lookup_path: path cache hits, fills");
+    for _ in 0..3 {
+        assert_eq!(t.fstatat(DirFd::File(&d8), b"f", AtFlags::SYMLINK_NOFOLLOW).unwrap().size, 1);
+    }
+    assert_eq!((hits() - h0, fills() - f0), (2, 1), "fstatat of the same name: hits, fills");
+}

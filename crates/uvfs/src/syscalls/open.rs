@@ -73,7 +73,8 @@ impl Task {
     /// the inode comes back instead: a name the caller knows costs a lockless walk and an
     /// inode reference, no file made, announced or retired. `held` is asked inside the
     /// walk, which may ask again (a lockless attempt that a rename overlapped is done
-    /// over), so it must not change anything. `flags`: `AT_SYMLINK_NOFOLLOW` (the file is
+    /// over), so it must not change anything. The walk is not kept in the path cache (the
+    /// kernel that asked caches the answer; the same question rarely comes again). `flags`: `AT_SYMLINK_NOFOLLOW` (the file is
     /// then `O_PATH | O_NOFOLLOW`'s) and `AT_EMPTY_PATH`.
     pub fn lookup_path(
         &self,
@@ -85,17 +86,18 @@ impl Task {
         if !(AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH).contains(flags) {
             return Err(Errno::EINVAL);
         }
-        let (st, found) = self.walk(dirfd, path, crate::walk::namei::at_lookup(flags), |o| match o {
-            Outcome::Found(p) => {
-                let inode = p.dentry.get().inode().ok_or(Errno::ENOENT)?;
-                let st = inode.stat();
-                match held(&st, inode) {
-                    true => Ok((st, Err(inode.clone()))),
-                    false => Ok((st, Ok(p.to_path()))),
+        let (st, found) =
+            self.walk(dirfd, path, crate::walk::namei::at_lookup(flags) | LookupFlags::NO_PATH_CACHE, |o| match o {
+                Outcome::Found(p) => {
+                    let inode = p.dentry.get().inode().ok_or(Errno::ENOENT)?;
+                    let st = inode.stat();
+                    match held(&st, inode) {
+                        true => Ok((st, Err(inode.clone()))),
+                        false => Ok((st, Ok(p.to_path()))),
+                    }
                 }
-            }
-            _ => Err(Errno::ENOENT),
-        })?;
+                _ => Err(Errno::ENOENT),
+            })?;
         let p = match found {
             Ok(p) => p,
             Err(inode) => return Ok((st, Looked::Held(inode))),

@@ -84,6 +84,10 @@ bitflags! {
         const NO_MAGICLINKS = 1 << 10;
         /// `RESOLVE_CACHED`: the lockless tier only; EAGAIN where it would fall back.
         const CACHED = 1 << 11;
+        /// Neither answered nor learned by the path cache: a walk nobody repeats (a FUSE
+        /// server's lookup of a name, which the kernel caches itself), whose entry would
+        /// only push out one that is asked again.
+        const NO_PATH_CACHE = 1 << 12;
     }
 }
 
