@@ -14,7 +14,7 @@
 //! | [`transport`] | `/dev/fuse` workers ([`transport::dev`]) and FUSE over io_uring ([`transport::uring`]) |
 //! | `mount` | `mount(2)` as root, `fusermount3` otherwise; unmount |
 //! | `passthrough` | backing files for `FOPEN_PASSTHROUGH` (hostfs files read and written by the kernel), and which opens of a file stay in the page cache instead ([`Levers::CACHED_READS`]; a file's opens are all one or the other) |
-//! | [`nodes`] | FUSE node ids to `O_PATH` descriptors of the server task, lookup counts |
+//! | [`nodes`] | FUSE node ids to `O_PATH` descriptors of the server task, lookup counts; a LOOKUP or READDIRPLUS entry of an inode with a node makes no descriptor (`uvfs::Task::lookup_path`) |
 //! | [`ident`] | the caller's identity (uid, gid, groups from `/proc`) as a cached uvfs task |
 //! | `server` | the request handlers: one or two uvfs calls each, panics answered EIO |
 //! | `locks` | file locks (GETLK, SETLK, SETLKW, flock), answered by uvfs's lock manager with [`Levers::SERVER_LOCKS`] where the server sees opens (else the kernel keeps them); SETLKW waits off the transport threads |

@@ -175,7 +175,8 @@
 //!   anything is mounted inside that hostfs (Linux would detach those mounts).
 //! - The path cache serves memfs only, walks that stay in one mount, and successful
 //!   walks only (a miss pays its probe, about 110 instructions); other paths cost one hash
-//!   probe per component.
+//!   probe per component. A server's lookups (`Task::lookup_path`, asked once each by a
+//!   kernel that caches the answer) stay out of it.
 //!
 //! ## Example
 //! ```

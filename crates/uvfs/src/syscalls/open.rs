@@ -74,8 +74,9 @@ impl Task {
     /// inode reference, no file made, announced or retired. `held` is asked inside the
     /// walk, which may ask again (a lockless attempt that a rename overlapped is done
     /// over), so it must not change anything. The walk is not kept in the path cache (the
-    /// kernel that asked caches the answer; the same question rarely comes again). `flags`: `AT_SYMLINK_NOFOLLOW` (the file is
-    /// then `O_PATH | O_NOFOLLOW`'s) and `AT_EMPTY_PATH`.
+    /// kernel that asked caches the answer; the same question rarely comes again).
+    /// `flags`: `AT_SYMLINK_NOFOLLOW` (the file is then `O_PATH | O_NOFOLLOW`'s) and
+    /// `AT_EMPTY_PATH`.
     pub fn lookup_path(
         &self,
         dirfd: DirFd,
@@ -91,6 +92,7 @@ impl Task {
                 Outcome::Found(p) => {
                     let inode = p.dentry.get().inode().ok_or(Errno::ENOENT)?;
                     let st = inode.stat();
+                    // The position to open, or the held inode (no file to make).
                     match held(&st, inode) {
                         true => Ok((st, Err(inode.clone()))),
                         false => Ok((st, Ok(p.to_path()))),
