@@ -823,33 +823,32 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, crew: &Crew, mut wait: Option<De
                 continue;
             }
         }
-        // SAFETY: reads into a buffer we own, of its length.
-        let n = unsafe { libc::read(fd.as_raw_fd(), inbuf.as_mut_ptr().cast(), inbuf.len()) };
-        if n < 0 {
-            match std::io::Error::last_os_error().raw_os_error() {
-                Some(libc::EAGAIN) => {
-                    if let Some(gap) = lazy.as_mut() {
-                        std::thread::sleep(*gap);
-                        *gap = (*gap * 2).min(LAZY_MAX);
-                    } else if polls {
-                        seat.looked = true;
-                        polls = crew.idle(&session.crew);
-                        if !polls {
-                            seat.leave(crew);
-                        }
+        // rustix's raw system call: glibc's `read` is a cancellation point, two atomic
+        // updates of the thread's cancel state around every request.
+        let n = match rustix::io::read(&**fd, &mut inbuf[..]) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::AGAIN) => {
+                if let Some(gap) = lazy.as_mut() {
+                    std::thread::sleep(*gap);
+                    *gap = (*gap * 2).min(LAZY_MAX);
+                } else if polls {
+                    seat.looked = true;
+                    polls = crew.idle(&session.crew);
+                    if !polls {
+                        seat.leave(crew);
                     }
-                    continue;
                 }
-                // Interrupted, or the request went away before we read it.
-                Some(libc::EINTR) | Some(libc::ENOENT) => continue,
-                // Unmounted or aborted.
-                Some(libc::ENODEV) | Some(libc::ECONNABORTED) => break,
-                e => {
-                    log::error!("uvfs-fuse: read /dev/fuse: errno {e:?}");
-                    break;
-                }
+                continue;
             }
-        }
+            // Interrupted, or the request went away before we read it.
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::NOENT) => continue,
+            // Unmounted or aborted.
+            Err(rustix::io::Errno::NODEV | rustix::io::Errno::CONNABORTED) => break,
+            Err(e) => {
+                log::error!("uvfs-fuse: read /dev/fuse: errno {}", e.raw_os_error());
+                break;
+            }
+        };
         if polls {
             session.polled.fetch_add(1, Ordering::Relaxed);
         } else if wait.is_some() {
@@ -860,7 +859,7 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, crew: &Crew, mut wait: Option<De
         }
         let (head, body) = outbuf.split_at_mut(16);
         let mut out = ReplyBuf::new(body);
-        let (unique, reply, init, pid) = match decode_dev(&inbuf[..n as usize]) {
+        let (unique, reply, init, pid) = match decode_dev(&inbuf[..n]) {
             Ok(req) => {
                 let later = || Later { unique: req.header.unique, to: LaterTo::Dev(fd.clone()) };
                 let long = polls && may_take_long(&req.op);
@@ -887,14 +886,10 @@ fn worker(session: &Session, fd: &Arc<OwnedFd>, crew: &Crew, mut wait: Option<De
             let h = out_header(unique, &reply, out.len());
             head.copy_from_slice(h.as_bytes());
             let total = h.len as usize;
-            // SAFETY: writes `total` initialized bytes of a buffer we own.
-            let w = unsafe { libc::write(fd.as_raw_fd(), outbuf.as_ptr().cast(), total) };
-            if w < 0 {
-                let e = std::io::Error::last_os_error().raw_os_error();
+            match rustix::io::write(&**fd, &outbuf[..total]) {
                 // ENOENT: the request was interrupted and is gone; nothing to do.
-                if e != Some(libc::ENOENT) {
-                    log::warn!("uvfs-fuse: reply to /dev/fuse: errno {e:?}");
-                }
+                Ok(_) | Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => log::warn!("uvfs-fuse: reply to /dev/fuse: errno {}", e.raw_os_error()),
             }
         }
         if init {
