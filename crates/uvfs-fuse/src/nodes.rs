@@ -161,8 +161,7 @@ impl Nodes {
 
     /// Whether the kernel knows the inode `key` by a node that holds `inode`.
     pub fn holds(&self, key: Key, inode: &Inode) -> bool {
-        let g = self.inner.lock();
-        g.by_key.get(&key).is_some_and(|id| std::ptr::eq(Arc::as_ptr(g.by_id[id].file.inode()), inode))
+        matches!(Self::node_of(&mut self.inner.lock(), key, inode), Some(Ok(_)))
     }
 
     /// Counts one more lookup of the inode `key` if the kernel knows it (its node holds
@@ -171,16 +170,20 @@ impl Nodes {
         Self::count_again(&mut self.inner.lock(), key, inode)?.ok()
     }
 
-    /// `key`'s node gets another lookup if it holds `inode`: `Ok(id)`; `Err` if it holds
-    /// another inode of that number (see `insert`); `None` without a node.
-    fn count_again(g: &mut Inner, key: Key, inode: &Inode) -> Option<Result<u64, ()>> {
+    /// `key`'s node if it holds `inode`: `Ok(node)`; `Err` if it holds another inode of
+    /// that number (see `insert`); `None` without a node.
+    fn node_of<'g>(g: &'g mut Inner, key: Key, inode: &Inode) -> Option<Result<(u64, &'g mut Node), ()>> {
         let id = *g.by_key.get(&key)?;
         let n = g.by_id.get_mut(&id).expect("node of a key");
-        if !std::ptr::eq(Arc::as_ptr(n.file.inode()), inode) {
-            return Some(Err(()));
-        }
-        n.lookups += 1;
-        Some(Ok(id))
+        Some(if std::ptr::eq(Arc::as_ptr(n.file.inode()), inode) { Ok((id, n)) } else { Err(()) })
+    }
+
+    /// [`Nodes::node_of`], and the node found gets another lookup.
+    fn count_again(g: &mut Inner, key: Key, inode: &Inode) -> Option<Result<u64, ()>> {
+        Some(Self::node_of(g, key, inode)?.map(|(id, n)| {
+            n.lookups += 1;
+            id
+        }))
     }
 
     /// Takes `n` lookups away; returns the file to release when the node is gone.

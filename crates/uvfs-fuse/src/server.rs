@@ -430,17 +430,20 @@ impl Server {
     /// node. A node the kernel knows gets another lookup and no file (a READDIRPLUS of a
     /// listing read before, a LOOKUP after the kernel dropped a name).
     fn lookup_in(&self, t: &Task, parent: &Arc<File>, name: &[u8]) -> Result<(u64, Attr)> {
-        let holds = |st: &Stat, inode: &Inode| self.nodes.holds(key_of(st), inode);
-        let (st, looked) = t.lookup_path(DirFd::File(parent), name, AtFlags::SYMLINK_NOFOLLOW, holds)?;
-        match looked {
-            Looked::Opened(f) => Ok(self.register_stat(f, &st)),
-            Looked::Held(inode) => match self.nodes.lookup_again(key_of(&st), &inode) {
-                Some(id) => Ok((id, self.attr(&st))),
-                // Forgotten since (a FORGET on another worker): a node anew.
-                None => {
-                    self.register(t.openat_file(DirFd::File(parent), name, OpenFlags::PATH | OpenFlags::NOFOLLOW, 0)?)
+        let mut ask = true;
+        loop {
+            let holds = |st: &Stat, inode: &Inode| ask && self.nodes.holds(key_of(st), inode);
+            let (st, looked) = t.lookup_path(DirFd::File(parent), name, AtFlags::SYMLINK_NOFOLLOW, holds)?;
+            match looked {
+                Looked::Opened(f) => return Ok(self.register_stat(f, &st)),
+                Looked::Held(inode) => {
+                    if let Some(id) = self.nodes.lookup_again(key_of(&st), &inode) {
+                        return Ok((id, self.attr(&st)));
+                    }
                 }
-            },
+            }
+            // Forgotten since (a FORGET on another worker): a node anew, from a file.
+            ask = false;
         }
     }
 
