@@ -38,6 +38,10 @@ pub type Key = (u64, u64);
 
 struct Node {
     file: Arc<File>,
+    /// The address of `file`'s inode, compared (never followed) by `node_of`, so that
+    /// checking a node does not read the file's memory too (a cache miss per entry of a
+    /// READDIRPLUS).
+    inode: usize,
     lookups: u64,
     key: Key,
     /// A directory whose cached listing the kernel was told to drop since it last read
@@ -76,7 +80,8 @@ impl Nodes {
     /// A table holding the root, whose file is never released.
     pub fn new(root: Arc<File>, root_key: Key) -> Nodes {
         let mut by_id = Map::default();
-        by_id.insert(ROOT_ID, Node { file: root, lookups: u64::MAX / 2, key: root_key, relist: false });
+        let inode = addr(root.inode());
+        by_id.insert(ROOT_ID, Node { file: root, inode, lookups: u64::MAX / 2, key: root_key, relist: false });
         let mut by_key = Map::default();
         by_key.insert(root_key, ROOT_ID);
         Nodes { inner: Mutex::new(Inner { by_id, by_key, next_foreign: FOREIGN_BASE }), root_key }
@@ -154,7 +159,8 @@ impl Nodes {
             g.next_foreign += 1;
             g.next_foreign
         };
-        g.by_id.insert(id, Node { file, lookups: 1, key, relist: false });
+        let inode = addr(file.inode());
+        g.by_id.insert(id, Node { file, inode, lookups: 1, key, relist: false });
         g.by_key.insert(key, id);
         Inserted::New(id)
     }
@@ -173,9 +179,17 @@ impl Nodes {
     /// `key`'s node if it holds `inode`: `Ok(node)`; `Err` if it holds another inode of
     /// that number (see `insert`); `None` without a node.
     fn node_of<'g>(g: &'g mut Inner, key: Key, inode: &Inode) -> Option<Result<(u64, &'g mut Node), ()>> {
+        let inode = std::ptr::from_ref(inode) as usize;
+        // Most nodes' ids are their inode numbers (`insert`): one map probe, not two. A
+        // node found there holding this key and this inode is the key's (the node a
+        // reused number left under its old id holds another inode).
+        let natural = key.1;
+        if g.by_id.get(&natural).is_some_and(|n| n.key == key && n.inode == inode) {
+            return g.by_id.get_mut(&natural).map(|n| Ok((natural, n)));
+        }
         let id = *g.by_key.get(&key)?;
         let n = g.by_id.get_mut(&id).expect("node of a key");
-        Some(if std::ptr::eq(Arc::as_ptr(n.file.inode()), inode) { Ok((id, n)) } else { Err(()) })
+        Some(if n.inode == inode { Ok((id, n)) } else { Err(()) })
     }
 
     /// [`Nodes::node_of`], and the node found gets another lookup.
@@ -227,6 +241,11 @@ impl Nodes {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// An inode's address, the identity [`Node::inode`] keeps.
+fn addr(inode: &Arc<Inode>) -> usize {
+    Arc::as_ptr(inode) as usize
 }
 
 /// The slab behind [`Handles`].
