@@ -438,6 +438,13 @@ impl Server {
                 Looked::Opened(f) => return Ok(self.register_stat(f, &st)),
                 Looked::Held(inode) => {
                     if let Some(id) = self.nodes.lookup_again(key_of(&st), &inode) {
+                        // An entry's attributes become the kernel's too (see `setattr`).
+                        if self.passthrough.active() && self.passthrough.backs(id) {
+                            inode.sb().fs().host_changed(&inode);
+                            if let Some(f) = self.nodes.file(id) {
+                                return Ok((id, self.attr(&self.base().fstat(&f)?)));
+                            }
+                        }
                         return Ok((id, self.attr(&st)));
                     }
                 }
@@ -512,10 +519,7 @@ impl Server {
             Op::Lookup { name } => self.lookup(h, name, out),
             Op::Getattr { .. } => {
                 let node = self.node(id)?;
-                if self.passthrough.backs(id) {
-                    // The kernel wrote the host file itself: what uvfs caches is old.
-                    node.inode().sb().fs().host_changed(node.inode());
-                }
+                self.refresh_backed(id, &node);
                 let st = self.base().fstat(&node)?;
                 out.push(&reply::attr_out(self.attr(&st), self.opts.attr_timeout))
             }
@@ -801,7 +805,19 @@ impl Server {
             let who = if kernel_now { self.base() } else { &*t };
             who.utimensat(here(), b"", Some([atime, mtime]), at)?;
         }
+        // The answer becomes the kernel's size and times: those of a file the kernel
+        // writes itself are the host file's (as for GETATTR), not uvfs's cached ones (a
+        // `fchmod` after writes answered the size at open, and a `stat` showed 0).
+        self.refresh_backed(h.nodeid, &node);
         Ok(self.attr(&self.base().fstat(&node)?))
+    }
+
+    /// Node `id`, whose file is `file`, has a handle the kernel writes to directly
+    /// (passthrough): what uvfs caches of it is old, so it is read from the host again.
+    fn refresh_backed(&self, id: u64, file: &File) {
+        if self.passthrough.backs(id) {
+            file.inode().sb().fs().host_changed(file.inode());
+        }
     }
 
     /// READDIR and READDIRPLUS: entries from the directory handle's offset, as many as fit

@@ -234,6 +234,24 @@ fn passthrough_case(changes: uvfs::fs::hostfs::HostChanges, opts: MountOptions) 
     assert_eq!(std::fs::metadata(m.join("new")).unwrap().len(), data.len() as u64);
     let st = vfs.root_task().stat(b"/new").unwrap();
     assert_eq!(st.size, data.len() as u64, "uvfs's view after the kernel wrote the host file");
+    // A file written, then given its mode and times on the open descriptor, as tar does:
+    // each SETATTR's answer becomes the kernel's size, which must be the written one, not
+    // uvfs's from before the kernel wrote (a `stat` showed 0); also after a listing.
+    {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir(m.join("t")).unwrap();
+        let mut f = std::fs::File::create(m.join("t/x")).unwrap();
+        f.write_all(&data[..100_000]).unwrap();
+        f.set_permissions(std::fs::Permissions::from_mode(0o600)).unwrap();
+        let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        f.set_times(std::fs::FileTimes::new().set_modified(when)).unwrap();
+        drop(f);
+        let meta = std::fs::metadata(m.join("t/x")).unwrap();
+        assert_eq!((meta.len(), meta.mode() & 0o777, meta.mtime()), (100_000, 0o600, 1_000_000));
+        assert_eq!(std::fs::read_dir(m.join("t")).unwrap().count(), 1);
+        assert_eq!(std::fs::metadata(m.join("t/x")).unwrap().len(), 100_000, "after a listing");
+    }
     // Several open files of one inode share its backing file (the kernel refuses an
     // open whose backing file differs from the others': git's config read twice).
     let (a, b) = (std::fs::File::open(m.join("new")).unwrap(), std::fs::File::open(m.join("new")).unwrap());
