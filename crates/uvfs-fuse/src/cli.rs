@@ -37,8 +37,9 @@ pub struct MountArgs {
     pub negative_timeout: Option<f64>,
     /// Turn kernel levers off (repeatable or comma-separated), e.g. to measure one: by
     /// default keep-cache, cache-symlinks, cache-dir, readdirplus, no-opendir, no-open,
-    /// passthrough, direct-write, relist and cached-reads are on (keep-cache, cache-dir,
-    /// no-opendir, no-open, relist and cached-reads off with a changing host directory;
+    /// passthrough, direct-write, relist, cached-reads and known-entries are on
+    /// (keep-cache, cache-dir, no-opendir, no-open, relist, cached-reads and known-entries
+    /// off with a changing host directory;
     /// no-open yields to passthrough on a host directory)
     #[arg(long, value_enum, value_delimiter = ',')]
     pub disable: Vec<Lever>,
@@ -126,6 +127,9 @@ pub enum Lever {
     /// small host files opened for reading only served through the page cache, not
     /// passthrough
     CachedReads,
+    /// files the kernel knows, with the attributes it was last given, listed without them
+    /// (no lookup per entry)
+    KnownEntries,
 }
 
 impl Lever {
@@ -145,6 +149,7 @@ impl Lever {
             Lever::Relist => Levers::RELIST,
             Lever::ServerLocks => Levers::SERVER_LOCKS,
             Lever::CachedReads => Levers::CACHED_READS,
+            Lever::KnownEntries => Levers::KNOWN_ENTRIES,
         }
     }
 }

@@ -75,6 +75,7 @@
 //! | `PASSTHROUGH` | a READ or WRITE per request on a hostfs file (module `passthrough`) | in-process watches miss those writes' MODIFY |
 //! | `CACHED_READS` | on a host directory, a GETATTR per `stat` after each read of a file under 1 MiB, and its READs after the first open | the first read of such a file is a READ round trip instead of passthrough's none; a writer of a file open for reading goes through the server |
 //! | `RELIST` | a GETATTR per file `stat`ed after it was read (the read made the kernel drop its atime): the directory's next listing refreshes them all | a listing after reads is read again (READDIRPLUS + GETATTR of the directory) |
+//! | `KNOWN_ENTRIES` | a lookup on the server and a dentry update in the kernel per file listed by READDIRPLUS that the kernel knows with the attributes it was last given (a listing after an untar or a copy) | a file the kernel knows by another name only, or whose attributes it dropped where the server cannot see it (a rename, an unlink of its other name), is a LOOKUP or GETATTR at its next `stat` |
 //! | `DIRECT_WRITE` | for a write-only open: a second WRITE per `write` that starts inside a page, a GETXATTR at the first `write` | what was written is not left in the page cache (its first read is a READ) |
 //! | `SERVER_LOCKS` (off) | nothing: it costs a FLUSH per `close` where the server sees opens | locks of the mount's processes and of in-process tasks see each other (off: the kernel keeps the mount's locks) |
 //! | `NO_FLUSH` (off) | a FLUSH per `close` with `SERVER_LOCKS` | a POSIX lock taken through the mount is not released by `close` |
@@ -260,6 +261,17 @@ bitflags::bitflags! {
         /// a write through the backing file reads the new data. Only with
         /// [`Levers::KEEP_CACHE`].
         const CACHED_READS = 1 << 12;
+        /// A READDIRPLUS lists a file (not a directory) that the kernel knows, and whose
+        /// attributes it holds as the server last gave them, without attributes (node id
+        /// 0: the kernel keeps its dentry and attributes as they are): no lookup on the
+        /// server and no dentry update in the kernel, for each entry of a listing after an
+        /// untar or a copy, whose files the kernel learned of as they were made. A file
+        /// opened, read or written, linked, or changed in-process since gets its
+        /// attributes as before (the kernel dropped or changed them). The cost: a file the
+        /// kernel knows by another name only (a hard link), or whose attributes it dropped
+        /// where the server cannot see it (a rename, an unlink of its other name), is then
+        /// a LOOKUP or GETATTR at its next `stat` instead of none.
+        const KNOWN_ENTRIES = 1 << 13;
     }
 }
 
@@ -279,7 +291,8 @@ impl Levers {
         .union(Levers::NO_OPEN)
         .union(Levers::DIRECT_WRITE)
         .union(Levers::RELIST)
-        .union(Levers::CACHED_READS);
+        .union(Levers::CACHED_READS)
+        .union(Levers::KNOWN_ENTRIES);
     /// What stays correct when something else changes the served tree behind uvfs's back
     /// (hostfs without `--host-unchanged`): caches of names and attributes expire with
     /// their (short) timeouts, but pages and listings would not, so those levers are off.
@@ -467,6 +480,7 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         passthrough: Default::default(),
         requests: std::array::from_fn(|_| Default::default()),
         locks: Default::default(),
+        bare_entries: Default::default(),
     }))
 }
 
@@ -669,6 +683,12 @@ impl MountHandle {
     /// were read ([`Levers::RELIST`]), counted once the notification is written.
     pub fn relisted(&self) -> u64 {
         self.run.as_ref().map_or(0, |r| r.server.relisted.load(Ordering::Relaxed))
+    }
+
+    /// READDIRPLUS entries of files the kernel knew, listed without attributes so far
+    /// ([`Levers::KNOWN_ENTRIES`]).
+    pub fn bare_entries(&self) -> u64 {
+        self.run.as_ref().map_or(0, |r| r.server.bare_entries.load(Ordering::Relaxed))
     }
 
     /// Reads of a caller's supplementary groups from `/proc` so far (a request reads them

@@ -47,6 +47,13 @@ struct Node {
     /// A directory whose cached listing the kernel was told to drop since it last read
     /// one (see `Levers::RELIST`).
     relist: bool,
+    /// The attributes the kernel was last given for this node are, as far as the server
+    /// knows, the ones it still holds: set when a reply hands them out (an entry, a
+    /// GETATTR or SETATTR answer), cleared by what makes the kernel forget or change them
+    /// on its own (an open, a read or write without one, a link, an xattr change, an
+    /// in-process change). Only a hint (`Levers::KNOWN_ENTRIES`): the kernel asks again
+    /// for attributes it dropped, whatever this says.
+    fresh: bool,
 }
 
 /// The node maps' hash: every request looks a node up, and a READDIRPLUS one per entry;
@@ -81,7 +88,10 @@ impl Nodes {
     pub fn new(root: Arc<File>, root_key: Key) -> Nodes {
         let mut by_id = Map::default();
         let inode = addr(root.inode());
-        by_id.insert(ROOT_ID, Node { file: root, inode, lookups: u64::MAX / 2, key: root_key, relist: false });
+        by_id.insert(
+            ROOT_ID,
+            Node { file: root, inode, lookups: u64::MAX / 2, key: root_key, relist: false, fresh: true },
+        );
         let mut by_key = Map::default();
         by_key.insert(root_key, ROOT_ID);
         Nodes { inner: Mutex::new(Inner { by_id, by_key, next_foreign: FOREIGN_BASE }), root_key }
@@ -105,6 +115,49 @@ impl Nodes {
     /// The file of a node.
     pub fn file(&self, id: u64) -> Option<Arc<File>> {
         self.inner.lock().by_id.get(&id).map(|n| n.file.clone())
+    }
+
+    /// The file of a node, which is marked `fresh` (see [`Node::fresh`]): true when its
+    /// attributes are about to be handed to the kernel, false when the kernel is about to
+    /// change or forget them.
+    pub fn file_marked(&self, id: u64, fresh: bool) -> Option<Arc<File>> {
+        let mut g = self.inner.lock();
+        let n = g.by_id.get_mut(&id)?;
+        n.fresh = fresh;
+        Some(n.file.clone())
+    }
+
+    /// Marks node `id` (see [`Nodes::file_marked`]).
+    pub fn mark(&self, id: u64, fresh: bool) {
+        if let Some(n) = self.inner.lock().by_id.get_mut(&id) {
+            n.fresh = fresh;
+        }
+    }
+
+    /// The node of the inode `key` if the kernel knows it and holds the attributes it was
+    /// last given for it (`Levers::KNOWN_ENTRIES`). The node whose id is the inode number is
+    /// looked at first, as in `node_of` (a node a reused number left there only makes
+    /// the answer a worse guess: it is a hint).
+    pub fn known_fresh(&self, key: Key) -> Option<u64> {
+        let g = self.inner.lock();
+        if let Some(n) = g.by_id.get(&key.1)
+            && n.key == key
+        {
+            return n.fresh.then_some(key.1);
+        }
+        let id = *g.by_key.get(&key)?;
+        g.by_id.get(&id).is_some_and(|n| n.fresh).then_some(id)
+    }
+
+    /// The node of a key, if the kernel knows it, marked as no longer fresh (an
+    /// in-process change the kernel is told to forget).
+    pub fn lookup_key_stale(&self, key: Key) -> Option<u64> {
+        let mut g = self.inner.lock();
+        let id = *g.by_key.get(&key)?;
+        if let Some(n) = g.by_id.get_mut(&id) {
+            n.fresh = false;
+        }
+        Some(id)
     }
 
     /// The key of a node.
@@ -160,7 +213,7 @@ impl Nodes {
             g.next_foreign
         };
         let inode = addr(file.inode());
-        g.by_id.insert(id, Node { file, inode, lookups: 1, key, relist: false });
+        g.by_id.insert(id, Node { file, inode, lookups: 1, key, relist: false, fresh: true });
         g.by_key.insert(key, id);
         Inserted::New(id)
     }
@@ -196,6 +249,8 @@ impl Nodes {
     fn count_again(g: &mut Inner, key: Key, inode: &Inode) -> Option<Result<u64, ()>> {
         Some(Self::node_of(g, key, inode)?.map(|(id, n)| {
             n.lookups += 1;
+            // The entry about to be handed out carries the attributes.
+            n.fresh = true;
             id
         }))
     }

@@ -64,6 +64,9 @@ pub(crate) struct Server {
     /// Atomic: requests received, by opcode (below 64), for the tests (what passthrough
     /// and the page cache save) and `uvfs mount --stats`.
     pub(crate) requests: [std::sync::atomic::AtomicU64; 64],
+    /// Atomic: READDIRPLUS entries of files listed without attributes
+    /// ([`Levers::KNOWN_ENTRIES`]; `MountHandle::bare_entries`).
+    pub(crate) bare_entries: std::sync::atomic::AtomicU64,
 }
 
 impl Server {
@@ -81,6 +84,10 @@ impl Server {
 /// The id a user namespace shows for one it does not map (`/proc/sys/kernel/overflowuid`
 /// and `overflowgid`, 65534 unless changed).
 const OVERFLOW_ID: u32 = 65534;
+
+/// A directory entry's type (`d_type`): unknown, directory.
+const DT_UNKNOWN: u32 = 0;
+const DT_DIR: u32 = 4;
 
 fn caller(h: &InHeader) -> Caller {
     Caller { uid: h.uid, gid: h.gid, pid: h.pid }
@@ -376,7 +383,9 @@ impl Server {
     /// access the request needs, and the caller's `O_APPEND`, `O_SYNC`, ...).
     fn file_of(&self, node: u64, fh: u64, flags: OpenFlags) -> Result<Arc<File>> {
         if fh == 0 && self.no_open {
-            let f = self.base().reopen_file(&self.node(node)?, flags)?;
+            // A read or write the kernel did not open for: as an OPEN (see there).
+            let node = self.nodes.file_marked(node, false).ok_or(Errno::ESTALE)?;
+            let f = self.base().reopen_file(&node, flags)?;
             self.leave_times_to_kernel(&f);
             return Ok(f);
         }
@@ -518,7 +527,7 @@ impl Server {
         match &req.op {
             Op::Lookup { name } => self.lookup(h, name, out),
             Op::Getattr { .. } => {
-                let node = self.node(id)?;
+                let node = self.nodes.file_marked(id, true).ok_or(Errno::ESTALE)?;
                 self.refresh_backed(id, &node);
                 let st = self.base().fstat(&node)?;
                 out.push(&reply::attr_out(self.attr(&st), self.opts.attr_timeout))
@@ -528,7 +537,8 @@ impl Server {
                 out.push(&reply::attr_out(attr, self.opts.attr_timeout))
             }
             Op::Readlink => {
-                let node = self.node(id)?;
+                // The kernel forgets the atime of a symlink it read (as of a file).
+                let node = self.nodes.file_marked(id, false).ok_or(Errno::ESTALE)?;
                 let t = self.task(h);
                 out.fill(4096, |buf| t.readlinkat(DirFd::File(&node), b"", buf)).map(drop)
             }
@@ -572,7 +582,15 @@ impl Server {
                 let p = self.node(id)?;
                 let np = self.node(*newdir)?;
                 let fl = RenameFlags::from_bits(*flags).ok_or(Errno::EINVAL)?;
-                self.task(h).renameat2(DirFd::File(&p), name, DirFd::File(&np), newname, fl)
+                self.task(h).renameat2(DirFd::File(&p), name, DirFd::File(&np), newname, fl)?;
+                if self.opts.levers.contains(Levers::KNOWN_ENTRIES) {
+                    // The kernel forgets the moved inode's attributes (its ctime).
+                    let st = self.base().fstatat(DirFd::File(&np), newname, AtFlags::SYMLINK_NOFOLLOW);
+                    if let Ok(st) = st {
+                        self.nodes.lookup_key_stale(key_of(&st));
+                    }
+                }
+                Ok(())
             }
             Op::Link { oldnodeid, name } => {
                 let name = component(name)?;
@@ -585,6 +603,8 @@ impl Server {
                 let lt = self.tasks.get(&caller(h), DEFAULT_UMASK, true);
                 lt.linkat(DirFd::File(&src), b"", DirFd::File(&np), name, AtFlags::EMPTY_PATH)?;
                 let a = self.lookup_in(&self.task(h), &np, name)?;
+                // The kernel forgets the linked inode's attributes after a link.
+                self.nodes.mark(a.0, false);
                 out.push(&self.entry_out(a))
             }
             // The first ENOSYS tells the kernel to stop sending OPEN (and so RELEASE).
@@ -592,7 +612,9 @@ impl Server {
             Op::Open { flags } => {
                 let fl = OpenFlags::from_bits_truncate(*flags)
                     & !(OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::CLOEXEC);
-                let node = self.node(id)?;
+                // Reads and writes of an open file change what the kernel holds (its
+                // atime, size, mtime) behind the node's last attributes.
+                let node = self.nodes.file_marked(id, false).ok_or(Errno::ESTALE)?;
                 let f = self.task(h).reopen_file(&node, fl)?;
                 let f = self.handle_for(&node, f, fl)?;
                 out.push(&self.open_reply(id, f, fl))
@@ -656,7 +678,8 @@ impl Server {
             Op::Setlk { arg, .. } => self.setlk(arg),
             Op::Setxattr { flags, name, value } => {
                 let fl = uvfs::XattrFlags::from_bits(*flags).ok_or(Errno::EINVAL)?;
-                let node = self.node(id)?;
+                // The kernel forgets the ctime after an xattr change.
+                let node = self.nodes.file_marked(id, false).ok_or(Errno::ESTALE)?;
                 self.task(h).setxattrat(
                     DirFd::File(&node),
                     b"",
@@ -683,7 +706,7 @@ impl Server {
                 xattr_reply(*size, &v, out)
             }
             Op::Removexattr { name } => {
-                let node = self.node(id)?;
+                let node = self.nodes.file_marked(id, false).ok_or(Errno::ESTALE)?;
                 self.task(h).removexattrat(
                     DirFd::File(&node),
                     b"",
@@ -769,7 +792,8 @@ impl Server {
     fn setattr(&self, h: &InHeader, a: &abi::SetattrIn) -> Result<Attr> {
         use abi::fattr;
         let t = self.task(h);
-        let node = self.node(h.nodeid)?;
+        // The answer carries the attributes the kernel then holds.
+        let node = self.nodes.file_marked(h.nodeid, true).ok_or(Errno::ESTALE)?;
         let here = || DirFd::File(&node);
         let at = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
         let v = a.valid;
@@ -844,6 +868,7 @@ impl Server {
         let dev = t.fstat(&fd)?.dev;
         let limit = r.size as usize;
         let caller_task = if plus { Some(self.task(h)) } else { None };
+        let known_entries = self.opts.levers.contains(Levers::KNOWN_ENTRIES);
         loop {
             let batch = t.getdents(&fd, 64)?;
             if batch.is_empty() {
@@ -856,7 +881,22 @@ impl Server {
                     None => out.dirent(limit, ino, e.next, typ, &e.name),
                     Some(ct) => {
                         let dots = e.name == b"." || e.name == b"..";
-                        let attr = if dots { None } else { self.lookup_in(ct, &dir, &e.name).ok() };
+                        // A file the kernel knows with the attributes it was last given
+                        // is listed without them (node id 0: the kernel keeps what it
+                        // holds), without a lookup here or a dentry update there.
+                        // Directories always get theirs: a change in them or of their
+                        // mode made the kernel drop their attributes or their dentry,
+                        // which the listing brings back.
+                        let bare = dots
+                            || (known_entries
+                                && typ != DT_DIR
+                                && typ != DT_UNKNOWN
+                                && self.nodes.known_fresh((dev, e.ino)).is_some_and(|id| {
+                                    // A file the kernel writes itself changes behind
+                                    // the server's back: listed with its attributes.
+                                    !self.passthrough.active() || !self.passthrough.backs(id)
+                                }));
+                        let attr = if bare { None } else { self.lookup_in(ct, &dir, &e.name).ok() };
                         let entry = match attr {
                             Some(a) => self.entry_out(a),
                             None => reply::entry(0, Attr::default(), Duration::ZERO, Duration::ZERO),
@@ -865,6 +905,9 @@ impl Server {
                         if !fits && entry.nodeid != 0 {
                             // The kernel never sees this entry: take its lookup back.
                             self.forget_node(entry.nodeid, 1);
+                        }
+                        if fits && bare && !dots {
+                            self.bare_entries.fetch_add(1, Ordering::Relaxed);
                         }
                         fits
                     }
@@ -886,6 +929,8 @@ impl Server {
         let path = t.reopen_file(&f, OpenFlags::PATH)?;
         let f = self.handle_for(&path, f, fl)?;
         let (id, a) = self.register(path)?;
+        // Created open: its writes follow (as an OPEN).
+        self.nodes.mark(id, false);
         out.push(&self.entry_out((id, a)))?;
         out.push(&self.open_reply(id, f, fl))
     }
@@ -929,6 +974,10 @@ impl Server {
             self.handle_file(a.fh)?
         };
         let t = self.task(h);
+        if !matches!(a.cmd, abi::FS_IOC_GETFLAGS | abi::FS_IOC32_GETFLAGS | abi::FS_IOC_FSGETXATTR) {
+            // New flags: the kernel forgets the attributes it holds (their ctime).
+            self.nodes.mark(h.nodeid, false);
+        }
         match a.cmd {
             abi::FS_IOC_GETFLAGS | abi::FS_IOC32_GETFLAGS => {
                 // The kernel asks for an `unsigned int`; a `long` (8 bytes) is answered too.

@@ -83,7 +83,7 @@ fn handle(s: &Server, notifier: &Notifier, base: &uvfs::Task, ev: uvfs::InotifyE
         && let Ok(st) = base.lstat(&path)
     {
         let key = key_of(&st);
-        if let Some(id) = s.nodes.lookup_key(key) {
+        if let Some(id) = s.nodes.lookup_key_stale(key) {
             let off = if m.contains(EventMask::MODIFY) { 0 } else { -1 };
             let _ = notifier.inval_inode(id, off, 0);
         }
