@@ -117,7 +117,7 @@ impl Nodes {
         self.inner.lock().by_id.get(&id).map(|n| n.file.clone())
     }
 
-    /// The file of a node, which is marked `fresh` (see [`Node::fresh`]): true when its
+    /// The file of a node, which is marked `fresh` (see `Node::fresh`): true when its
     /// attributes are about to be handed to the kernel, false when the kernel is about to
     /// change or forget them.
     pub fn file_marked(&self, id: u64, fresh: bool) -> Option<Arc<File>> {
