@@ -266,8 +266,9 @@ bitflags::bitflags! {
         /// 0: the kernel keeps its dentry and attributes as they are): no lookup on the
         /// server and no dentry update in the kernel, for each entry of a listing after an
         /// untar or a copy, whose files the kernel learned of as they were made. A file
-        /// opened, read or written, linked, or changed in-process since gets its
-        /// attributes as before (the kernel dropped or changed them). The cost: a file the
+        /// opened, read or written, read as a symlink, linked, renamed, given xattrs or
+        /// flags, or changed in-process since gets its attributes as before (the kernel
+        /// dropped or changed them). The cost: a file the
         /// kernel knows by another name only (a hard link), or whose attributes it dropped
         /// where the server cannot see it (a rename, an unlink of its other name), is then
         /// a LOOKUP or GETATTR at its next `stat` instead of none.

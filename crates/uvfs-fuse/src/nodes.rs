@@ -50,9 +50,9 @@ struct Node {
     /// The attributes the kernel was last given for this node are, as far as the server
     /// knows, the ones it still holds: set when a reply hands them out (an entry, a
     /// GETATTR or SETATTR answer), cleared by what makes the kernel forget or change them
-    /// on its own (an open, a read or write without one, a link, an xattr change, an
-    /// in-process change). Only a hint (`Levers::KNOWN_ENTRIES`): the kernel asks again
-    /// for attributes it dropped, whatever this says.
+    /// on its own (an open, a read or write without one, a readlink, a link, a rename, an
+    /// xattr or flags change, an in-process change). Only a hint (`Levers::KNOWN_ENTRIES`):
+    /// the kernel asks again for attributes it dropped, whatever this says.
     fresh: bool,
 }
 
