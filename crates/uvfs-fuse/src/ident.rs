@@ -21,7 +21,7 @@
 //! use them. They are cached per (uid, gid, umask, link capability, whether groups are
 //! asked for); the umask is part of the key because creating requests carry their own.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,8 +45,11 @@ struct Key {
 
 thread_local! {
     /// The request this thread serves: its caller's thread id (0: none that has
-    /// supplementary groups) and, once a check asked, its groups, sorted.
-    static CALLER: RefCell<(u32, Option<Vec<Gid>>)> = const { RefCell::new((0, None)) };
+    /// supplementary groups) and its number among this thread's requests. Plain values
+    /// (no destructor), so that naming the caller, once per request, is two stores.
+    static CALLER: Cell<(u32, u64)> = const { Cell::new((0, 0)) };
+    /// The groups of the request numbered here, sorted, once a check asked for them.
+    static GROUPS: RefCell<(u64, Vec<Gid>)> = const { RefCell::new((0, Vec::new())) };
 }
 
 /// The groups of the caller of the request the asking thread serves (see the module
@@ -59,20 +62,21 @@ struct CallerGroups {
 
 impl CallerGroups {
     fn with<R>(&self, f: impl FnOnce(&[Gid]) -> R) -> R {
-        CALLER.with(|c| {
+        let (pid, request) = CALLER.get();
+        GROUPS.with(|c| {
             let mut c = c.borrow_mut();
-            let (pid, groups) = &mut *c;
-            let g = groups.get_or_insert_with(|| {
-                if *pid == 0 {
-                    return Vec::new();
-                }
-                self.reads.fetch_add(1, Ordering::Relaxed);
-                let mut g: Vec<Gid> = proc_groups(*pid).into_iter().map(Gid).collect();
+            if c.0 != request {
+                let mut g: Vec<Gid> = if pid == 0 {
+                    Vec::new()
+                } else {
+                    self.reads.fetch_add(1, Ordering::Relaxed);
+                    proc_groups(pid).into_iter().map(Gid).collect()
+                };
                 g.sort();
                 g.dedup();
-                g
-            });
-            f(g)
+                *c = (request, g);
+            }
+            f(&c.1)
         })
     }
 }
@@ -134,7 +138,8 @@ impl Tasks {
     /// every request.
     pub fn get(&self, c: &Caller, umask: u32, link: bool) -> Arc<Task> {
         let asked = c.uid != 0 && c.pid != 0;
-        CALLER.with(|x| *x.borrow_mut() = (if asked { c.pid } else { 0 }, None));
+        // A new request number: groups read for the last request are not this one's.
+        CALLER.set((if asked { c.pid } else { 0 }, CALLER.get().1 + 1));
         let key = Key { uid: c.uid, gid: c.gid, asked, umask: umask & 0o777, link };
         if let Some(t) = self.cache.lock().get(&key) {
             return t.clone();
