@@ -27,7 +27,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -75,6 +75,10 @@ pub(crate) struct Passthrough {
     on: AtomicBool,
     /// Own lock; held across a registration so that a node gets one backing id.
     backed: Mutex<Backed>,
+    /// Atomic, written under `backed`'s lock: its number of backed nodes, so that
+    /// [`Passthrough::backs`] (asked at every GETATTR, SETATTR and READDIRPLUS entry)
+    /// takes no lock while nothing is backed (a memfs mount, a tree not written).
+    backed_nodes: AtomicUsize,
 }
 
 impl Passthrough {
@@ -108,6 +112,7 @@ impl Passthrough {
         match id {
             Some(id) => {
                 b.nodes.insert(node, (id, 1));
+                self.backed_nodes.store(b.nodes.len(), Ordering::Release);
                 b.by_fh.insert(fh, node);
             }
             None => {
@@ -176,6 +181,7 @@ impl Passthrough {
         }
         let id = *id;
         b.nodes.remove(&node);
+        self.backed_nodes.store(b.nodes.len(), Ordering::Release);
         if let Some(dev) = self.dev.get() {
             // SAFETY: FUSE_DEV_IOC_BACKING_CLOSE reads one u32 from a valid pointer. Under
             // the lock: a concurrent OPEN of the node registers anew after this.
@@ -186,11 +192,15 @@ impl Passthrough {
 
     /// Whether node `node` has a handle the kernel writes to directly.
     pub(crate) fn backs(&self, node: u64) -> bool {
-        self.backed.lock().nodes.contains_key(&node)
+        // A node backed by an OPEN the kernel was answered before it sent this request is
+        // counted: the count is stored before the answer is written.
+        self.backed_nodes.load(Ordering::Acquire) != 0 && self.backed.lock().nodes.contains_key(&node)
     }
 
     /// Unmount: every backing id is forgotten (the connection, and its ids, are gone).
     pub(crate) fn clear(&self) {
-        *self.backed.lock() = Backed::default();
+        let mut b = self.backed.lock();
+        *b = Backed::default();
+        self.backed_nodes.store(0, Ordering::Release);
     }
 }

@@ -448,11 +448,10 @@ impl Server {
                 Looked::Held(inode) => {
                     if let Some(id) = self.nodes.lookup_again(key_of(&st), &inode) {
                         // An entry's attributes become the kernel's too (see `setattr`).
-                        if self.passthrough.active() && self.passthrough.backs(id) {
-                            inode.sb().fs().host_changed(&inode);
-                            if let Some(f) = self.nodes.file(id) {
-                                return Ok((id, self.attr(&self.base().fstat(&f)?)));
-                            }
+                        if self.refresh_backed(id, &inode)
+                            && let Some(f) = self.nodes.file(id)
+                        {
+                            return Ok((id, self.attr(&self.base().fstat(&f)?)));
                         }
                         return Ok((id, self.attr(&st)));
                     }
@@ -528,7 +527,7 @@ impl Server {
             Op::Lookup { name } => self.lookup(h, name, out),
             Op::Getattr { .. } => {
                 let node = self.nodes.file_marked(id, true).ok_or(Errno::ESTALE)?;
-                self.refresh_backed(id, &node);
+                self.refresh_backed(id, node.inode());
                 let st = self.base().fstat(&node)?;
                 out.push(&reply::attr_out(self.attr(&st), self.opts.attr_timeout))
             }
@@ -832,16 +831,19 @@ impl Server {
         // The answer becomes the kernel's size and times: those of a file the kernel
         // writes itself are the host file's (as for GETATTR), not uvfs's cached ones (a
         // `fchmod` after writes answered the size at open, and a `stat` showed 0).
-        self.refresh_backed(h.nodeid, &node);
+        self.refresh_backed(h.nodeid, node.inode());
         Ok(self.attr(&self.base().fstat(&node)?))
     }
 
-    /// Node `id`, whose file is `file`, has a handle the kernel writes to directly
-    /// (passthrough): what uvfs caches of it is old, so it is read from the host again.
-    fn refresh_backed(&self, id: u64, file: &File) {
-        if self.passthrough.backs(id) {
-            file.inode().sb().fs().host_changed(file.inode());
+    /// If node `id`, whose inode is `inode`, has a handle the kernel writes to directly
+    /// (passthrough), what uvfs caches of it is old: it is read from the host again, and
+    /// true is returned.
+    fn refresh_backed(&self, id: u64, inode: &Inode) -> bool {
+        let backed = self.passthrough.backs(id);
+        if backed {
+            inode.sb().fs().host_changed(inode);
         }
+        backed
     }
 
     /// READDIR and READDIRPLUS: entries from the directory handle's offset, as many as fit
@@ -891,11 +893,9 @@ impl Server {
                             || (known_entries
                                 && typ != DT_DIR
                                 && typ != DT_UNKNOWN
-                                && self.nodes.known_fresh((dev, e.ino)).is_some_and(|id| {
-                                    // A file the kernel writes itself changes behind
-                                    // the server's back: listed with its attributes.
-                                    !self.passthrough.active() || !self.passthrough.backs(id)
-                                }));
+                                // A file the kernel writes itself changes behind the
+                                // server's back: listed with its attributes.
+                                && self.nodes.known_fresh((dev, e.ino)).is_some_and(|id| !self.passthrough.backs(id)));
                         let attr = if bare { None } else { self.lookup_in(ct, &dir, &e.name).ok() };
                         let entry = match attr {
                             Some(a) => self.entry_out(a),
