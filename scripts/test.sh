@@ -24,11 +24,12 @@ echo "== Miri: the core's unsafe primitives and the instance teardown"
 # Unit tests of rcu (borrows tied to guard and cell, the orphans' domain), seqcount
 # (unwinding writers), rhashtable, the children table (`dhash`: write-once slots read by
 # another thread while the writer rebuilds), the lock-order checker, a dentry name kept inline or
-# on the heap, a Vfs dropped while files and watches outlive it, and path cache entries
+# on the heap, a Vfs dropped while files and watches outlive it, path cache entries
 # outliving what they name (`vfs::tests::path_cache_*`: a hit reads a dentry it holds no
-# count on). Isolation off: the tables seed from getrandom.
+# count on), and the inode's slot that each type uses for its own (a union). Isolation
+# off: the tables seed from getrandom.
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly-2026-10-30 miri test -p uvfs --lib -- \
-  rcu:: seqcount:: rhashtable:: dhash:: sync:: vfs:: dentry::
+  rcu:: seqcount:: rhashtable:: dhash:: sync:: vfs:: dentry:: inode::tests::each_type
 # The children table's reader thread under several schedules: a data race there shows in
 # some seeds only (a tag loaded with acquire instead of the collector's SeqCst did).
 MIRIFLAGS="-Zmiri-disable-isolation -Zmiri-many-seeds=0..8" cargo +nightly-2026-10-30 miri test -p uvfs --lib -- \

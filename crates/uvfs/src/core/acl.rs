@@ -502,10 +502,12 @@ impl Drop for AclSlot {
 
 // ---------------------------------------------------------------- the VFS side
 
-fn slot(inode: &Inode, ty: AclType) -> &AclSlot {
+/// The inode's slot for `ty` (`None`: a default ACL of a non-directory, which is never
+/// there).
+fn slot(inode: &Inode, ty: AclType) -> Option<&AclSlot> {
     match ty {
-        AclType::Access => &inode.acl_access,
-        AclType::Default => &inode.acl_default,
+        AclType::Access => Some(&inode.acl_access),
+        AclType::Default => inode.acl_default(),
     }
 }
 
@@ -513,7 +515,9 @@ fn slot(inode: &Inode, ty: AclType) -> &AclSlot {
 /// search it, which path cache answers depend on (see `SuperBlock::names_change`).
 fn publish(inode: &Inode, ty: AclType, acl: Option<Arc<Acl>>) {
     let _change = (ty == AclType::Access && inode.is_dir()).then(|| inode.sb().names_change());
-    slot(inode, ty).set(acl, &inode.sb().rcu());
+    if let Some(slot) = slot(inode, ty) {
+        slot.set(acl, &inode.sb().rcu());
+    }
 }
 
 /// Whether the inode can carry ACLs: the filesystem supports them (`IS_POSIXACL`) and the
@@ -536,7 +540,7 @@ pub(crate) fn load_locked(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>
 
 /// `get_inode_acl`: the cached answer if there is one (no lock), else the locked load.
 pub(crate) fn get_acl(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
-    let slot = slot(inode, ty);
+    let Some(slot) = slot(inode, ty) else { return Ok(None) };
     // Most inodes: known to have none, one load (no domain reached, no guard pinned).
     if slot.known_none() {
         return Ok(None);
@@ -555,7 +559,8 @@ pub(crate) fn get_acl(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
 /// `get_inode_acl` for a caller that holds the inode lock.
 fn get_acl_locked(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
     let rcu = inode.sb().rcu();
-    let cached = slot(inode, ty).get(&rcu.pin());
+    let Some(slot) = slot(inode, ty) else { return Ok(None) };
+    let cached = slot.get(&rcu.pin());
     match cached {
         Some(c) => Ok(c),
         None => load_locked(inode, ty),

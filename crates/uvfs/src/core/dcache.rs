@@ -90,7 +90,7 @@ impl VfsInner {
             return Ok(None);
         }
         let found = sb.fs().lookup(sb, dir_inode, name)?;
-        let d = Dentry::new_cached(parent, name, found, &self.dcache_counts);
+        let d = Dentry::new_cached(parent, name, found);
         if d.needs_revalidate() {
             sb.fs().d_init(&d);
         }
@@ -211,8 +211,8 @@ impl VfsInner {
     /// Evicts unused cached dentries, oldest first, until the counts are within their
     /// limits (Linux's `prune_dcache_sb` under memory pressure). Called at the end of a
     /// locked-tier walk, which is where they are created. Unused: nothing but the
-    /// parent's map (and readdir order) holds it, so no file, cwd, mount or child (a child
-    /// holds its parent).
+    /// parent's map holds it (these instances keep no readdir order), so no file, cwd,
+    /// mount or child (a child holds its parent).
     ///
     /// Evicting a file or a negative dentry is invisible to walks: one that already read
     /// it answers what the host holds (unchanged, by hostfs's contract), one that misses
@@ -268,13 +268,14 @@ impl VfsInner {
     }
 
     /// Evicts `d` if it is unused (Linux's `__dentry_kill` of an LRU dentry): nothing but
-    /// its parent's map and readdir order holds it, it has no children, nothing is
+    /// its parent's map holds it, it has no children, nothing is
     /// mounted on it. A directory goes like a rename (under the rename lock, inside the
     /// rename sequence: a walk may stand in it). Every lock is only tried (the caller may
     /// hold any of them); false, evicting nothing, when one is busy or `d` is in use.
     fn try_evict(&self, d: &Arc<Dentry>, guard: &LocalGuard<'_>) -> bool {
-        // The map's count, the readdir order's (positive), ours.
-        let unused = if d.inode().is_some() { 3 } else { 2 };
+        // The map's count and ours: an instance whose dentries are evictable is not
+        // dcache-complete, and keeps no readdir order (see `d_insert_probed`).
+        let unused = 2;
         if Arc::strong_count(d) != unused || d.flags() & crate::core::dentry::DENTRY_MOUNTED != 0 {
             return false;
         }
@@ -369,15 +370,20 @@ impl VfsInner {
     ) {
         let dir = parent.dir().expect("parent is a directory");
         crate::core::fsnotify::d_instantiate_flags(parent, &d);
-        let pos = locked.next_pos;
-        locked.next_pos += 1;
-        d.pos.store(pos, Ordering::Relaxed);
-        if d.inode().is_some() {
-            locked.order.insert(pos, d.clone());
+        // The readdir order is kept for complete instances only: the others' listings come
+        // from their filesystem, and their dentries' `pos` is the filesystem's `d_time`.
+        let complete = parent.inode().expect("directories are positive").sb().dcache_complete();
+        if complete {
+            let pos = locked.next_pos;
+            locked.next_pos += 1;
+            d.pos().store(pos, Ordering::Relaxed);
+            if d.inode().is_some() {
+                locked.order.insert(pos, d.clone());
+            }
         }
         if let Some(old) = dir.children.insert_probed(probe, Name::new(name), d, &self.rcu) {
-            if old.inode().is_some() {
-                locked.order.remove(old.pos.load(Ordering::Relaxed));
+            if complete && old.inode().is_some() {
+                locked.order.remove(old.pos().load(Ordering::Relaxed));
             }
             old.set_flag(DENTRY_DEAD);
             // Not for a complete instance, where a name is removed before another takes
@@ -443,10 +449,11 @@ impl VfsInner {
     ) -> Option<Arc<Dentry>> {
         let dir = parent.dir().expect("parent is a directory");
         // Marked from before the map retires anything: see `SuperBlock::names_change`.
-        let _change = parent.inode().expect("directories are positive").sb().names_change();
+        let sb = parent.inode().expect("directories are positive").sb();
+        let _change = sb.names_change();
         let old = dir.children.remove_probed(probe, name, &self.rcu)?;
-        if old.inode().is_some() {
-            locked.order.remove(old.pos.load(Ordering::Relaxed));
+        if sb.dcache_complete() && old.inode().is_some() {
+            locked.order.remove(old.pos().load(Ordering::Relaxed));
         }
         Some(old)
     }

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::core::inode::Inode;
 use crate::sync::RwLock;
-use crate::sync::rcu::{ArcBorrow, LocalGuard, Rcu, RcuArc, RcuOptBox};
+use crate::sync::rcu::{ArcBorrow, LocalGuard, Rcu, RcuOptArc, RcuOptBox};
 
 /// A name in a directory: bytes, not UTF-8, at most 255 of them, in 16 bytes. A name of
 /// at most [`Name::INLINE`] bytes is kept in the value itself (Linux's `d_iname`), so
@@ -29,9 +29,9 @@ use crate::sync::rcu::{ArcBorrow, LocalGuard, Rcu, RcuArc, RcuOptBox};
 /// without a load from elsewhere; a longer one owns a heap copy.
 pub type Name = InlineName<15>;
 
-/// The name a dentry is made with: as [`Name`], in 40 bytes, so that names of up to 39
-/// bytes (nearly all) cost the dentry no allocation.
-pub(crate) type DName = InlineName<39>;
+/// The name a dentry is made with: as [`Name`], in 32 bytes, so that names of up to 31
+/// bytes (nearly all in a source tree) cost the dentry no allocation.
+pub(crate) type DName = InlineName<31>;
 
 /// A name of at most 255 bytes, the first `N` of them kept inline (`N + 1` bytes, 8-aligned,
 /// `N >= 8`), a longer one in a heap copy it owns.
@@ -47,7 +47,7 @@ pub struct InlineName<const N: usize> {
 
 // The layouts the names rely on: no padding, the pointer slot 8-aligned at offset 0.
 const _: () = assert!(std::mem::size_of::<Name>() == 16 && std::mem::align_of::<Name>() == 8);
-const _: () = assert!(std::mem::size_of::<DName>() == 40 && std::mem::align_of::<DName>() == 8);
+const _: () = assert!(std::mem::size_of::<DName>() == 32 && std::mem::align_of::<DName>() == 8);
 
 impl<const N: usize> InlineName<N> {
     /// The longest name kept inline.
@@ -156,34 +156,34 @@ pub const DENTRY_PARENT_WATCHED: u32 = 1 << 2;
 /// dentries before use ([`FileSystem::revalidates`](crate::core::superblock::FileSystem::revalidates),
 /// Linux's `DCACHE_OP_REVALIDATE`). Read with the other flags the walk loads anyway.
 pub const DENTRY_OP_REVALIDATE: u32 = 1 << 4;
+/// Flag (immutable): counted in its instance's evictable-dentry counts ([`DcacheCounts`]),
+/// which its drop decrements.
+const DENTRY_COUNTED: u32 = 1 << 5;
 
 /// A dentry. Only ever constructed as `Arc<Dentry>` (the walk relies on it). With its
-/// `Arc` counts, two cache lines (128 bytes, the allocator's class whose blocks start on a
-/// line): the first holds the counts, the name it was made with and the instance's
-/// counts it is counted in, the second what
-/// lockless lookups read and what only links, renames and revalidation write. See the
-/// layout checks at the end of this file.
+/// `Arc` counts, 96 bytes (the allocator's class of that size, whose blocks start on a
+/// line or half-way into one): the counts, the name it was made with and what only links,
+/// renames and revalidation write first, then, in the last 32 bytes (which never straddle
+/// a line at either start, nor share one with the counts), what lockless lookups read.
+/// See the layout checks at the end of this file.
 #[repr(C)]
 pub struct Dentry {
     /// Immutable: the name the dentry was made with, and its name until a rename gives it
-    /// another (`renamed`). Inline up to 39 bytes. Lookups compare names in the parent's
+    /// another (`renamed`). Inline up to 31 bytes. Lookups compare names in the parent's
     /// table, not here, so it shares the line of the `Arc`'s counts.
     iname: DName,
-    /// Immutable: the instance's evictable-dentry counts this dentry is counted in (a
-    /// dentry a lookup cached for a filesystem that is not dcache-complete), `None`
-    /// otherwise. Decremented when the dentry is freed.
-    counted: Option<Arc<DcacheCounts>>,
-    /// Read by lockless lookups; see the module docs.
-    pub(crate) hot: DentryHot,
     /// The name since the last rename (empty: `iname`). Replaced by rename under the
     /// rename lock and both directories' locks, the old one retired through the collector.
     renamed: RcuOptBox<Name>,
-    /// Position in the parent's readdir order; set under the parent's dir lock when the
-    /// dentry is linked (create, rename), as `parent` and the name are.
-    pub(crate) pos: AtomicU64,
-    /// Atomic, the filesystem's to use (Linux's `d_time`): hostfs keeps when the name was
-    /// last checked against the host, written at most once per check interval.
-    time: AtomicU64,
+    /// Atomic. In a dcache-complete instance (memfs): the position in the parent's readdir
+    /// order, set under the parent's dir lock when the dentry is linked (create, rename),
+    /// as `parent` and the name are. In any other (whose listings the filesystem makes, so
+    /// that it keeps no order): the filesystem's to use (Linux's `d_time`, [`Dentry::d_time`]):
+    /// hostfs keeps when the name was last checked against the host, written at most once
+    /// per check interval.
+    pos_or_time: AtomicU64,
+    /// Read by lockless lookups; see the module docs.
+    pub(crate) hot: DentryHot,
 }
 
 /// The lookup-read part of a dentry.
@@ -201,7 +201,7 @@ pub struct DentryHot {
     pub(crate) dir: Option<Box<Dir>>,
     /// The parent (`None` only for a filesystem root). Replaced by rename under the rename
     /// lock, the old value retired through the collector.
-    pub(crate) parent: Option<RcuArc<Dentry>>,
+    pub(crate) parent: RcuOptArc<Dentry>,
 }
 
 /// Dentries the instance may evict (cached lookups of filesystems that are not
@@ -225,7 +225,9 @@ impl DcacheCounts {
 
 impl Drop for Dentry {
     fn drop(&mut self) {
-        if let Some(c) = &self.counted {
+        if *self.hot.flags.get_mut() & DENTRY_COUNTED != 0
+            && let Some(c) = self.hot.parent.get_mut().and_then(Dentry::instance_counts)
+        {
             c.slot(self.hot.inode.is_some()).fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -259,15 +261,16 @@ pub struct DirLocked {
 }
 
 impl Dentry {
-    fn alloc(
-        inode: Option<Arc<Inode>>,
-        parent: Option<Arc<Dentry>>,
-        name: &[u8],
-        counted: Option<Arc<DcacheCounts>>,
-    ) -> Arc<Dentry> {
-        if let Some(c) = &counted {
-            c.slot(inode.is_some()).fetch_add(1, Ordering::Relaxed);
-        }
+    fn alloc(inode: Option<Arc<Inode>>, parent: Option<Arc<Dentry>>, name: &[u8], counted: bool) -> Arc<Dentry> {
+        // Counted in the counts of the parent's instance, which its drop finds the same way.
+        let counted = counted
+            && match parent.as_deref().and_then(Dentry::instance_counts) {
+                Some(c) => {
+                    c.slot(inode.is_some()).fetch_add(1, Ordering::Relaxed);
+                    true
+                }
+                None => false,
+            };
         let flags = match &parent {
             Some(p) => p.flags() & DENTRY_OP_REVALIDATE,
             None => match &inode {
@@ -284,41 +287,43 @@ impl Dentry {
         };
         Arc::new(Dentry {
             iname: DName::new(name),
-            counted,
+            renamed: RcuOptBox::empty(),
+            pos_or_time: AtomicU64::new(0),
             hot: DentryHot {
-                flags: AtomicU32::new(flags),
+                flags: AtomicU32::new(flags | if counted { DENTRY_COUNTED } else { 0 }),
                 mounts: AtomicU32::new(0),
                 inode,
                 dir,
-                parent: parent.map(RcuArc::new),
+                parent: RcuOptArc::new(parent),
             },
-            renamed: RcuOptBox::empty(),
-            pos: AtomicU64::new(0),
-            time: AtomicU64::new(0),
         })
     }
 
     /// The root dentry of a filesystem.
     pub(crate) fn new_root(inode: Arc<Inode>, rcu: &Rcu) -> Arc<Dentry> {
         let _ = rcu;
-        Dentry::alloc(Some(inode), None, b"/", None)
+        Dentry::alloc(Some(inode), None, b"/", false)
     }
 
     /// A dentry for `name` in `parent`, not yet in the parent's map.
     pub(crate) fn new_child(parent: &Arc<Dentry>, name: &[u8], inode: Option<Arc<Inode>>, rcu: &Rcu) -> Arc<Dentry> {
         let _ = rcu;
-        Dentry::alloc(inode, Some(parent.clone()), name, None)
+        Dentry::alloc(inode, Some(parent.clone()), name, false)
     }
 
     /// A dentry a lookup caches for a filesystem that is not dcache-complete: counted in
-    /// `counts`, and evictable when unused.
-    pub(crate) fn new_cached(
-        parent: &Arc<Dentry>,
-        name: &[u8],
-        inode: Option<Arc<Inode>>,
-        counts: &Arc<DcacheCounts>,
-    ) -> Arc<Dentry> {
-        Dentry::alloc(inode, Some(parent.clone()), name, Some(counts.clone()))
+    /// its instance's evictable-dentry counts ([`SuperBlock::count_inodes_in`]), and
+    /// evictable when unused.
+    ///
+    /// [`SuperBlock::count_inodes_in`]: crate::core::superblock::SuperBlock::count_inodes_in
+    pub(crate) fn new_cached(parent: &Arc<Dentry>, name: &[u8], inode: Option<Arc<Inode>>) -> Arc<Dentry> {
+        Dentry::alloc(inode, Some(parent.clone()), name, true)
+    }
+
+    /// The evictable-dentry counts of this directory's instance (set for instances that
+    /// are not dcache-complete), in which its cached children are counted.
+    fn instance_counts(&self) -> Option<&DcacheCounts> {
+        self.inode()?.sb().counts.get().map(|c| &**c)
     }
 
     /// The inode (`None`: negative).
@@ -353,7 +358,14 @@ impl Dentry {
     /// [`FileSystem::d_revalidate`](crate::core::superblock::FileSystem::d_revalidate).
     #[inline]
     pub fn d_time(&self) -> &AtomicU64 {
-        &self.time
+        debug_assert!(!self.inode().is_some_and(|i| i.sb().dcache_complete()), "d_time of a complete instance");
+        &self.pos_or_time
+    }
+
+    /// The position in the parent's readdir order (a dcache-complete instance's dentry).
+    #[inline]
+    pub(crate) fn pos(&self) -> &AtomicU64 {
+        &self.pos_or_time
     }
 
     /// Whether cached lookups of this dentry are revalidated by its filesystem.
@@ -382,8 +394,8 @@ impl Dentry {
     /// The parent, read under a guard (`self` for a root).
     #[inline]
     pub(crate) fn parent<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g Dentry {
-        match &self.hot.parent {
-            Some(p) => p.load(guard).get(),
+        match self.hot.parent.load(guard) {
+            Some(p) => p.get(),
             None => self,
         }
     }
@@ -391,12 +403,12 @@ impl Dentry {
     /// The parent as a borrow that can be counted (`None` for a root).
     #[inline]
     pub(crate) fn parent_borrow<'g>(&'g self, guard: &'g LocalGuard<'_>) -> Option<ArcBorrow<'g, Dentry>> {
-        self.hot.parent.as_ref().map(|p| p.load(guard))
+        self.hot.parent.load(guard)
     }
 
     /// The parent as a counted reference (`None` for a root).
     pub(crate) fn parent_arc(&self, guard: &LocalGuard<'_>) -> Option<Arc<Dentry>> {
-        self.hot.parent.as_ref().map(|p| p.get(guard))
+        self.hot.parent.load(guard).map(ArcBorrow::to_arc)
     }
 
     /// Whether `self` is `ancestor` or below it in their filesystem (Linux's `is_subdir`).
@@ -440,8 +452,8 @@ impl Dentry {
     /// sequence.
     pub(crate) fn set_parent_and_name(&self, parent: &Arc<Dentry>, name: &[u8], rcu: &Rcu) {
         debug_assert!(parent.dir().is_some_and(|d| d.lock.is_locked_exclusive()), "new parent not locked");
-        if let Some(p) = &self.hot.parent {
-            p.replace(parent.clone(), rcu);
+        if !self.hot.parent.is_none() {
+            self.hot.parent.replace(parent.clone(), rcu);
         }
         self.renamed.replace(Name::new(name), rcu);
     }
@@ -454,19 +466,21 @@ impl std::fmt::Debug for Dentry {
 }
 
 // Seed 004, checked at compile time: the lookup-read fields share no cache line with
-// anything written by reference counting. The `Arc`'s counts (strong, weak: 16 bytes)
-// come first in its allocation, which is 128 bytes, a block of the allocator's 128-byte
-// class, which starts on a line (mimalloc's does; `uvfs-alloc`'s tests check it). The
-// counts and the first name share the first line; the lookup-read fields start the second.
+// anything written by reference counting, nor straddle one. The `Arc`'s counts (strong,
+// weak: 16 bytes) come first in its allocation, which is 96 bytes, a block of the
+// allocator's 96-byte class, which starts on a line or half-way into one (mimalloc's do;
+// `uvfs-alloc`'s tests check it). The counts, the first name, a renamed name and the
+// position or check time fill the first 64 bytes; the lookup-read fields the last 32,
+// which lie within one line at either start, never the counts' line.
 const _: () = {
     use crate::sync::rcu::ARC_COUNTS as COUNTS;
     use std::mem::{align_of, offset_of, size_of};
     assert!(align_of::<Dentry>() == 8);
-    assert!(COUNTS + size_of::<Dentry>() == 128);
-    assert!(offset_of!(Dentry, iname) == 0 && COUNTS + offset_of!(Dentry, counted) + 8 == 64);
-    assert!(COUNTS + offset_of!(Dentry, hot) == 64);
+    assert!(size_of::<DName>() == 32 && size_of::<RcuOptBox<Name>>() == 8);
+    assert!(COUNTS + size_of::<Dentry>() == 96);
+    assert!(offset_of!(Dentry, iname) == 0);
+    assert!(COUNTS + offset_of!(Dentry, hot) == 64 && size_of::<DentryHot>() == 32);
     assert!(offset_of!(DentryHot, flags) == 0 && offset_of!(DentryHot, parent) + 8 <= size_of::<DentryHot>());
-    assert!(offset_of!(Dentry, renamed) > offset_of!(Dentry, hot));
     // The directory lock (written by every locked lookup) lives in the directory's own
     // allocation, after its map.
     assert!(offset_of!(Dir, lock) >= size_of::<ChildMap>());
@@ -500,11 +514,11 @@ mod tests {
             assert_eq!(h.hash_one(&c), h.hash_one(&b[..]), "hash of a {len}-byte name");
         }
         assert!(format!("{:?}", Name::new(b"readme.txt")).contains("readme.txt"));
-        // A dentry's own copy keeps up to 39 bytes inline, the same bytes either way.
-        for len in [0usize, 15, 16, 39, 40, 255] {
+        // A dentry's own copy keeps up to 31 bytes inline, the same bytes either way.
+        for len in [0usize, 15, 16, 31, 32, 39, 40, 255] {
             let b: Vec<u8> = (0..len).map(|i| b'A' + (i % 26) as u8).collect();
             let n = DName::new(&b);
-            assert_eq!((n.as_bytes(), n.len as usize > DName::INLINE), (&b[..], len > 39));
+            assert_eq!((n.as_bytes(), n.len as usize > DName::INLINE), (&b[..], len > 31));
             assert_eq!(n.clone().as_bytes(), &b[..]);
         }
     }

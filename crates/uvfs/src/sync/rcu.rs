@@ -281,6 +281,75 @@ impl<T> Drop for RcuArc<T> {
     }
 }
 
+/// An atomically replaceable `Arc<T>`, or none, that readers load under a guard without
+/// touching the reference count: [`RcuArc`] in 8 bytes where `Option<RcuArc<T>>` takes 16
+/// (an atomic pointer has no niche), for a dentry's parent (none: a root).
+pub(crate) struct RcuOptArc<T> {
+    /// Atomic; null, or holds one strong count of the `Arc` it points to (from
+    /// `Arc::into_raw`).
+    ptr: AtomicPtr<T>,
+    _owns: PhantomData<Option<Arc<T>>>,
+}
+
+// SAFETY: it is an `Option<Arc<T>>` with atomic replacement; `Arc<T>` is Send+Sync when T is.
+unsafe impl<T: Send + Sync> Send for RcuOptArc<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send + Sync> Sync for RcuOptArc<T> {}
+
+impl<T: Send + Sync + 'static> RcuOptArc<T> {
+    /// A cell holding `value`.
+    pub(crate) fn new(value: Option<Arc<T>>) -> RcuOptArc<T> {
+        let p = value.map_or(std::ptr::null_mut(), |v| Arc::into_raw(v).cast_mut());
+        RcuOptArc { ptr: AtomicPtr::new(p), _owns: PhantomData }
+    }
+
+    /// Whether the cell holds nothing. A cell made empty stays so (`replace` is for cells
+    /// that hold a value), so this needs no guard.
+    #[inline]
+    pub(crate) fn is_none(&self) -> bool {
+        self.ptr.load(Ordering::Relaxed).is_null()
+    }
+
+    /// The current value, if any, for as long as both `guard` and the cell are borrowed.
+    #[inline]
+    pub(crate) fn load<'g>(&'g self, guard: &'g LocalGuard<'_>) -> Option<ArcBorrow<'g, T>> {
+        let p = guard.protect(&self.ptr, Ordering::Acquire);
+        // SAFETY: a non-null pointer came from `Arc::into_raw` and its count is released
+        // only by `replace`, which retires it through the collector (so it outlives
+        // `guard`), or by the cell's drop (which the borrow of `self` excludes).
+        (!p.is_null()).then(|| unsafe { ArcBorrow::from_raw(p) })
+    }
+
+    /// The value, without a guard: `&mut self` excludes every writer (a drop's).
+    pub(crate) fn get_mut(&mut self) -> Option<&T> {
+        // SAFETY: a non-null pointer is a live `Arc`'s (the cell owns a count), and `&mut
+        // self` excludes a concurrent `replace`, the only thing that retires it.
+        unsafe { self.ptr.get_mut().cast_const().as_ref() }
+    }
+
+    /// Installs `value` in a cell that holds one; the previous one is released after
+    /// current readers leave.
+    pub(crate) fn replace(&self, value: Arc<T>, rcu: &Rcu) {
+        let old = self.ptr.swap(Arc::into_raw(value).cast_mut(), Ordering::AcqRel);
+        debug_assert!(!old.is_null(), "an empty cell given a value");
+        if !old.is_null() {
+            // SAFETY: `old` came from `Arc::into_raw` and this cell no longer publishes it;
+            // new readers cannot load it, pinned ones are waited for by the collector.
+            unsafe { rcu.collector.retire(old, reclaim_arc::<T>) };
+        }
+    }
+}
+
+impl<T> Drop for RcuOptArc<T> {
+    fn drop(&mut self) {
+        let p = *self.ptr.get_mut();
+        if !p.is_null() {
+            // SAFETY: the cell owns one count; see `RcuArc::drop` for why no reader remains.
+            drop(unsafe { Arc::from_raw(p) });
+        }
+    }
+}
+
 /// The bytes of an `Arc`'s counts (strong, weak) before its value, for a value aligned to
 /// 8 bytes or less: what the dentry's and the inode's layout checks place lines by.
 pub(crate) const ARC_COUNTS: usize = 2 * std::mem::size_of::<usize>();
