@@ -7,12 +7,13 @@
 //! complete in the cache). A directory's dentry owns the map of its children, which
 //! lockless lookups probe; every change to the map happens under the directory's lock.
 //!
-//! Layout (seed 004): with its `Arc` counts a dentry is two cache lines. The fields a
-//! lookup reads ([`DentryHot`]) start the second, beside what only links, renames and
-//! hostfs's revalidation write (the readdir position, a renamed name, `d_time`); the
-//! `Arc` counts, which every reference taken or dropped writes, are on the first, with
-//! the name the dentry was made with (lookups compare names in the parent's table). The
-//! checks at the end of this file assert it.
+//! Layout (seed 004): with its `Arc` counts a dentry is 96 bytes. The fields a lookup
+//! reads ([`DentryHot`]) are its last 32, within one cache line wherever the block
+//! starts (on a line or half-way into one) and never on the line of the `Arc` counts,
+//! which every reference taken or dropped writes; the counts share theirs with the name
+//! the dentry was made with (lookups compare names in the parent's table) and what only
+//! links, renames and hostfs's revalidation write (a renamed name, the readdir position or
+//! `d_time`). The checks at the end of this file assert it.
 
 use std::borrow::Borrow;
 use std::mem::MaybeUninit;
