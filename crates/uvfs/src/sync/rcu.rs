@@ -211,32 +211,21 @@ impl<T: std::fmt::Debug> std::fmt::Debug for ArcBorrow<'_, T> {
 }
 
 /// An atomically replaceable `Arc<T>` that readers load under a guard without touching
-/// the reference count.
-pub(crate) struct RcuArc<T> {
-    /// Atomic; holds one strong count of the `Arc` it points to (from `Arc::into_raw`).
-    ptr: AtomicPtr<T>,
-    _owns: PhantomData<Arc<T>>,
-}
-
-// SAFETY: it is an `Arc<T>` with atomic replacement; `Arc<T>` is Send+Sync when T is.
-unsafe impl<T: Send + Sync> Send for RcuArc<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send + Sync> Sync for RcuArc<T> {}
+/// the reference count: an [`RcuOptArc`] that always holds a value.
+pub(crate) struct RcuArc<T>(RcuOptArc<T>);
 
 impl<T: Send + Sync + 'static> RcuArc<T> {
     /// A cell holding `value`.
     pub(crate) fn new(value: Arc<T>) -> RcuArc<T> {
-        RcuArc { ptr: AtomicPtr::new(Arc::into_raw(value).cast_mut()), _owns: PhantomData }
+        RcuArc(RcuOptArc::new(Some(value)))
     }
 
     /// The current value, for as long as both `guard` and the cell are borrowed.
     #[inline]
     pub(crate) fn load<'g>(&'g self, guard: &'g LocalGuard<'_>) -> ArcBorrow<'g, T> {
-        let p = guard.protect(&self.ptr, Ordering::Acquire);
-        // SAFETY: the pointer came from `Arc::into_raw` and its count is released only by
-        // `replace`, which retires it through the collector (so it outlives `guard`), or by
-        // the cell's drop (which the borrow of `self` excludes).
-        unsafe { ArcBorrow::from_raw(p) }
+        // SAFETY: the cell was made with a value and `replace` only installs values, so
+        // it is never empty.
+        unsafe { self.0.load(guard).unwrap_unchecked() }
     }
 
     /// Takes a counted reference to the current value.
@@ -246,10 +235,7 @@ impl<T: Send + Sync + 'static> RcuArc<T> {
 
     /// Installs `value`; the previous one is released after current readers leave.
     pub(crate) fn replace(&self, value: Arc<T>, rcu: &Rcu) {
-        let old = self.ptr.swap(Arc::into_raw(value).cast_mut(), Ordering::AcqRel);
-        // SAFETY: `old` came from `Arc::into_raw` and this cell no longer publishes it; new
-        // readers cannot load it, pinned ones are waited for by the collector.
-        unsafe { rcu.collector.retire(old, reclaim_arc::<T>) };
+        self.0.replace(value, rcu)
     }
 }
 
@@ -273,17 +259,10 @@ unsafe fn reclaim_box<T>(ptr: *mut T, _: &seize::Collector) {
     crate::sync::in_reclaim_context(|| drop(unsafe { Box::from_raw(ptr) }));
 }
 
-impl<T> Drop for RcuArc<T> {
-    fn drop(&mut self) {
-        // SAFETY: the cell owns one count. The owner of the cell is being dropped, which by
-        // the reclamation rule means no pinned reader can still reach it through us.
-        drop(unsafe { Arc::from_raw(*self.ptr.get_mut()) });
-    }
-}
-
 /// An atomically replaceable `Arc<T>`, or none, that readers load under a guard without
-/// touching the reference count: [`RcuArc`] in 8 bytes where `Option<RcuArc<T>>` takes 16
-/// (an atomic pointer has no niche), for a dentry's parent (none: a root).
+/// touching the reference count: 8 bytes where an `Option` of a cell that always holds
+/// one ([`RcuArc`]) would take 16 (an atomic pointer has no niche); for a dentry's parent
+/// (none: a root).
 pub(crate) struct RcuOptArc<T> {
     /// Atomic; null, or holds one strong count of the `Arc` it points to (from
     /// `Arc::into_raw`).
@@ -344,7 +323,9 @@ impl<T> Drop for RcuOptArc<T> {
     fn drop(&mut self) {
         let p = *self.ptr.get_mut();
         if !p.is_null() {
-            // SAFETY: the cell owns one count; see `RcuArc::drop` for why no reader remains.
+            // SAFETY: the cell owns one count. The owner of the cell is being dropped,
+            // which by the reclamation rule means no pinned reader can still reach it
+            // through us.
             drop(unsafe { Arc::from_raw(p) });
         }
     }
@@ -435,7 +416,7 @@ impl<T> Drop for RcuOptBox<T> {
     fn drop(&mut self) {
         let p = *self.ptr.get_mut();
         if !p.is_null() {
-            // SAFETY: the cell owns the box; see `RcuArc::drop` for why no reader remains.
+            // SAFETY: the cell owns the box; see `RcuOptArc::drop` for why no reader remains.
             drop(unsafe { Box::from_raw(p) });
         }
     }
