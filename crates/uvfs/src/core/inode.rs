@@ -133,6 +133,11 @@ const TYPES: [FileType; 16] = {
     t
 };
 
+/// The type bits of a directory and of a symlink, the types `ByType` keeps no device
+/// number for.
+const S_IFDIR: u32 = FileType::Directory.mode_bits();
+const S_IFLNK: u32 = FileType::Symlink.mode_bits();
+
 /// `Inode::btime` of an inode whose filesystem gave none.
 const NO_BTIME: i64 = i64::MIN;
 
@@ -482,7 +487,7 @@ impl Inode {
     /// Whether it is a directory.
     #[inline]
     pub fn is_dir(&self) -> bool {
-        self.mode.load(Ordering::Relaxed) & S_IFMT == FileType::Directory.mode_bits()
+        self.mode.load(Ordering::Relaxed) & S_IFMT == S_IFDIR
     }
 
     /// The filesystem instance.
@@ -493,8 +498,14 @@ impl Inode {
 
     /// Device number of a device node (0 for any other type).
     pub fn rdev(&self) -> u64 {
-        match self.file_type() {
-            FileType::Directory | FileType::Symlink => 0,
+        self.rdev_of(self.mode.load(Ordering::Relaxed))
+    }
+
+    /// [`Inode::rdev`] by the mode a caller already read (the type bits never change).
+    #[inline]
+    fn rdev_of(&self, mode: u32) -> u64 {
+        match mode & S_IFMT {
+            S_IFDIR | S_IFLNK => 0,
             // SAFETY: every other type's `by_type` holds a device number (`make`).
             _ => unsafe { self.by_type.rdev },
         }
@@ -618,7 +629,7 @@ impl Inode {
             nlink: a.nlink,
             uid: a.uid,
             gid: a.gid,
-            rdev: self.rdev(),
+            rdev: self.rdev_of(a.mode),
             size: a.size,
             blksize: 4096,
             blocks: a.blocks,
@@ -735,7 +746,7 @@ impl Inode {
     #[inline]
     pub fn cached_link(&self) -> Option<&[u8]> {
         // SAFETY: a symlink's `by_type` holds its body's cell (`make`).
-        (self.file_type() == FileType::Symlink)
+        (self.mode.load(Ordering::Relaxed) & S_IFMT == S_IFLNK)
             .then(|| unsafe { &*self.by_type.link })
             .and_then(|l| l.get())
             .map(|b| &b[..])
