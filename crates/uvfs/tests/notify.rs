@@ -427,14 +427,57 @@ fn unwatched_io_takes_no_notify_lock() {
     t.inotify_add_watch(&ino, b"/watched", EventMask::ALL_EVENTS).unwrap();
     assert_eq!(run(), 0, "one watcher on an unrelated directory");
     assert_eq!(ino.read_events(10, None), Err(Errno::EAGAIN));
-    // The general path (switch off) does take them.
+    // The general path (switch off) sends every write to the dispatcher, which reads the
+    // mount's and the filesystem's marks without a lock (Linux walks them under SRCU):
+    // none where nothing is marked; a write that a mark hears is queued under its group's
+    // lock, which the counter counts.
     let vfs = Vfs::new(VfsConfig { fast_paths: FastPaths::all() - FastPaths::NOTIFY, ..Default::default() });
     let t = vfs.root_task();
     let fd = t.open(b"/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
     let before = uvfs::counters().notify_locks;
     t.pwrite(fd, b"x", 0).unwrap();
-    assert!(uvfs::counters().notify_locks > before);
+    assert_eq!(uvfs::counters().notify_locks - before, 0, "no mark anywhere");
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    t.fanotify_mark(&ino, uvfs::MarkKind::Filesystem, b"/", EventMask::MODIFY).unwrap();
+    let before = uvfs::counters().notify_locks;
+    t.pwrite(fd, b"x", 0).unwrap();
+    assert!(uvfs::counters().notify_locks > before, "a heard write is queued under the group's lock");
+    assert_eq!(ino.read_events(10, None).unwrap().len(), 1);
     let _ = Fd(0);
+}
+
+/// A FUSE server's filesystem-wide mark, muted on the threads that make the kernel's
+/// changes (`uvfs-fuse`'s invalidation watch): each of those changes reaches the mark and
+/// is dropped there, without a lock (the marks are read under the walk's guard, not copied
+/// under their list's lock).
+#[test]
+fn a_muted_filesystem_mark_costs_no_lock() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o755).unwrap();
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    let all = EventMask::CREATE | EventMask::DELETE | EventMask::MODIFY | EventMask::ATTRIB | EventMask::MOVE;
+    t.fanotify_mark(&ino, uvfs::MarkKind::Filesystem, b"/", all).unwrap();
+    t.fanotify_mark(&ino, uvfs::MarkKind::Mount, b"/", all).unwrap();
+    {
+        let _mute = ino.mute_this_thread();
+        let before = uvfs::counters().notify_locks;
+        for i in 0..50 {
+            let name = format!("/d/f{i}");
+            let fd = t.open(name.as_bytes(), OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+            t.pwrite(fd, b"x", 0).unwrap();
+            t.fchmod(fd, 0o600).unwrap();
+            t.close(fd).unwrap();
+            t.rename(name.as_bytes(), format!("/d/g{i}").as_bytes()).unwrap();
+            t.unlink(format!("/d/g{i}").as_bytes()).unwrap();
+        }
+        assert_eq!(uvfs::counters().notify_locks - before, 0);
+    }
+    assert_eq!(ino.read_events(10, None), Err(Errno::EAGAIN), "muted: nothing queued");
+    // Unmuted, the same changes are heard, through both marks.
+    let fd = t.open(b"/d/loud", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    t.close(fd).unwrap();
+    assert_eq!(ino.read_events(10, None).unwrap().len(), 2);
 }
 
 /// `fsnotify_sb_delete`: unmounting a filesystem sends IN_UNMOUNT, then IN_IGNORED, to the
