@@ -127,24 +127,23 @@ impl Mark {
 /// its mask inline and its list behind a pointer, made by its first mark (`Inode::add_mark`).
 pub(crate) struct Marks {
     /// Atomic: union of the event bits of the marks (read by the fast path); recomputed
-    /// under `list`'s lock.
+    /// under `changing`.
     mask: AtomicU32,
-    /// The marks. A notify lock, taken by changes of the list only.
-    list: NotifyMutex<Vec<Arc<Mark>>>,
-    /// RCU: a copy of `list`, published under its lock at each change, that events read
-    /// under their guard: no lock, count or copy per event (Linux walks a connector's
-    /// marks under SRCU). A FUSE server's filesystem-wide mark sees every change it makes
-    /// (and ignores it, muted): a locked copy of the list was a tenth of its work per
-    /// file of an untar.
-    published: RcuOptArc<Vec<Arc<Mark>>>,
+    /// Serializes changes of the list. A notify lock, taken by changes only.
+    changing: NotifyMutex<()>,
+    /// RCU: the marks, replaced whole under `changing`; events read them under their
+    /// guard, with no lock, count or copy (Linux walks a connector's marks under SRCU). A
+    /// FUSE server's filesystem-wide mark sees every change it makes (and drops it,
+    /// muted): a locked copy of the list was a tenth of its work per file of an untar.
+    list: RcuOptArc<Vec<Arc<Mark>>>,
 }
 
 impl Default for Marks {
     fn default() -> Self {
         Marks {
             mask: AtomicU32::new(0),
-            list: NotifyMutex::default(),
-            published: RcuOptArc::new(Some(Arc::new(Vec::new()))),
+            changing: NotifyMutex::default(),
+            list: RcuOptArc::new(Some(Arc::new(Vec::new()))),
         }
     }
 }
@@ -156,33 +155,35 @@ impl Marks {
         EventMask::from_bits_retain(self.mask.load(Ordering::Relaxed))
     }
 
-    /// Adds `m`; `rcu` is the object's reclamation domain (the replaced copy waits for
-    /// its readers there).
+    /// Adds `m`; `rcu` is the object's reclamation domain (the list replaced waits for its
+    /// readers there).
     pub(crate) fn add(&self, m: Arc<Mark>, rcu: &Rcu) {
-        let mut l = self.list.lock();
-        l.push(m);
-        self.changed(&l, rcu);
+        self.change(rcu, |l| l.push(m));
     }
 
     /// Removes `m`; whether it was there.
     pub(crate) fn remove(&self, m: &Arc<Mark>, rcu: &Rcu) -> bool {
-        let mut l = self.list.lock();
-        let before = l.len();
-        l.retain(|x| !Arc::ptr_eq(x, m));
-        self.changed(&l, rcu);
-        l.len() != before
+        self.change(rcu, |l| {
+            let before = l.len();
+            l.retain(|x| !Arc::ptr_eq(x, m));
+            l.len() != before
+        })
     }
 
-    /// The list changed (its lock held): the mask and the readers' copy follow it.
-    fn changed(&self, l: &[Arc<Mark>], rcu: &Rcu) {
-        self.mask.store(union_of(l).bits(), Ordering::Relaxed);
-        self.published.replace(Arc::new(l.to_vec()), rcu);
+    /// Replaces the list with a copy that `f` changed, and the mask with its union.
+    fn change<R>(&self, rcu: &Rcu, f: impl FnOnce(&mut Vec<Arc<Mark>>) -> R) -> R {
+        let _changing = self.changing.lock();
+        let mut l = self.read(&rcu.pin()).to_vec();
+        let r = f(&mut l);
+        self.mask.store(union_of(&l).bits(), Ordering::Relaxed);
+        self.list.replace(Arc::new(l), rcu);
+        r
     }
 
     /// The marks, as of the last change published before `guard` read them.
     #[inline]
     fn read<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g [Arc<Mark>] {
-        self.published.load(guard).map_or(&[], |l| l.get().as_slice())
+        self.list.load(guard).map_or(&[], |l| l.get().as_slice())
     }
 }
 
