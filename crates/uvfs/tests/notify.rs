@@ -446,6 +446,23 @@ fn unwatched_io_takes_no_notify_lock() {
     let _ = Fd(0);
 }
 
+/// An event a directory's watch hears takes one notify lock: its group's, to queue it.
+/// The marks are read under the event's guard, not copied under a lock of their own.
+#[test]
+fn a_heard_event_takes_only_its_groups_lock() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o755).unwrap();
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    t.inotify_add_watch(&ino, b"/d", EventMask::CREATE).unwrap();
+    let before = uvfs::counters().notify_locks;
+    for i in 0..20 {
+        t.mknodat(uvfs::DirFd::Cwd, format!("/d/f{i}").as_bytes(), 0o100644, 0).unwrap();
+    }
+    assert_eq!(uvfs::counters().notify_locks - before, 20);
+    assert_eq!(ino.read_events(100, None).unwrap().len(), 20);
+}
+
 /// A FUSE server's filesystem-wide mark, muted on the threads that make the kernel's
 /// changes (`uvfs-fuse`'s invalidation watch): each of those changes reaches the mark and
 /// is dropped there, without a lock (the marks are read under the walk's guard, not copied

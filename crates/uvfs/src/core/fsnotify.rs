@@ -123,28 +123,26 @@ impl Mark {
     }
 }
 
-/// The marks on a mount or a filesystem (Linux's `fsnotify_mark_connector`); an inode keeps
-/// its mask inline and its list behind a pointer, made by its first mark (`Inode::add_mark`).
+/// The marks on an object (Linux's `fsnotify_mark_connector`): a mount's and a
+/// filesystem's inline, an inode's behind its extras pointer, made by its first mark
+/// (`Inode::add_mark`), whose union the inode also keeps inline for the fast path.
 pub(crate) struct Marks {
     /// Atomic: union of the event bits of the marks (read by the fast path); recomputed
     /// under `changing`.
     mask: AtomicU32,
     /// Serializes changes of the list. A notify lock, taken by changes only.
     changing: NotifyMutex<()>,
-    /// RCU: the marks, replaced whole under `changing`; events read them under their
-    /// guard, with no lock, count or copy (Linux walks a connector's marks under SRCU). A
-    /// FUSE server's filesystem-wide mark sees every change it makes (and drops it,
-    /// muted): a locked copy of the list was a tenth of its work per file of an untar.
+    /// RCU: the marks (none before the first), replaced whole under `changing`; events
+    /// read them under their guard, with no lock, count or copy (Linux walks a
+    /// connector's marks under SRCU). A FUSE server's filesystem-wide mark sees every
+    /// change it makes (and drops it, muted): a locked copy of the list was a tenth of
+    /// its work per file of an untar.
     list: RcuOptArc<Vec<Arc<Mark>>>,
 }
 
 impl Default for Marks {
     fn default() -> Self {
-        Marks {
-            mask: AtomicU32::new(0),
-            changing: NotifyMutex::default(),
-            list: RcuOptArc::new(Some(Arc::new(Vec::new()))),
-        }
+        Marks { mask: AtomicU32::new(0), changing: NotifyMutex::default(), list: RcuOptArc::new(None) }
     }
 }
 
@@ -156,33 +154,48 @@ impl Marks {
     }
 
     /// Adds `m`; `rcu` is the object's reclamation domain (the list replaced waits for its
-    /// readers there).
-    pub(crate) fn add(&self, m: Arc<Mark>, rcu: &Rcu) {
-        self.change(rcu, |l| l.push(m));
+    /// readers there). `also`: a copy of the union kept elsewhere (an inode's), updated
+    /// under the same lock.
+    pub(crate) fn add(&self, m: Arc<Mark>, rcu: &Rcu, also: Option<&AtomicU32>) {
+        self.change(rcu, also, |l| l.push(m));
     }
 
     /// Removes `m`; whether it was there.
-    pub(crate) fn remove(&self, m: &Arc<Mark>, rcu: &Rcu) -> bool {
-        self.change(rcu, |l| {
+    pub(crate) fn remove(&self, m: &Arc<Mark>, rcu: &Rcu, also: Option<&AtomicU32>) -> bool {
+        self.change(rcu, also, |l| {
             let before = l.len();
             l.retain(|x| !Arc::ptr_eq(x, m));
             l.len() != before
         })
     }
 
-    /// Replaces the list with a copy that `f` changed, and the mask with its union.
-    fn change<R>(&self, rcu: &Rcu, f: impl FnOnce(&mut Vec<Arc<Mark>>) -> R) -> R {
+    /// Recomputes the union after a mark's own mask changed.
+    pub(crate) fn recalc(&self, rcu: &Rcu, also: Option<&AtomicU32>) {
+        let _changing = self.changing.lock();
+        self.set_mask(self.read(&rcu.pin()), also);
+    }
+
+    /// Replaces the list with a copy that `f` changed, and the union with its own.
+    fn change<R>(&self, rcu: &Rcu, also: Option<&AtomicU32>, f: impl FnOnce(&mut Vec<Arc<Mark>>) -> R) -> R {
         let _changing = self.changing.lock();
         let mut l = self.read(&rcu.pin()).to_vec();
         let r = f(&mut l);
-        self.mask.store(union_of(&l).bits(), Ordering::Relaxed);
-        self.list.replace(Arc::new(l), rcu);
+        self.set_mask(&l, also);
+        self.list.store(Arc::new(l), rcu);
         r
+    }
+
+    fn set_mask(&self, l: &[Arc<Mark>], also: Option<&AtomicU32>) {
+        let u = union_of(l).bits();
+        self.mask.store(u, Ordering::Relaxed);
+        if let Some(a) = also {
+            a.store(u, Ordering::Relaxed);
+        }
     }
 
     /// The marks, as of the last change published before `guard` read them.
     #[inline]
-    fn read<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g [Arc<Mark>] {
+    pub(crate) fn read<'g>(&'g self, guard: &'g LocalGuard<'_>) -> &'g [Arc<Mark>] {
         self.list.load(guard).map_or(&[], |l| l.get().as_slice())
     }
 }
@@ -353,9 +366,9 @@ fn dispatch(ev: &Event<'_>, fast: FastPaths, guard: &LocalGuard<'_>) {
     let bits = ev.mask & EventMask::EVENTS;
     if let Some((dir, name)) = ev.dir {
         // A namespace event: reported to the directory's watches with the name.
-        for m in dir.marks_snapshot() {
+        for m in dir.marks(guard) {
             // IN_EXCL_UNLINK concerns events on unlinked children, not the namespace events.
-            m.group.deliver(&m, ev.mask, ev.cookie, Some(name), bits, false);
+            m.group.deliver(m, ev.mask, ev.cookie, Some(name), bits, false);
         }
     } else {
         if let Some(d) = ev.dentry
@@ -363,8 +376,8 @@ fn dispatch(ev: &Event<'_>, fast: FastPaths, guard: &LocalGuard<'_>) {
         {
             report_to_parent(ev, d, bits, guard);
         }
-        for m in ev.inode.marks_snapshot() {
-            m.group.deliver(&m, ev.mask, ev.cookie, None, bits, false);
+        for m in ev.inode.marks(guard) {
+            m.group.deliver(m, ev.mask, ev.cookie, None, bits, false);
         }
     }
     if let Some(mnt) = ev.mnt {
@@ -381,14 +394,14 @@ fn dispatch(ev: &Event<'_>, fast: FastPaths, guard: &LocalGuard<'_>) {
 fn report_to_parent(ev: &Event<'_>, d: &Dentry, bits: EventMask, guard: &LocalGuard<'_>) {
     let parent = d.parent(guard);
     let Some(pi) = parent.inode().filter(|_| !std::ptr::eq(parent, d)) else { return };
-    let marks = pi.marks_snapshot();
+    let marks = pi.marks(guard);
     if marks.is_empty() || !pi.mark_mask().intersects(EventMask::CHILD_EVENTS) {
         // Nobody there wants child events any more: clear lazily, as Linux.
         d.clear_parent_watched();
     }
     let unlinked = d.is_dead();
     for m in marks {
-        m.group.deliver(&m, ev.mask, 0, Some(d.name(guard)), bits & EventMask::CHILD_EVENTS, unlinked);
+        m.group.deliver(m, ev.mask, 0, Some(d.name(guard)), bits & EventMask::CHILD_EVENTS, unlinked);
     }
 }
 

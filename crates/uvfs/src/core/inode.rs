@@ -24,7 +24,7 @@ use crate::abi::stat::Ino;
 use crate::abi::stat::{FileType, S_IFMT, Stat};
 use crate::core::acl::posix_acl_create;
 use crate::core::acl::{AclInit, AclSlot};
-use crate::core::fsnotify::{EventMask, Mark, union_of};
+use crate::core::fsnotify::{EventMask, Mark};
 use crate::core::permission::init_owner;
 use crate::core::superblock::CreateArgs;
 use crate::core::superblock::SuperBlock;
@@ -78,8 +78,8 @@ pub struct Inode {
     /// under `lock` ([`Inode::set_attr_flags`]).
     iflags: AtomicU32,
     /// Atomic: the union of the event bits of the inode's inotify marks (Linux's
-    /// `i_fsnotify_mask`), read by the notify fast path; recomputed under the marks'
-    /// lock (`InodeExtra::marks`).
+    /// `i_fsnotify_mask`), read by the notify fast path; recomputed under the lock that
+    /// serializes changes of the marks (`InodeExtra::marks`).
     mark_mask: AtomicU32,
     /// The access ACL slot (atomic; filled under `lock`). See [`crate::core::acl`].
     pub(crate) acl_access: AclSlot,
@@ -270,8 +270,8 @@ fn fine_time() -> Timespec {
 /// pointers of the inode (`i_fsnotify_marks`, `i_flctx`).
 #[derive(Default)]
 struct InodeExtra {
-    /// The inotify marks on the inode (a notify lock); their union is `Inode::mark_mask`.
-    marks: crate::core::fsnotify::NotifyMutex<Vec<Arc<Mark>>>,
+    /// The inotify marks on the inode; their union is also kept in `Inode::mark_mask`.
+    marks: crate::core::fsnotify::Marks,
     /// Set once, by the first lock taken on the inode (Linux's `i_flctx`): its file locks.
     flctx: OnceLock<Box<crate::core::locks::FileLockContext>>,
 }
@@ -705,33 +705,33 @@ impl Inode {
         EventMask::from_bits_retain(self.mark_mask.load(Ordering::Relaxed))
     }
 
-    /// A copy of the inode's marks: empty, without a lock, for an inode never watched.
+    /// The inode's marks, read under `guard` (no lock, no copy): none, with one load, for
+    /// an inode never watched.
+    #[inline]
+    pub(crate) fn marks<'g>(&'g self, guard: &'g crate::sync::rcu::LocalGuard<'_>) -> &'g [Arc<Mark>] {
+        self.extra.get().map_or(&[], |e| e.marks.read(guard))
+    }
+
+    /// A copy of the inode's marks, for a caller that removes them as it goes.
     pub(crate) fn marks_snapshot(&self) -> Vec<Arc<Mark>> {
-        self.extra.get().map(|e| e.marks.lock().clone()).unwrap_or_default()
+        self.marks(&self.sb().rcu().pin()).to_vec()
     }
 
     /// Adds an inotify mark.
     pub(crate) fn add_mark(&self, m: Arc<Mark>) {
-        let mut l = self.extra.get_or_init(Box::default).marks.lock();
-        l.push(m);
-        self.mark_mask.store(union_of(&l).bits(), Ordering::Relaxed);
+        self.extra.get_or_init(Box::default).marks.add(m, &self.sb().rcu(), Some(&self.mark_mask));
     }
 
     /// Removes an inotify mark; whether it was there.
     pub(crate) fn remove_mark(&self, m: &Arc<Mark>) -> bool {
         let Some(e) = self.extra.get() else { return false };
-        let mut l = e.marks.lock();
-        let before = l.len();
-        l.retain(|x| !Arc::ptr_eq(x, m));
-        self.mark_mask.store(union_of(&l).bits(), Ordering::Relaxed);
-        l.len() != before
+        e.marks.remove(m, &self.sb().rcu(), Some(&self.mark_mask))
     }
 
     /// Recomputes the mask after a mark's own mask changed.
     pub(crate) fn recalc_marks(&self) {
         if let Some(e) = self.extra.get() {
-            let l = e.marks.lock();
-            self.mark_mask.store(union_of(&l).bits(), Ordering::Relaxed);
+            e.marks.recalc(&self.sb().rcu(), Some(&self.mark_mask));
         }
     }
 

@@ -275,11 +275,11 @@ pub(crate) fn unhook(m: &Arc<Mark>) {
             i.sb().clone()
         }
         MarkTarget::Mount(mnt) => {
-            mnt.marks.remove(m, &mnt.sb().rcu());
+            mnt.marks.remove(m, &mnt.sb().rcu(), None);
             mnt.sb().clone()
         }
         MarkTarget::Filesystem(sb) => {
-            sb.notify.marks.remove(m, &sb.rcu());
+            sb.notify.marks.remove(m, &sb.rcu(), None);
             sb.clone()
         }
     };

@@ -282,8 +282,8 @@ impl<T: Send + Sync + 'static> RcuOptArc<T> {
         RcuOptArc { ptr: AtomicPtr::new(p), _owns: PhantomData }
     }
 
-    /// Whether the cell holds nothing. A cell made empty stays so (`replace` is for cells
-    /// that hold a value), so this needs no guard.
+    /// Whether the cell holds nothing. Nothing empties a cell (`replace` is for cells that
+    /// hold a value), so a cell that holds one keeps holding one, and this needs no guard.
     #[inline]
     pub(crate) fn is_none(&self) -> bool {
         self.ptr.load(Ordering::Relaxed).is_null()
@@ -309,8 +309,14 @@ impl<T: Send + Sync + 'static> RcuOptArc<T> {
     /// Installs `value` in a cell that holds one; the previous one is released after
     /// current readers leave.
     pub(crate) fn replace(&self, value: Arc<T>, rcu: &Rcu) {
+        debug_assert!(!self.is_none(), "an empty cell given a value");
+        self.store(value, rcu);
+    }
+
+    /// Installs `value`, also in an empty cell (which `is_none` then no longer says); the
+    /// previous one, if any, is released after current readers leave.
+    pub(crate) fn store(&self, value: Arc<T>, rcu: &Rcu) {
         let old = self.ptr.swap(Arc::into_raw(value).cast_mut(), Ordering::AcqRel);
-        debug_assert!(!old.is_null(), "an empty cell given a value");
         if !old.is_null() {
             // SAFETY: `old` came from `Arc::into_raw` and this cell no longer publishes it;
             // new readers cannot load it, pinned ones are waited for by the collector.

@@ -124,8 +124,8 @@ impl Task {
         let sb = p.mnt.sb();
         sb.notify.watched.fetch_add(1, Ordering::Relaxed);
         match kind {
-            MarkKind::Mount => p.mnt.marks.add(m, &sb.rcu()),
-            MarkKind::Filesystem => sb.notify.marks.add(m, &sb.rcu()),
+            MarkKind::Mount => p.mnt.marks.add(m, &sb.rcu(), None),
+            MarkKind::Filesystem => sb.notify.marks.add(m, &sb.rcu(), None),
         }
         Ok(wd)
     }
