@@ -40,8 +40,7 @@
 //! locks (parent before child, a rename's two parents ancestor first) -> a file's data
 //! (memfs pages) -> inode lock -> a filesystem's per-inode metadata (memfs xattrs and
 //! ACLs; the inode cache's insert lock) -> an inotify group -> the mark lists of what it
-//! watches (taken to change them; events read a mount's and a filesystem's lists without
-//! it). An inode's lock context (file locks) is taken by the lock calls and by
+//! watches (taken to change them; events read the lists without it). An inode's lock context (file locks) is taken by the lock calls and by
 //! close holding nothing else, and under it the global wait-for edges of waiting POSIX
 //! requests. The fd table lock, a task's `fs_lock`, hostfs's name of a file and a lock
 //! interrupt's slot, the table of open fifos, a pipe's buffer and memfs's free pages of
@@ -83,10 +82,10 @@
 //!   allocates.
 //! - **Nobody watches** (seed 000): `core/fsnotify.rs`. A write, open or close checks the
 //!   filesystem's watched-object count, then the dentry's parent-watched flag, then the
-//!   mark masks, and stops at the first zero: no lock, no call, no allocation. An event a
-//!   mount's or filesystem's mark may want reads their marks under its guard (an RCU copy
-//!   of each list), so a mark that drops it (a FUSE server's, muted on its request
-//!   threads) costs no lock either.
+//!   mark masks, and stops at the first zero: no lock, no call, no allocation. An event that
+//!   passes reads the marks of its inode, mount and filesystem under its guard (an RCU
+//!   list each), so a mark that drops it (a FUSE server's, muted on its request threads)
+//!   costs no lock either; one that queues it takes its group's.
 //! - **Nobody flags** (no switch: nothing to fall back to): the immutable and append-only
 //!   flags (`chattr`) live in the inode's `iflags`, so every check Linux makes of them is
 //!   one atomic load, and a lookup (which asks `MAY_EXEC` only) makes none.

@@ -9,8 +9,10 @@
 //! [`DENTRY_PARENT_WATCHED`] flag answers for the parent, then the inode's, mount's and
 //! filesystem's mark masks for themselves; the first zero ends the check. No lock, no
 //! call, no allocation until a mark really wants the event. [`FastPaths::NOTIFY`] off
-//! sends every event to the dispatcher, which takes the notify locks and walks the
-//! marks (the general path, which exists anyway).
+//! sends every event to the dispatcher, which walks the marks (the general path, which
+//! exists anyway). Either way the marks are read under the event's guard, each object's
+//! list published whole at every change ([`Marks`]), and a lock is taken only to queue
+//! an event for a group that wants it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
