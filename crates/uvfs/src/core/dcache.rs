@@ -107,18 +107,20 @@ impl VfsInner {
     /// stands and nothing is looked up again under the lock. Also returns a probe for the
     /// change that follows ([`VfsInner::d_add_probed`], [`VfsInner::d_remove_probed`]):
     /// `probe`, or the one this lookup took. Any other filesystem: `lookup_excl`, no probe.
+    /// The parent is borrowed: only the other instances' lookup, which may cache a new
+    /// dentry under it, takes a count on it.
     pub(crate) fn lookup_excl_probed(
         &self,
         sb: &Arc<SuperBlock>,
-        parent: &Arc<Dentry>,
+        parent: ArcBorrow<'_, Dentry>,
         locked: &mut DirLocked,
         name: &[u8],
         probe: Option<Probe>,
         guard: &LocalGuard<'_>,
     ) -> Result<(Option<Arc<Dentry>>, Option<Probe>)> {
-        let dir = parent.dir().ok_or(Errno::ENOTDIR)?;
+        let dir = parent.get().dir().ok_or(Errno::ENOTDIR)?;
         if !sb.dcache_complete() {
-            return Ok((self.lookup_excl(sb, parent, locked, name, guard)?, None));
+            return Ok((self.lookup_excl(sb, &parent.to_arc(), locked, name, guard)?, None));
         }
         parent.inode().ok_or(Errno::ENOENT)?;
         // A complete instance's dentries need no revalidation, and a miss is certain.
@@ -324,7 +326,7 @@ impl VfsInner {
         inode: Arc<Inode>,
         guard: &LocalGuard<'_>,
     ) -> Arc<Dentry> {
-        self.d_add_probed(parent, locked, name, inode, None, guard)
+        self.d_add_probed(ArcBorrow::from_arc(parent), locked, name, inode, None, guard)
     }
 
     /// [`VfsInner::d_add`] of the name `probe` was taken for (a miss, by
@@ -332,7 +334,7 @@ impl VfsInner {
     /// room, with no lookup of its own, if the table has not changed since.
     pub(crate) fn d_add_probed(
         &self,
-        parent: &Arc<Dentry>,
+        parent: ArcBorrow<'_, Dentry>,
         locked: &mut DirLocked,
         name: &[u8],
         inode: Arc<Inode>,
@@ -343,7 +345,7 @@ impl VfsInner {
         if d.needs_revalidate() {
             d.inode().expect("positive").sb().fs().d_init(&d);
         }
-        self.d_insert_probed(parent, locked, name, d.clone(), probe, guard);
+        self.d_insert_probed(parent.get(), locked, name, d.clone(), probe, guard);
         d
     }
 

@@ -307,9 +307,14 @@ impl Dentry {
     }
 
     /// A dentry for `name` in `parent`, not yet in the parent's map.
-    pub(crate) fn new_child(parent: &Arc<Dentry>, name: &[u8], inode: Option<Arc<Inode>>, rcu: &Rcu) -> Arc<Dentry> {
+    pub(crate) fn new_child(
+        parent: ArcBorrow<'_, Dentry>,
+        name: &[u8],
+        inode: Option<Arc<Inode>>,
+        rcu: &Rcu,
+    ) -> Arc<Dentry> {
         let _ = rcu;
-        Dentry::alloc(inode, Some(parent.clone()), name, false)
+        Dentry::alloc(inode, Some(parent.to_arc()), name, false)
     }
 
     /// A dentry a lookup caches for a filesystem that is not dcache-complete: counted in

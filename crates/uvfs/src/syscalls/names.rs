@@ -28,7 +28,7 @@ use crate::core::permission::{
 };
 use crate::core::superblock::SuperBlock;
 use crate::core::superblock::{CreateArgs, RenameReq};
-use crate::sync::rcu::LocalGuard;
+use crate::sync::rcu::{ArcBorrow, LocalGuard};
 use crate::task::Task;
 use crate::walk::namei::{LastName, LastType, LookupFlags, Outcome, check_path};
 
@@ -88,8 +88,14 @@ impl Task {
         let want_write = p.parent.mnt.want_write();
         let mut locked = dir.lock.write();
         // The miss's probe places the new name without a second lookup.
-        let (found, probe) =
-            vfs.lookup_excl_probed(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, None, &guard)?;
+        let (found, probe) = vfs.lookup_excl_probed(
+            &p.parent.mnt.sb,
+            ArcBorrow::from_arc(&p.parent.dentry),
+            &mut locked,
+            name,
+            None,
+            &guard,
+        )?;
         if found.is_some() {
             return Err(Errno::EEXIST);
         }
@@ -103,7 +109,7 @@ impl Task {
         check(&p.parent, &guard)?;
         may_create_in(creds, dir_inode, vfs.fast, &guard)?;
         let inode = make(&p.parent, name, &guard)?;
-        vfs.d_add_probed(&p.parent.dentry, &mut locked, name, inode.clone(), probe, &guard);
+        vfs.d_add_probed(ArcBorrow::from_arc(&p.parent.dentry), &mut locked, name, inode.clone(), probe, &guard);
         fsnotify::notify_name(vfs.fast, p.parent.pos(), name, &inode, EventMask::CREATE, 0, &guard);
         Ok(())
     }
@@ -268,42 +274,51 @@ impl Task {
         if flags.contains(AtFlags::REMOVEDIR) {
             return self.rmdir_at(dirfd, path);
         }
-        let p = self.parent_of(dirfd, path)?;
-        if p.last != LastType::Normal {
-            return Err(Errno::EISDIR);
-        }
-        p.parent.mnt.want_write()?;
-        p.check_len()?;
-        let name = &*p.name;
-        let vfs = &*self.vfs;
-        let guard = vfs.rcu.pin();
-        let creds = self.creds.load(&guard).get();
-        let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
-        let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
-        let mut locked = dir.lock.write();
-        let (victim, probe) =
-            vfs.lookup_excl_probed(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, None, &guard)?;
-        if p.trailing_slash {
-            return Err(match victim {
-                None => Errno::ENOENT,
-                Some(d) if d.inode().is_some_and(|i| i.is_dir()) => Errno::EISDIR,
-                Some(_) => Errno::ENOTDIR,
-            });
-        }
-        let victim = victim.ok_or(Errno::ENOENT)?;
-        let inode = victim.inode().expect("positive").clone();
-        may_delete(creds, dir_inode, &inode, false, vfs.fast, &guard)?;
-        if victim.hot.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
-            return Err(Errno::EBUSY);
-        }
-        p.parent.mnt.sb.fs().unlink(dir_inode, name, &inode)?;
-        vfs.d_remove_probed(&p.parent.dentry, &mut locked, name, probe, &guard);
-        // Linux's order: ATTRIB (link count), DELETE_SELF (last link, unused), DELETE in
-        // the directory, then the watches of the deleted inode go (IN_IGNORED).
-        fsnotify::notify_self(vfs.fast, &inode, EventMask::ATTRIB, &guard);
-        notify_removed(vfs.fast, p.parent.pos(), name, &inode, &guard);
-        drop(locked);
-        Ok(())
+        // Under the parent walk's guard: no count on the parent, no second pin.
+        self.walk_ctx(None).walk_then(dirfd, path, LookupFlags::PARENT, |o, guard| {
+            let Outcome::Parent { parent, last, name, trailing_slash, too_long } = o else {
+                return Err(Errno::ENOENT);
+            };
+            if last != LastType::Normal {
+                return Err(Errno::EISDIR);
+            }
+            parent.mnt.want_write()?;
+            if too_long {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let name: &[u8] = match &name {
+                LastName::InPath(s, e) => &path[*s..*e],
+                LastName::Copied(b) => b,
+            };
+            let vfs = &*self.vfs;
+            let creds = self.creds.load(guard).get();
+            let dir_inode = parent.dentry.get().inode().ok_or(Errno::ENOENT)?;
+            let dir = parent.dentry.get().dir().ok_or(Errno::ENOTDIR)?;
+            let mut locked = dir.lock.write();
+            let (victim, probe) =
+                vfs.lookup_excl_probed(&parent.mnt.get().sb, parent.dentry, &mut locked, name, None, guard)?;
+            if trailing_slash {
+                return Err(match victim {
+                    None => Errno::ENOENT,
+                    Some(d) if d.inode().is_some_and(|i| i.is_dir()) => Errno::EISDIR,
+                    Some(_) => Errno::ENOTDIR,
+                });
+            }
+            let victim = victim.ok_or(Errno::ENOENT)?;
+            let inode = victim.inode().expect("positive").clone();
+            may_delete(creds, dir_inode, &inode, false, vfs.fast, guard)?;
+            if victim.hot.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                return Err(Errno::EBUSY);
+            }
+            parent.mnt.get().sb.fs().unlink(dir_inode, name, &inode)?;
+            vfs.d_remove_probed(parent.dentry.get(), &mut locked, name, probe, guard);
+            // Linux's order: ATTRIB (link count), DELETE_SELF (last link, unused), DELETE in
+            // the directory, then the watches of the deleted inode go (IN_IGNORED).
+            fsnotify::notify_self(vfs.fast, &inode, EventMask::ATTRIB, guard);
+            notify_removed(vfs.fast, parent, name, &inode, guard);
+            drop(locked);
+            Ok(())
+        })
     }
 
     /// `unlink(2)`.
@@ -333,8 +348,14 @@ impl Task {
         let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
         let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
-        let (victim, probe) =
-            vfs.lookup_excl_probed(&p.parent.mnt.sb, &p.parent.dentry, &mut locked, name, None, &guard)?;
+        let (victim, probe) = vfs.lookup_excl_probed(
+            &p.parent.mnt.sb,
+            ArcBorrow::from_arc(&p.parent.dentry),
+            &mut locked,
+            name,
+            None,
+            &guard,
+        )?;
         let victim = victim.ok_or(Errno::ENOENT)?;
         let inode = victim.inode().expect("positive").clone();
         may_delete(creds, dir_inode, &inode, true, vfs.fast, &guard)?;

@@ -30,17 +30,20 @@ use crate::core::file::{File, FileRef};
 use crate::core::fsnotify::{self, EventMask};
 use crate::core::inode::{Inode, new_node_args};
 use crate::core::mount::MountFlags;
-use crate::core::path::PathRef;
+use crate::core::path::{PathRef, Pos};
 use crate::core::permission::{MAY_READ, MAY_WRITE, generic_permission, may_create_in, owner_or_capable};
+use crate::sync::rcu::{ArcBorrow, LocalGuard};
 use crate::task::Task;
 use crate::walk::namei::{LookupFlags, Outcome};
 
 /// What an open resolved to, with references taken.
 // Boxing the name would allocate on every open; this lives on the stack for one call.
 #[allow(clippy::large_enum_variant)]
-enum OpenTarget {
+enum OpenTarget<'t> {
     Existing(PathRef),
-    Create { parent: PathRef, name: crate::walk::namei::LastName, probe: Option<crate::core::dhash::Probe> },
+    /// Created in the walk's last step, under its guard, with the descriptor reserved
+    /// before (`None`: the name appeared meanwhile).
+    Created(Result<Option<File>>, Option<crate::core::fdtable::Reservation<'t>>),
 }
 
 /// What [`Task::lookup_path`] found.
@@ -207,7 +210,15 @@ impl Task {
         let mut reval = false;
         loop {
             let lf = if reval { lf | LookupFlags::LOCKED } else { lf };
-            let target = self.walk(dirfd, path, lf, |o| match o {
+            // The descriptor before anything that cannot be undone (a create, a truncate),
+            // as Linux's `get_unused_fd_flags` comes first; only once the walk succeeded,
+            // so a failed open still takes no lock (seed 003), and only when there is
+            // something to undo: a plain open has nothing, and installing takes the
+            // table's lock once instead of twice.
+            let reserves = reserve && flags.intersects(OpenFlags::CREAT | OpenFlags::TRUNC);
+            // A create runs in the walk's last step, under its guard (`walk_then`): no count
+            // on the parent and no second pin.
+            let target = self.walk_ctx(None).walk_then(dirfd, path, lf, |o, guard| match o {
                 Outcome::Found(p) => {
                     if creat {
                         if flags.contains(OpenFlags::EXCL) {
@@ -224,24 +235,18 @@ impl Task {
                     if trailing_slash {
                         return Err(Errno::EISDIR);
                     }
-                    Ok(OpenTarget::Create { parent: parent.to_path(), name, probe })
+                    let slot = if reserves { Some(self.files.reserve()?) } else { None };
+                    let made = self.open_create(parent, name.bytes(path), probe, flags, mode, guard);
+                    Ok(OpenTarget::Created(made, slot))
                 }
                 Outcome::Parent { .. } => Err(Errno::EINVAL),
             })?;
-            // The descriptor before anything that cannot be undone (a create, a truncate),
-            // as Linux's `get_unused_fd_flags` comes first; only once the walk succeeded,
-            // so a failed open still takes no lock (seed 003), and only when there is
-            // something to undo: a plain open has nothing, and installing takes the
-            // table's lock once instead of twice.
-            let slot = match reserve && flags.intersects(OpenFlags::CREAT | OpenFlags::TRUNC) {
-                true => Some(self.files.reserve()?),
-                false => None,
-            };
-            let opened = match target {
-                OpenTarget::Existing(p) => self.do_open(p, flags).map(Some),
-                OpenTarget::Create { parent, name, probe } => {
-                    self.open_create(&parent, name.bytes(path), probe, flags, mode)
+            let (opened, slot) = match target {
+                OpenTarget::Existing(p) => {
+                    let slot = if reserves { Some(self.files.reserve()?) } else { None };
+                    (self.do_open(p, flags).map(Some), slot)
                 }
+                OpenTarget::Created(made, slot) => (made, slot),
             };
             match opened {
                 Ok(Some(f)) => return Ok((f, slot)),
@@ -294,22 +299,23 @@ impl Task {
     /// Creates and opens `name` in `parent`; `Ok(None)` if it appeared meanwhile (and
     /// `O_EXCL` is not set).
     /// `probe`: what the walk's lockless lookup of `name` saw (see `Outcome::Missing`).
+    /// `guard`: the walk's, which keeps `parent`.
     fn open_create(
         &self,
-        parent: &PathRef,
+        parent: Pos<'_>,
         name: &[u8],
         probe: Option<crate::core::dhash::Probe>,
         flags: OpenFlags,
         mode: u32,
+        guard: &LocalGuard<'_>,
     ) -> Result<Option<File>> {
         let vfs = &*self.vfs;
-        let guard = vfs.rcu.pin();
-        let creds = self.creds.load(&guard).get();
-        let dir_inode = parent.dentry.inode().ok_or(Errno::ENOENT)?;
-        let dir = parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
+        let creds = self.creds.load(guard).get();
+        let dir_inode = parent.dentry.get().inode().ok_or(Errno::ENOENT)?;
+        let dir = parent.dentry.get().dir().ok_or(Errno::ENOTDIR)?;
         let mut locked = dir.lock.write();
-        let (found, probe) =
-            vfs.lookup_excl_probed(&parent.mnt.sb, &parent.dentry, &mut locked, name, probe, &guard)?;
+        let sb = &parent.mnt.get().sb;
+        let (found, probe) = vfs.lookup_excl_probed(sb, parent.dentry, &mut locked, name, probe, guard)?;
         if found.is_some() {
             if flags.contains(OpenFlags::EXCL) {
                 return Err(Errno::EEXIST);
@@ -320,14 +326,14 @@ impl Task {
         if parent.dentry.is_dead() {
             return Err(Errno::ENOENT);
         }
-        may_create_in(creds, dir_inode, vfs.fast, &guard)?;
+        may_create_in(creds, dir_inode, vfs.fast, guard)?;
         let args =
             new_node_args(creds, dir_inode, (mode & S_IALLUGO) | FileType::Regular.mode_bits(), self.current_umask())?;
-        let inode = parent.mnt.sb.fs().create(&parent.mnt.sb, dir_inode, name, &args)?;
-        let d = vfs.d_add_probed(&parent.dentry, &mut locked, name, inode.clone(), probe, &guard);
-        fsnotify::notify_name(vfs.fast, parent.pos(), name, &inode, EventMask::CREATE, 0, &guard);
+        let inode = sb.fs().create(sb, dir_inode, name, &args)?;
+        let d = vfs.d_add_probed(parent.dentry, &mut locked, name, inode.clone(), probe, guard);
+        fsnotify::notify_name(vfs.fast, parent, name, &inode, EventMask::CREATE, 0, guard);
         drop(locked);
-        Ok(Some(File::new(parent.mnt.clone(), d, inode, flags & !OpenFlags::TRUNC)?))
+        Ok(Some(File::new(parent.mnt.to_arc(), d, inode, flags & !OpenFlags::TRUNC)?))
     }
 
     fn open_tmpfile(
@@ -347,7 +353,12 @@ impl Task {
         let args =
             new_node_args(creds, dir_inode, (mode & S_IALLUGO) | FileType::Regular.mode_bits(), self.current_umask())?;
         let inode = dir.mnt.sb.fs().tmpfile(&dir.mnt.sb, dir_inode, &args)?;
-        let d = crate::core::dentry::Dentry::new_child(&dir.dentry, b"#tmpfile", Some(inode.clone()), &self.vfs.rcu);
+        let d = crate::core::dentry::Dentry::new_child(
+            ArcBorrow::from_arc(&dir.dentry),
+            b"#tmpfile",
+            Some(inode.clone()),
+            &self.vfs.rcu,
+        );
         d.set_flag(crate::core::dentry::DENTRY_DEAD | crate::core::dentry::DENTRY_LINKABLE);
         let file = Arc::new(File::new(dir.mnt.clone(), d, inode, flags)?);
         file.announce_open(self.vfs.fast);

@@ -864,6 +864,20 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
     }
 }
 
+/// A lockless walk's answer stood (the rename sequence did not move): counted, and what it
+/// taught the path cache filled in.
+#[inline]
+fn lockless_done(learn: Option<Learn<'_>>) {
+    counters::bump(|c| c.walk_lockless += 1);
+    if let Some(l) = learn {
+        l.probe.fill(l.stamps, l.found);
+        match l.parent {
+            true => counters::bump(|c| c.path_cache_parent_fills += 1),
+            false => counters::bump(|c| c.path_cache_fills += 1),
+        }
+    }
+}
+
 /// Where a walk starts and as whom (gVisor's `PathOperation` plus credentials; the
 /// inputs of Linux's `nameidata`): the instance, the credentials search permission is
 /// checked with, the root and working directory, and the descriptors a `dirfd` names. The
@@ -917,14 +931,7 @@ impl<'t> WalkCtx<'t> {
                             Err(Stop::Fallback) => unreachable!(),
                         };
                         if !vfs.rename_seq.read_retry(seq) {
-                            counters::bump(|c| c.walk_lockless += 1);
-                            if let Some(l) = learn {
-                                l.probe.fill(l.stamps, l.found);
-                                match l.parent {
-                                    true => counters::bump(|c| c.path_cache_parent_fills += 1),
-                                    false => counters::bump(|c| c.path_cache_fills += 1),
-                                }
-                            }
+                            lockless_done(learn);
                             return r;
                         }
                         counters::bump(|c| c.walk_retries += 1);
@@ -955,6 +962,68 @@ impl<'t> WalkCtx<'t> {
             };
             if rename_locked.is_some() || !vfs.rename_seq.read_retry(seq) {
                 // The locked tier is where cached dentries are made: keep them bounded.
+                drop(rename_locked);
+                drop(guard);
+                vfs.shrink_dcache();
+                return r;
+            }
+            counters::bump(|c| c.walk_retries += 1);
+            rename_locked = Some(vfs.rename_lock.lock());
+        }
+    }
+
+    /// [`WalkCtx::walk`] for a change: `f` runs once, on an outcome the rename sequence
+    /// has already validated, still under the walk's guard, which it is given. So it may
+    /// change what it found (it locks the parent and looks the name up again, as after
+    /// Linux's walk), and it needs no counted reference to the parent: the guard keeps
+    /// it. (An unlink took two counts on the parent and pinned a second guard: six
+    /// atomic read-modify-writes.) The walk's own loop stays apart: `walk` answers every
+    /// cached `stat`, and one loop for both cost it instructions.
+    pub(crate) fn walk_then<R>(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: LookupFlags,
+        f: impl FnOnce(Outcome<'_>, &LocalGuard<'_>) -> Result<R>,
+    ) -> Result<R> {
+        check_path(path)?;
+        if path.is_empty() && !flags.contains(LookupFlags::EMPTY) {
+            return Err(Errno::ENOENT);
+        }
+        let vfs = self.vfs;
+        if vfs.fast.contains(FastPaths::LOCKLESS_WALK) && !flags.contains(LookupFlags::LOCKED) {
+            for _ in 0..2 {
+                let guard = vfs.rcu.pin();
+                let Some(seq) = vfs.rename_seq.try_read_begin() else { break };
+                let mut learn = None;
+                let res = match self.walk_tier(&guard, dirfd, path, flags, Some((seq, &mut learn))) {
+                    Err(Stop::Fallback) => break,
+                    Ok(o) => Ok(o),
+                    Err(Stop::Err(e)) => Err(e),
+                };
+                if !vfs.rename_seq.read_retry(seq) {
+                    lockless_done(learn);
+                    return res.and_then(|o| f(o, &guard));
+                }
+                counters::bump(|c| c.walk_retries += 1);
+            }
+        }
+        if flags.contains(LookupFlags::CACHED) {
+            return Err(Errno::EAGAIN);
+        }
+        counters::bump(|c| c.walk_locked += 1);
+        // As `walk`'s locked tier; `f` runs under the rename lock when the walk needed it.
+        let mut rename_locked = None;
+        loop {
+            let guard = vfs.rcu.pin();
+            let seq = vfs.rename_seq.read_begin().map_err(|_| Errno::EIO)?;
+            let res = match self.walk_tier(&guard, dirfd, path, flags, None) {
+                Ok(o) => Ok(o),
+                Err(Stop::Err(e)) => Err(e),
+                Err(Stop::Fallback) => Err(Errno::EIO),
+            };
+            if rename_locked.is_some() || !vfs.rename_seq.read_retry(seq) {
+                let r = res.and_then(|o| f(o, &guard));
                 drop(rename_locked);
                 drop(guard);
                 vfs.shrink_dcache();
