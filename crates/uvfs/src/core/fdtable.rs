@@ -322,13 +322,13 @@ impl FdTable {
         let mut l = self.lock.lock();
         let arr = self.array_locked(&l);
         let slot = arr.slots.get(idx).ok_or(Errno::EBADF)?;
-        if slot.load(Ordering::Relaxed) == RESERVED {
+        // Every writer of a slot holds the lock (readers only load), so a load and a store
+        // do what a swap would, without its atomic read-modify-write.
+        let old = slot.load(Ordering::Relaxed);
+        if old.is_null() || old == RESERVED {
             return Err(Errno::EBADF);
         }
-        let old = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        if old.is_null() {
-            return Err(Errno::EBADF);
-        }
+        slot.store(std::ptr::null_mut(), Ordering::Release);
         l.clear(idx);
         drop(l);
         // Released outside the table lock: the close event takes notify locks.
