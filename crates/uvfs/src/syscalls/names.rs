@@ -22,13 +22,13 @@ use crate::core::fsnotify::{self, EventMask};
 use crate::core::inode::Inode;
 use crate::core::inode::new_node_args;
 use crate::core::instance::VfsInner;
-use crate::core::path::PathRef;
+use crate::core::path::{PathRef, Pos};
 use crate::core::permission::{
     MAY_READ, MAY_WRITE, generic_permission, init_owner, may_create_in, may_delete, owner_or_capable,
 };
 use crate::core::superblock::SuperBlock;
 use crate::core::superblock::{CreateArgs, RenameReq};
-use crate::sync::rcu::{ArcBorrow, LocalGuard};
+use crate::sync::rcu::LocalGuard;
 use crate::task::Task;
 use crate::walk::namei::{LastName, LastType, LookupFlags, Outcome, check_path};
 
@@ -65,53 +65,53 @@ impl Task {
     }
 
     /// `filename_create`, `check` (what Linux checks before `may_create`: linkat's
-    /// `may_linkat`), `may_create`, then `make` under the parent's lock.
+    /// `may_linkat`), `may_create`, then `make` under the parent's lock; all under the
+    /// parent walk's guard (`walk_then`, as `unlinkat`): no count on the parent.
     fn create_node(
         &self,
         dirfd: DirFd,
         path: &[u8],
         is_dir: bool,
-        check: &dyn Fn(&PathRef, &LocalGuard<'_>) -> Result<()>,
-        make: impl FnOnce(&PathRef, &[u8], &LocalGuard<'_>) -> Result<Arc<crate::core::inode::Inode>>,
+        check: &dyn Fn(Pos<'_>, &LocalGuard<'_>) -> Result<()>,
+        make: impl FnOnce(Pos<'_>, &[u8], &LocalGuard<'_>) -> Result<Arc<crate::core::inode::Inode>>,
     ) -> Result<()> {
-        let p = self.parent_of(dirfd, path)?;
-        if p.last != LastType::Normal {
-            return Err(Errno::EEXIST);
-        }
-        p.check_len()?;
-        let name = &*p.name;
-        let vfs = &*self.vfs;
-        let guard = vfs.rcu.pin();
-        let creds = self.creds.load(&guard).get();
-        let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
-        let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
-        let want_write = p.parent.mnt.want_write();
-        let mut locked = dir.lock.write();
-        // The miss's probe places the new name without a second lookup.
-        let (found, probe) = vfs.lookup_excl_probed(
-            &p.parent.mnt.sb,
-            ArcBorrow::from_arc(&p.parent.dentry),
-            &mut locked,
-            name,
-            None,
-            &guard,
-        )?;
-        if found.is_some() {
-            return Err(Errno::EEXIST);
-        }
-        if p.trailing_slash && !is_dir {
-            return Err(Errno::ENOENT);
-        }
-        want_write?;
-        if p.parent.dentry.is_dead() {
-            return Err(Errno::ENOENT);
-        }
-        check(&p.parent, &guard)?;
-        may_create_in(creds, dir_inode, vfs.fast, &guard)?;
-        let inode = make(&p.parent, name, &guard)?;
-        vfs.d_add_probed(ArcBorrow::from_arc(&p.parent.dentry), &mut locked, name, inode.clone(), probe, &guard);
-        fsnotify::notify_name(vfs.fast, p.parent.pos(), name, &inode, EventMask::CREATE, 0, &guard);
-        Ok(())
+        self.walk_ctx(None).walk_then(dirfd, path, LookupFlags::PARENT, |o, guard| {
+            let Outcome::Parent { parent, last, name, trailing_slash, too_long } = o else {
+                return Err(Errno::ENOENT);
+            };
+            if last != LastType::Normal {
+                return Err(Errno::EEXIST);
+            }
+            if too_long {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let name = name.bytes(path);
+            let vfs = &*self.vfs;
+            let creds = self.creds.load(guard).get();
+            let dir_inode = parent.dentry.get().inode().ok_or(Errno::ENOENT)?;
+            let dir = parent.dentry.get().dir().ok_or(Errno::ENOTDIR)?;
+            let want_write = parent.mnt.want_write();
+            let mut locked = dir.lock.write();
+            // The miss's probe places the new name without a second lookup.
+            let (found, probe) =
+                vfs.lookup_excl_probed(&parent.mnt.get().sb, parent.dentry, &mut locked, name, None, guard)?;
+            if found.is_some() {
+                return Err(Errno::EEXIST);
+            }
+            if trailing_slash && !is_dir {
+                return Err(Errno::ENOENT);
+            }
+            want_write?;
+            if parent.dentry.is_dead() {
+                return Err(Errno::ENOENT);
+            }
+            check(parent, guard)?;
+            may_create_in(creds, dir_inode, vfs.fast, guard)?;
+            let inode = make(parent, name, guard)?;
+            vfs.d_add_probed(parent.dentry, &mut locked, name, inode.clone(), probe, guard);
+            fsnotify::notify_name(vfs.fast, parent, name, &inode, EventMask::CREATE, 0, guard);
+            Ok(())
+        })
     }
 
     /// `mkdirat(2)`.
@@ -221,8 +221,8 @@ impl Task {
         let mut err = None;
         // EXDEV and may_linkat (protected_hardlinks) come before may_create, as in
         // Linux's `do_linkat`.
-        let check = |parent: &PathRef, guard: &LocalGuard<'_>| {
-            if !Arc::ptr_eq(&parent.mnt, &src.mnt) {
+        let check = |parent: Pos<'_>, guard: &LocalGuard<'_>| {
+            if !std::ptr::eq(parent.mnt.as_ptr(), Arc::as_ptr(&src.mnt)) {
                 return Err(Errno::EXDEV);
             }
             let creds = self.creds.load(guard).get();
@@ -286,10 +286,7 @@ impl Task {
             if too_long {
                 return Err(Errno::ENAMETOOLONG);
             }
-            let name: &[u8] = match &name {
-                LastName::InPath(s, e) => &path[*s..*e],
-                LastName::Copied(b) => b,
-            };
+            let name = name.bytes(path);
             let vfs = &*self.vfs;
             let creds = self.creds.load(guard).get();
             let dir_inode = parent.dentry.get().inode().ok_or(Errno::ENOENT)?;
@@ -332,50 +329,50 @@ impl Task {
     }
 
     fn rmdir_at(&self, dirfd: DirFd, path: &[u8]) -> Result<()> {
-        let p = self.parent_of(dirfd, path)?;
-        match p.last {
-            LastType::DotDot => return Err(Errno::ENOTEMPTY),
-            LastType::Dot => return Err(Errno::EINVAL),
-            LastType::Root => return Err(Errno::EBUSY),
-            LastType::Normal => {}
-        }
-        p.parent.mnt.want_write()?;
-        p.check_len()?;
-        let name = &*p.name;
-        let vfs = &*self.vfs;
-        let guard = vfs.rcu.pin();
-        let creds = self.creds.load(&guard).get();
-        let dir_inode = p.parent.dentry.inode().ok_or(Errno::ENOENT)?;
-        let dir = p.parent.dentry.dir().ok_or(Errno::ENOTDIR)?;
-        let mut locked = dir.lock.write();
-        let (victim, probe) = vfs.lookup_excl_probed(
-            &p.parent.mnt.sb,
-            ArcBorrow::from_arc(&p.parent.dentry),
-            &mut locked,
-            name,
-            None,
-            &guard,
-        )?;
-        let victim = victim.ok_or(Errno::ENOENT)?;
-        let inode = victim.inode().expect("positive").clone();
-        may_delete(creds, dir_inode, &inode, true, vfs.fast, &guard)?;
-        if victim.hot.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
-            return Err(Errno::EBUSY);
-        }
-        let vdir = victim.dir().ok_or(Errno::ENOTDIR)?;
-        let mut vlocked = vdir.lock.write();
-        if p.parent.mnt.sb.dcache_complete() && !vlocked.order.is_empty() {
-            return Err(Errno::ENOTEMPTY);
-        }
-        p.parent.mnt.sb.fs().rmdir(dir_inode, name, &inode)?;
-        victim.set_flag(DENTRY_DEAD);
-        // What a filesystem that is not complete cached below it (misses) goes with it.
-        vfs.d_prune(&p.parent.mnt.sb, &mut vlocked, vdir);
-        drop(vlocked);
-        vfs.d_remove_probed(&p.parent.dentry, &mut locked, name, probe, &guard);
-        notify_removed(vfs.fast, p.parent.pos(), name, &inode, &guard);
-        drop(locked);
-        Ok(())
+        // Under the parent walk's guard, as `unlinkat`.
+        self.walk_ctx(None).walk_then(dirfd, path, LookupFlags::PARENT, |o, guard| {
+            let Outcome::Parent { parent, last, name, too_long, .. } = o else {
+                return Err(Errno::ENOENT);
+            };
+            match last {
+                LastType::DotDot => return Err(Errno::ENOTEMPTY),
+                LastType::Dot => return Err(Errno::EINVAL),
+                LastType::Root => return Err(Errno::EBUSY),
+                LastType::Normal => {}
+            }
+            parent.mnt.want_write()?;
+            if too_long {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let name = name.bytes(path);
+            let vfs = &*self.vfs;
+            let sb = &parent.mnt.get().sb;
+            let creds = self.creds.load(guard).get();
+            let dir_inode = parent.dentry.get().inode().ok_or(Errno::ENOENT)?;
+            let dir = parent.dentry.get().dir().ok_or(Errno::ENOTDIR)?;
+            let mut locked = dir.lock.write();
+            let (victim, probe) = vfs.lookup_excl_probed(sb, parent.dentry, &mut locked, name, None, guard)?;
+            let victim = victim.ok_or(Errno::ENOENT)?;
+            let inode = victim.inode().expect("positive").clone();
+            may_delete(creds, dir_inode, &inode, true, vfs.fast, guard)?;
+            if victim.hot.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                return Err(Errno::EBUSY);
+            }
+            let vdir = victim.dir().ok_or(Errno::ENOTDIR)?;
+            let mut vlocked = vdir.lock.write();
+            if sb.dcache_complete() && !vlocked.order.is_empty() {
+                return Err(Errno::ENOTEMPTY);
+            }
+            sb.fs().rmdir(dir_inode, name, &inode)?;
+            victim.set_flag(DENTRY_DEAD);
+            // What a filesystem that is not complete cached below it (misses) goes with it.
+            vfs.d_prune(sb, &mut vlocked, vdir);
+            drop(vlocked);
+            vfs.d_remove_probed(parent.dentry.get(), &mut locked, name, probe, guard);
+            notify_removed(vfs.fast, parent, name, &inode, guard);
+            drop(locked);
+            Ok(())
+        })
     }
 
     /// `renameat2(2)`: `RENAME_NOREPLACE`, `RENAME_EXCHANGE`.

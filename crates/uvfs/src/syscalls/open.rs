@@ -36,9 +36,8 @@ use crate::sync::rcu::{ArcBorrow, LocalGuard};
 use crate::task::Task;
 use crate::walk::namei::{LookupFlags, Outcome};
 
-/// What an open resolved to, with references taken.
-// Boxing the name would allocate on every open; this lives on the stack for one call.
-#[allow(clippy::large_enum_variant)]
+/// What an open's walk ended in: an existing file's path, with references taken, or the
+/// file it created.
 enum OpenTarget<'t> {
     Existing(PathRef),
     /// Created in the walk's last step, under its guard, with the descriptor reserved
