@@ -107,8 +107,8 @@ impl VfsInner {
     /// stands and nothing is looked up again under the lock. Also returns a probe for the
     /// change that follows ([`VfsInner::d_add_probed`], [`VfsInner::d_remove_probed`]):
     /// `probe`, or the one this lookup took. Any other filesystem: `lookup_excl`, no probe.
-    /// The parent is borrowed: only the other instances' lookup, which may cache a new
-    /// dentry under it, takes a count on it.
+    /// The parent is borrowed: only the lookup of a filesystem that is not
+    /// dcache-complete, which may cache a new dentry under it, takes a count on it.
     pub(crate) fn lookup_excl_probed(
         &self,
         sb: &Arc<SuperBlock>,

@@ -130,7 +130,8 @@ impl Mark {
 /// (`Inode::add_mark`), whose union the inode also keeps inline for the fast path.
 pub(crate) struct Marks {
     /// Atomic: union of the event bits of the marks (read by the fast path); recomputed
-    /// under `changing`.
+    /// under `changing`. Unused for an inode's marks, whose union the inode keeps inline
+    /// (the changes are given that one instead).
     mask: AtomicU32,
     /// Serializes changes of the list. A notify lock, taken by changes only.
     changing: NotifyMutex<()>,
@@ -156,15 +157,15 @@ impl Marks {
     }
 
     /// Adds `m`; `rcu` is the object's reclamation domain (the list replaced waits for its
-    /// readers there). `also`: a copy of the union kept elsewhere (an inode's), updated
-    /// under the same lock.
-    pub(crate) fn add(&self, m: Arc<Mark>, rcu: &Rcu, also: Option<&AtomicU32>) {
-        self.change(rcu, also, |l| l.push(m));
+    /// readers there). `mask`: where the object keeps the union, if not here (an inode's,
+    /// inline), written under the same lock.
+    pub(crate) fn add(&self, m: Arc<Mark>, rcu: &Rcu, mask: Option<&AtomicU32>) {
+        self.change(rcu, mask, |l| l.push(m));
     }
 
     /// Removes `m`; whether it was there.
-    pub(crate) fn remove(&self, m: &Arc<Mark>, rcu: &Rcu, also: Option<&AtomicU32>) -> bool {
-        self.change(rcu, also, |l| {
+    pub(crate) fn remove(&self, m: &Arc<Mark>, rcu: &Rcu, mask: Option<&AtomicU32>) -> bool {
+        self.change(rcu, mask, |l| {
             let before = l.len();
             l.retain(|x| !Arc::ptr_eq(x, m));
             l.len() != before
@@ -172,27 +173,20 @@ impl Marks {
     }
 
     /// Recomputes the union after a mark's own mask changed.
-    pub(crate) fn recalc(&self, rcu: &Rcu, also: Option<&AtomicU32>) {
+    pub(crate) fn recalc(&self, rcu: &Rcu, mask: Option<&AtomicU32>) {
         let _changing = self.changing.lock();
-        self.set_mask(self.read(&rcu.pin()), also);
+        let u = union_of(self.read(&rcu.pin()));
+        mask.unwrap_or(&self.mask).store(u.bits(), Ordering::Relaxed);
     }
 
     /// Replaces the list with a copy that `f` changed, and the union with its own.
-    fn change<R>(&self, rcu: &Rcu, also: Option<&AtomicU32>, f: impl FnOnce(&mut Vec<Arc<Mark>>) -> R) -> R {
+    fn change<R>(&self, rcu: &Rcu, mask: Option<&AtomicU32>, f: impl FnOnce(&mut Vec<Arc<Mark>>) -> R) -> R {
         let _changing = self.changing.lock();
         let mut l = self.read(&rcu.pin()).to_vec();
         let r = f(&mut l);
-        self.set_mask(&l, also);
+        mask.unwrap_or(&self.mask).store(union_of(&l).bits(), Ordering::Relaxed);
         self.list.store(Arc::new(l), rcu);
         r
-    }
-
-    fn set_mask(&self, l: &[Arc<Mark>], also: Option<&AtomicU32>) {
-        let u = union_of(l).bits();
-        self.mask.store(u, Ordering::Relaxed);
-        if let Some(a) = also {
-            a.store(u, Ordering::Relaxed);
-        }
     }
 
     /// The marks, as of the last change published before `guard` read them.
