@@ -367,7 +367,7 @@ impl FdTable {
     /// released if that was its last descriptor.
     fn closed(&self, f: &File) {
         if !f.is_path() {
-            crate::core::locks::remove_posix(&f.inode, crate::core::locks::Owner::Files(self.id));
+            crate::core::locks::remove_posix(f.inode(), crate::core::locks::Owner::Files(self.id));
         }
         if f.fds.fetch_sub(1, Ordering::AcqRel) == 1 {
             f.release(self.fast);

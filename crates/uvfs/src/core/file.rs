@@ -75,10 +75,11 @@ impl<'a> From<FileRef<'a>> for DirFd<'a> {
 pub struct File {
     /// Immutable: the mount it was opened through.
     pub(crate) mnt: Arc<Mount>,
-    /// Immutable: the dentry it was opened through (may be unlinked since).
+    /// Immutable: the dentry it was opened through (may be unlinked since), always a
+    /// positive one: the file's inode is its inode ([`File::inode`]), which a dentry never
+    /// changes, so the file holds no count of its own on the inode (as Linux's `f_inode`
+    /// is the dentry's, uncounted): one atomic fewer at each open and at each close.
     pub(crate) dentry: Arc<Dentry>,
-    /// Immutable: the inode (the dentry's, or an unnamed `O_TMPFILE` inode).
-    pub(crate) inode: Arc<Inode>,
     /// Atomic: status flags (`O_APPEND`, `O_NONBLOCK`, ...) as given to open.
     flags: AtomicU32,
     /// Atomic: descriptors referring to this file (dup, fork); the last close releases.
@@ -117,7 +118,7 @@ impl File {
     pub(crate) fn update_time(&self) {
         if !self.nocmtime.load(Ordering::Relaxed) {
             let now = crate::core::inode::current_time();
-            self.inode.update(|w| w.stamp_cmtime(now));
+            self.inode().update(|w| w.stamp_cmtime(now));
         }
     }
 
@@ -127,15 +128,12 @@ impl File {
     /// the caller checked. The file counts as a user of its mount (umount is EBUSY) and,
     /// opened for writing, as a writer (a read-only remount is EBUSY), as Linux's
     /// `do_dentry_open` with `FMODE_WRITER`.
-    pub(crate) fn new(
-        mnt: Arc<Mount>,
-        dentry: Arc<Dentry>,
-        inode: Arc<Inode>,
-        flags: OpenFlags,
-    ) -> crate::abi::errno::Result<File> {
+    /// `dentry` is positive (ENOENT if not): the file is of its inode.
+    pub(crate) fn new(mnt: Arc<Mount>, dentry: Arc<Dentry>, flags: OpenFlags) -> crate::abi::errno::Result<File> {
+        let inode = dentry.inode().ok_or(crate::abi::errno::Errno::ENOENT)?;
         let fs_opened = !flags.contains(OpenFlags::PATH);
         if fs_opened {
-            inode.sb().fs().open(&inode, flags)?;
+            inode.sb().fs().open(inode, flags)?;
         }
         // Undoes the filesystem's open if a later step fails.
         let release = |inode: &Inode| {
@@ -144,26 +142,17 @@ impl File {
             }
         };
         if let Err(e) = inode.opened() {
-            release(&inode);
+            release(inode);
             return Err(e);
         }
-        if let Err(e) = mnt.get_user() {
-            release(&inode);
-            inode.closed();
-            return Err(e);
-        }
-        if flags.writable()
-            && let Err(e) = mnt.get_write_access()
-        {
-            mnt.put_user();
-            release(&inode);
+        if let Err(e) = mnt.get_file_user(flags.writable()) {
+            release(inode);
             inode.closed();
             return Err(e);
         }
         Ok(File {
             mnt,
             dentry,
-            inode,
             flags: AtomicU32::new(flags.bits()),
             fds: AtomicU32::new(0),
             pos: Mutex::new(0),
@@ -183,10 +172,11 @@ impl File {
     /// An event on the open file, if anyone may want it: only then is the reclamation
     /// domain reached (a count taken and dropped) and a guard pinned.
     fn notify(&self, fast: crate::abi::config::FastPaths, mask: EventMask) {
-        if !self.is_path() && fsnotify::file_event_wanted(fast, &self.mnt, &self.dentry, &self.inode, mask) {
-            let rcu = self.inode.sb().rcu();
+        let inode = self.inode();
+        if !self.is_path() && fsnotify::file_event_wanted(fast, &self.mnt, &self.dentry, inode, mask) {
+            let rcu = inode.sb().rcu();
             let guard = rcu.pin();
-            fsnotify::notify_file(fast, &self.mnt, &self.dentry, &self.inode, mask, &guard);
+            fsnotify::notify_file(fast, &self.mnt, &self.dentry, inode, mask, &guard);
         }
     }
 
@@ -198,18 +188,16 @@ impl File {
             if let Some(p) = &self.pipe {
                 p.release(self.flags().readable(), self.flags().writable());
             }
+            let inode = self.inode();
             if !self.is_path() {
-                self.inode.sb().fs().release(&self.inode);
+                inode.sb().fs().release(inode);
             }
-            if self.inode.closed() {
-                let rcu = self.inode.sb().rcu();
+            if inode.closed() {
+                let rcu = inode.sb().rcu();
                 let guard = rcu.pin();
-                fsnotify::inode_deleted(fast, &self.inode, &guard);
+                fsnotify::inode_deleted(fast, inode, &guard);
             }
-            if self.flags().writable() {
-                self.mnt.put_write_access();
-            }
-            self.mnt.put_user();
+            self.mnt.put_file_user(self.flags().writable());
         }
     }
 
@@ -230,7 +218,11 @@ impl File {
     /// The inode.
     #[inline]
     pub fn inode(&self) -> &Arc<Inode> {
-        &self.inode
+        match self.dentry.inode() {
+            Some(i) => i,
+            // `File::new` took only a positive dentry, and a dentry's inode never changes.
+            None => unreachable!("a file of a negative dentry"),
+        }
     }
 
     /// The dentry.
@@ -261,7 +253,7 @@ impl File {
     pub(crate) fn release(&self, fast: crate::abi::config::FastPaths) {
         // Its OFD and `flock` locks (`locks_remove_file`; one pointer test if the inode
         // was never locked).
-        crate::core::locks::remove_file(&self.inode, self.lock_id());
+        crate::core::locks::remove_file(self.inode(), self.lock_id());
         self.notify(fast, if self.flags().writable() { EventMask::CLOSE_WRITE } else { EventMask::CLOSE_NOWRITE });
         self.put_counts(fast);
     }
@@ -289,6 +281,6 @@ impl Drop for File {
 
 impl std::fmt::Debug for File {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("File").field("inode", &self.inode).field("flags", &self.flags()).finish()
+        f.debug_struct("File").field("inode", self.inode()).field("flags", &self.flags()).finish()
     }
 }

@@ -31,10 +31,15 @@
 //! # Writers (what makes a read-only remount say EBUSY)
 //! Files open for writing are counted per mount in the same word as the read-only bit
 //! (Linux's `mnt_writers` with `MNT_READONLY` and `MNT_WRITE_HOLD`), so "make read-only
-//! unless there are writers" and "add a writer unless read-only" are each one CAS.
+//! unless there are writers" is one CAS. The users share that word too: an open counts
+//! its user and its writer with one atomic add, and its release gives both back with one
+//! (Linux keeps both counts per CPU instead). A writer added to a read-only mount is taken
+//! back at once (EROFS), as Linux's `mnt_get_write_access` does; meanwhile it can only
+//! make a remount read-only of a mount that is not yet read-only say EBUSY, as an open for
+//! writing an instant earlier would have.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use bitflags::bitflags;
 
@@ -117,8 +122,14 @@ pub(crate) const DOOMED: u32 = 2;
 /// State bit: a non-lazy umount took the mount away (it had no users then).
 pub(crate) const UNMOUNTED: u32 = 4;
 
-/// `write_state` bit: read-only.
-const WS_RDONLY: u32 = 1 << 31;
+/// `counts` bit: read-only.
+const RDONLY: u64 = 1 << 31;
+/// `counts`: one writer (files open for writing), in the low 31 bits.
+const WRITER: u64 = 1;
+/// `counts`: the writers' bits.
+const WRITERS: u64 = RDONLY - 1;
+/// `counts`: one user (open files, task roots and cwds), in the high 32 bits.
+const USER: u64 = 1 << 32;
 
 /// A mount. Only ever constructed as `Arc<Mount>`.
 pub struct Mount {
@@ -133,13 +144,13 @@ pub struct Mount {
     /// sequence, the old value retired through the collector: a walk reads it under its
     /// guard.
     parent: RcuBox<MountParent>,
-    /// Atomic: `MountFlags` except `RDONLY` (which lives in `write_state`); written under
-    /// the rename lock.
+    /// Atomic: `MountFlags` except `RDONLY` (which lives in `counts`); written under the
+    /// rename lock.
     flags: AtomicU32,
-    /// Atomic: `WS_RDONLY` | number of files open for writing through this mount.
-    write_state: AtomicU32,
-    /// Atomic (`SeqCst`, see the module docs): open files and task roots/cwds here.
-    users: AtomicUsize,
+    /// Atomic (`SeqCst`, see the module docs): users (open files and task roots/cwds here)
+    /// in the high 32 bits; `RDONLY` and the number of files open for writing through this
+    /// mount in the low 32.
+    counts: AtomicU64,
     /// Atomic (`SeqCst`): `ATTACHED`, `DOOMED`, `UNMOUNTED`; changed under the rename lock.
     state: AtomicU32,
     /// Atomic: `MNT_EXPIRE`'s mark; set by `umount2(EXPIRE)`, cleared by any user.
@@ -156,15 +167,14 @@ impl Mount {
         parent: MountParent,
         flags: MountFlags,
     ) -> Arc<Mount> {
-        let ro = if flags.contains(MountFlags::RDONLY) || sb.fs().read_only() { WS_RDONLY } else { 0 };
+        let ro = if flags.contains(MountFlags::RDONLY) || sb.fs().read_only() { RDONLY } else { 0 };
         Arc::new(Mount {
             id,
             sb,
             root,
             parent: RcuBox::new(parent),
             flags: AtomicU32::new((flags - MountFlags::RDONLY).bits()),
-            write_state: AtomicU32::new(ro),
-            users: AtomicUsize::new(0),
+            counts: AtomicU64::new(ro),
             state: AtomicU32::new(0),
             expiry_mark: AtomicBool::new(false),
             marks: Default::default(),
@@ -179,11 +189,8 @@ impl Mount {
     /// Flags.
     #[inline]
     pub fn flags(&self) -> MountFlags {
-        let ro = if self.write_state.load(Ordering::Acquire) & WS_RDONLY != 0 {
-            MountFlags::RDONLY
-        } else {
-            MountFlags::empty()
-        };
+        let ro =
+            if self.counts.load(Ordering::Acquire) & RDONLY != 0 { MountFlags::RDONLY } else { MountFlags::empty() };
         MountFlags::from_bits_truncate(self.flags.load(Ordering::Acquire)) | ro
     }
 
@@ -221,33 +228,23 @@ impl Mount {
     /// `mnt_want_write`: EROFS on a read-only mount.
     #[inline]
     pub fn want_write(&self) -> Result<()> {
-        if self.write_state.load(Ordering::Acquire) & WS_RDONLY != 0 { Err(Errno::EROFS) } else { Ok(()) }
-    }
-
-    /// A file opened for writing (Linux's `FMODE_WRITER`): EROFS on a read-only mount.
-    pub(crate) fn get_write_access(&self) -> Result<()> {
-        self.write_state
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| (s & WS_RDONLY == 0).then_some(s + 1))
-            .map(|_| ())
-            .map_err(|_| Errno::EROFS)
-    }
-
-    /// A file open for writing was released.
-    pub(crate) fn put_write_access(&self) {
-        self.write_state.fetch_sub(1, Ordering::AcqRel);
+        if self.counts.load(Ordering::Acquire) & RDONLY != 0 { Err(Errno::EROFS) } else { Ok(()) }
     }
 
     /// Sets the per-mount flags (`MS_REMOUNT | MS_BIND`): EBUSY if it would make the mount
     /// read-only while files are open for writing through it. Caller holds the rename lock.
     pub(crate) fn set_flags(&self, flags: MountFlags) -> Result<()> {
         if flags.contains(MountFlags::RDONLY) {
-            self.write_state
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| (s & !WS_RDONLY == 0).then_some(WS_RDONLY))
+            // Already read-only: so it stays (a writer being taken back is no writer).
+            self.counts
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                    (s & RDONLY != 0 || s & WRITERS == 0).then_some(s | RDONLY)
+                })
                 .map_err(|_| Errno::EBUSY)?;
         } else if self.sb.fs().read_only() {
             return Err(Errno::EROFS);
         } else {
-            self.write_state.fetch_and(!WS_RDONLY, Ordering::AcqRel);
+            self.counts.fetch_and(!RDONLY, Ordering::SeqCst);
         }
         self.flags.store((flags - MountFlags::RDONLY).bits(), Ordering::Release);
         Ok(())
@@ -257,14 +254,25 @@ impl Mount {
     /// chdir). ESTALE if a non-lazy umount took the mount away after the walk found it
     /// (the caller walks again); see the module docs for the handshake.
     pub(crate) fn get_user(&self) -> Result<()> {
-        self.users.fetch_add(1, Ordering::SeqCst);
+        self.get_file_user(false)
+    }
+
+    /// As [`Mount::get_user`], for a file being opened, and as its writer too if `writer`
+    /// (Linux's `FMODE_WRITER`): EROFS on a read-only mount. One atomic add counts both.
+    pub(crate) fn get_file_user(&self, writer: bool) -> Result<()> {
+        let add = USER + if writer { WRITER } else { 0 };
+        let before = self.counts.fetch_add(add, Ordering::SeqCst);
         loop {
             let s = self.state.load(Ordering::SeqCst);
             if s & UNMOUNTED != 0 {
-                self.put_user();
+                self.put_file_user(writer);
                 return Err(Errno::ESTALE);
             }
             if s & DOOMED == 0 {
+                if writer && before & RDONLY != 0 {
+                    self.put_file_user(writer);
+                    return Err(Errno::EROFS);
+                }
                 return Ok(());
             }
             // An unmounter is between setting DOOMED and its verdict, under the rename
@@ -277,18 +285,23 @@ impl Mount {
     /// Registers a user on behalf of one that already exists (fork copies a cwd): the
     /// mount cannot become unmounted meanwhile, since an unmounter would see that user.
     pub(crate) fn get_user_held(&self) {
-        self.users.fetch_add(1, Ordering::SeqCst);
+        self.counts.fetch_add(USER, Ordering::SeqCst);
     }
 
     /// A user went away.
     pub(crate) fn put_user(&self) {
+        self.put_file_user(false);
+    }
+
+    /// A user counted by [`Mount::get_file_user`] went away, with its writer if `writer`.
+    pub(crate) fn put_file_user(&self, writer: bool) {
         self.expiry_mark.store(false, Ordering::Relaxed);
-        self.users.fetch_sub(1, Ordering::SeqCst);
+        self.counts.fetch_sub(USER + if writer { WRITER } else { 0 }, Ordering::SeqCst);
     }
 
     /// Number of users (for tests and `umount`).
     pub fn users(&self) -> usize {
-        self.users.load(Ordering::SeqCst)
+        (self.counts.load(Ordering::SeqCst) >> 32) as usize
     }
 
     /// Whether the mount is in the tree.
@@ -300,7 +313,7 @@ impl Mount {
     /// it had no users. Caller holds the rename lock.
     pub(crate) fn try_doom(&self) -> bool {
         self.state.fetch_or(DOOMED, Ordering::SeqCst);
-        if self.users.load(Ordering::SeqCst) > 0 {
+        if self.users() > 0 {
             self.state.fetch_and(!DOOMED, Ordering::SeqCst);
             return false;
         }

@@ -79,18 +79,18 @@ impl Task {
         if file.is_path() {
             return Err(Errno::EBADF);
         }
-        if file.inode.file_type() != FileType::Regular || !file.flags().writable() {
+        if file.inode().file_type() != FileType::Regular || !file.flags().writable() {
             return Err(Errno::EINVAL);
         }
         // Only append-only: a file opened for writing before it became immutable can
         // still be truncated through that descriptor, as on Linux.
-        if file.inode.is_append() {
+        if file.inode().is_append() {
             return Err(Errno::EPERM);
         }
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
-        self.do_truncate(creds, &file.inode, len as u64, false)?;
-        self.notify_attr(&file.mnt, &file.dentry, &file.inode, EventMask::MODIFY);
+        self.do_truncate(creds, file.inode(), len as u64, false)?;
+        self.notify_attr(&file.mnt, &file.dentry, file.inode(), EventMask::MODIFY);
         Ok(())
     }
 
@@ -164,8 +164,8 @@ impl Task {
             return Err(Errno::EBADF);
         }
         file.mnt.want_write()?;
-        self.chmod_common(&file.inode, mode)?;
-        self.notify_attr(&file.mnt, &file.dentry, &file.inode, EventMask::ATTRIB);
+        self.chmod_common(file.inode(), mode)?;
+        self.notify_attr(&file.mnt, &file.dentry, file.inode(), EventMask::ATTRIB);
         Ok(())
     }
 
@@ -216,8 +216,8 @@ impl Task {
             return Err(Errno::EBADF);
         }
         file.mnt.want_write()?;
-        self.chown_common(&file.inode, uid, gid)?;
-        self.notify_attr(&file.mnt, &file.dentry, &file.inode, EventMask::ATTRIB);
+        self.chown_common(file.inode(), uid, gid)?;
+        self.notify_attr(&file.mnt, &file.dentry, file.inode(), EventMask::ATTRIB);
         Ok(())
     }
 

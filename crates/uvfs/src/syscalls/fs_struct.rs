@@ -55,7 +55,7 @@ impl Task {
     /// `fchdir(2)`.
     pub fn fchdir<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<()> {
         let file = self.file_arc(fd.into())?;
-        if !file.inode.is_dir() {
+        if !file.inode().is_dir() {
             return Err(Errno::ENOTDIR);
         }
         let p = Pos::of_file(&file).to_path();

@@ -24,7 +24,7 @@ impl Task {
         if file.is_path() {
             return Err(Errno::EBADF);
         }
-        file.inode.sb().fs().fileattr_get(&file.inode)
+        file.inode().sb().fs().fileattr_get(file.inode())
     }
 
     /// `ioctl(fd, FS_IOC_SETFLAGS)`: sets the inode's flags to `flags` (what `chattr`
@@ -41,7 +41,7 @@ impl Task {
             return Err(Errno::EBADF);
         }
         file.mnt.want_write()?;
-        let inode = &file.inode;
+        let inode = file.inode();
         let fs = inode.sb().fs();
         // `vfs_fileattr_set` asks whether the filesystem has flags before anything else.
         fs.fileattr_get(inode)?;

@@ -329,10 +329,12 @@ impl Task {
         let args =
             new_node_args(creds, dir_inode, (mode & S_IALLUGO) | FileType::Regular.mode_bits(), self.current_umask())?;
         let inode = sb.fs().create(sb, dir_inode, name, &args)?;
-        let d = vfs.d_add_probed(parent.dentry, &mut locked, name, inode.clone(), probe, guard);
-        fsnotify::notify_name(vfs.fast, parent, name, &inode, EventMask::CREATE, 0, guard);
+        let d = vfs.d_add_probed(parent.dentry, &mut locked, name, inode, probe, guard);
+        if let Some(inode) = d.inode() {
+            fsnotify::notify_name(vfs.fast, parent, name, inode, EventMask::CREATE, 0, guard);
+        }
         drop(locked);
-        Ok(Some(File::new(parent.mnt.to_arc(), d, inode, flags & !OpenFlags::TRUNC)?))
+        Ok(Some(File::new(parent.mnt.to_arc(), d, flags & !OpenFlags::TRUNC)?))
     }
 
     fn open_tmpfile(
@@ -355,21 +357,34 @@ impl Task {
         let d = crate::core::dentry::Dentry::new_child(
             ArcBorrow::from_arc(&dir.dentry),
             b"#tmpfile",
-            Some(inode.clone()),
+            Some(inode),
             &self.vfs.rcu,
         );
         d.set_flag(crate::core::dentry::DENTRY_DEAD | crate::core::dentry::DENTRY_LINKABLE);
-        let file = Arc::new(File::new(dir.mnt.clone(), d, inode, flags)?);
+        let file = Arc::new(File::new(dir.mnt.clone(), d, flags)?);
         file.announce_open(self.vfs.fast);
         Ok(file)
     }
 
     /// `do_open` + `may_open`: checks and opens an existing file.
     fn do_open(&self, p: PathRef, flags: OpenFlags) -> Result<File> {
-        let inode = p.dentry.inode().ok_or(Errno::ENOENT)?.clone();
         if flags.contains(OpenFlags::PATH) {
-            return File::new(p.mnt, p.dentry, inode, flags);
+            return File::new(p.mnt, p.dentry, flags);
         }
+        let fifo = self.may_open(&p, flags)?;
+        let mut file = File::new(p.mnt, p.dentry, flags)?;
+        if fifo {
+            // `fifo_open`, which may wait for the other side (no guard is held across it).
+            let nonblock = flags.contains(OpenFlags::NONBLOCK);
+            file.pipe = Some(self.vfs.fifos.open(file.inode(), flags.readable(), flags.writable(), nonblock)?);
+        }
+        Ok(file)
+    }
+
+    /// `may_open`, and the truncation of `O_TRUNC`: whether the file is a fifo. The inode
+    /// is borrowed from `p`'s dentry, which the file then takes.
+    fn may_open(&self, p: &PathRef, flags: OpenFlags) -> Result<bool> {
+        let inode = p.dentry.inode().ok_or(Errno::ENOENT)?;
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
         let mut acc = 0;
@@ -399,7 +414,7 @@ impl Task {
         if trunc {
             p.mnt.want_write()?;
         }
-        generic_permission(creds, &inode, acc, self.vfs.fast, &guard)?;
+        generic_permission(creds, inode, acc, self.vfs.fast, &guard)?;
         // An append-only file is opened for writing only to append, and never truncated.
         if inode.is_append() && ((flags.access_mode() != 0 && !flags.contains(OpenFlags::APPEND)) || trunc) {
             return Err(Errno::EPERM);
@@ -407,7 +422,7 @@ impl Task {
         if acc & MAY_WRITE != 0 {
             p.mnt.want_write()?;
         }
-        if flags.contains(OpenFlags::NOATIME) && !owner_or_capable(creds, &inode) {
+        if flags.contains(OpenFlags::NOATIME) && !owner_or_capable(creds, inode) {
             return Err(Errno::EPERM);
         }
         match inode.file_type() {
@@ -418,18 +433,10 @@ impl Task {
             _ => {}
         }
         if trunc && inode.file_type() == FileType::Regular {
-            self.do_truncate(creds, &inode, 0, true)?;
-            fsnotify::notify_file(self.vfs.fast, &p.mnt, &p.dentry, &inode, EventMask::MODIFY, &guard);
+            self.do_truncate(creds, inode, 0, true)?;
+            fsnotify::notify_file(self.vfs.fast, &p.mnt, &p.dentry, inode, EventMask::MODIFY, &guard);
         }
-        let fifo = inode.file_type() == FileType::Fifo;
-        let mut file = File::new(p.mnt, p.dentry, inode, flags)?;
-        if fifo {
-            // `fifo_open`, which may wait for the other side: no guard is held across it.
-            drop(guard);
-            let nonblock = flags.contains(OpenFlags::NONBLOCK);
-            file.pipe = Some(self.vfs.fifos.open(&file.inode, flags.readable(), flags.writable(), nonblock)?);
-        }
-        Ok(file)
+        Ok(inode.file_type() == FileType::Fifo)
     }
 }
 
@@ -570,7 +577,7 @@ impl Task {
         if !file.flags().writable() {
             return Err(Errno::EBADF);
         }
-        let inode = &file.inode;
+        let inode = file.inode();
         // An append-only file only reserves space; an immutable one nothing, even through
         // a descriptor opened before.
         if (!(mode - FallocFlags::KEEP_SIZE).is_empty() && inode.is_append()) || inode.is_immutable() {

@@ -103,7 +103,7 @@ impl Task {
     #[inline]
     fn notify_io(&self, file: &File, n: usize, mask: EventMask, guard: &LocalGuard<'_>) {
         if n > 0 {
-            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, &file.inode, mask, guard);
+            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, file.inode(), mask, guard);
         }
     }
 
@@ -114,7 +114,7 @@ impl Task {
 
     /// `FMODE_PREAD`/`FMODE_PWRITE`: a fifo has no offsets (ESPIPE).
     fn positioned(file: &File) -> Result<()> {
-        match file.inode.file_type() {
+        match file.inode().file_type() {
             FileType::Fifo => Err(Errno::ESPIPE),
             _ => Ok(()),
         }
@@ -125,9 +125,9 @@ impl Task {
             return Err(Errno::EBADF);
         }
         rw_verify_area(off, buf.len())?;
-        match file.inode.file_type() {
+        match file.inode().file_type() {
             FileType::Directory => Err(Errno::EISDIR),
-            FileType::Regular => file.inode.sb().fs().read(&file.inode, off, buf),
+            FileType::Regular => file.inode().sb().fs().read(file.inode(), off, buf),
             FileType::Fifo => Task::pipe_of(file)?.read(buf, file.flags().contains(OpenFlags::NONBLOCK)),
             _ => Err(Errno::EINVAL),
         }
@@ -151,12 +151,12 @@ impl Task {
         if !file.flags().writable() {
             return Err(Errno::EBADF);
         }
-        if file.inode.file_type() == FileType::Fifo {
+        if file.inode().file_type() == FileType::Fifo {
             let n = Task::pipe_transfer(file, buf, rwf)?;
             self.notify_io(file, n, EventMask::MODIFY, guard);
             return Ok((pos, n));
         }
-        if file.inode.file_type() != FileType::Regular {
+        if file.inode().file_type() != FileType::Regular {
             return Err(Errno::EINVAL);
         }
         // Linux checks the position the call was made at before `O_APPEND` moves the write
@@ -168,7 +168,7 @@ impl Task {
         let append = (file.flags().contains(OpenFlags::APPEND) && !rwf.contains(RwfFlags::NOAPPEND))
             || rwf.contains(RwfFlags::APPEND);
         let at = if append { WriteAt::end() } else { WriteAt::offset(pos) };
-        let inode = &file.inode;
+        let inode = file.inode();
         // `generic_write_checks` (EFBIG) as far as it can be made before the append offset
         // is known; the filesystem resolves `at` under its write lock.
         if !at.is_append() {
@@ -343,7 +343,7 @@ impl Task {
                 *p = at + n as u64;
             }
             if n > 0 && flags.intersects(RwfFlags::DSYNC | RwfFlags::SYNC) {
-                file.inode.sb().fs().fsync(&file.inode)?;
+                file.inode().sb().fs().fsync(file.inode())?;
             }
             Ok(n)
         })?;
@@ -375,10 +375,10 @@ impl Task {
                 Whence::Set => 0,
                 Whence::Cur => *pos as i64,
                 Whence::End => {
-                    if file.inode.is_dir() {
+                    if file.inode().is_dir() {
                         return Err(Errno::EINVAL);
                     }
-                    file.inode.size() as i64
+                    file.inode().size() as i64
                 }
                 Whence::Data | Whence::Hole => {
                     let at = seek_hole_data(file, off, whence == Whence::Hole)?;
@@ -425,7 +425,7 @@ impl Task {
         }
         let pos_in = off_in.as_deref().copied().unwrap_or_else(|| *fin.pos.lock() as i64);
         let pos_out = off_out.as_deref().copied().unwrap_or_else(|| *fout.pos.lock() as i64);
-        let (ti, to) = (fin.inode.file_type(), fout.inode.file_type());
+        let (ti, to) = (fin.inode().file_type(), fout.inode().file_type());
         if ti == FileType::Directory || to == FileType::Directory {
             return Err(Errno::EISDIR);
         }
@@ -435,11 +435,11 @@ impl Task {
         if !fin.flags().readable() || !fout.flags().writable() || fout.flags().contains(OpenFlags::APPEND) {
             return Err(Errno::EBADF);
         }
-        if !Arc::ptr_eq(fin.inode.sb(), fout.inode.sb()) {
+        if !Arc::ptr_eq(fin.inode().sb(), fout.inode().sb()) {
             return Err(Errno::EXDEV);
         }
         // No copy into an immutable file, even through a descriptor opened before.
-        if fout.inode.is_immutable() {
+        if fout.inode().is_immutable() {
             return Err(Errno::EPERM);
         }
         // The checks are made on the offsets as the kernel's unsigned sums see them.
@@ -448,14 +448,14 @@ impl Task {
         if ui.checked_add(count).is_none() || uo.checked_add(count).is_none() {
             return Err(Errno::EOVERFLOW);
         }
-        let size_in = fin.inode.size() as i64;
+        let size_in = fin.inode().size() as i64;
         let mut count = if pos_in >= size_in { 0 } else { count.min((size_in as u64).wrapping_sub(ui)) };
         // generic_write_check_limits
         if pos_out >= MAX_LFS_FILESIZE as i64 {
             return Err(Errno::EFBIG);
         }
         count = count.min(MAX_LFS_FILESIZE - uo);
-        if Arc::ptr_eq(&fin.inode, &fout.inode)
+        if Arc::ptr_eq(fin.inode(), fout.inode())
             && (pos_out as u64).wrapping_add(count) as i64 > pos_in
             && pos_out < (pos_in as u64).wrapping_add(count) as i64
         {
@@ -518,7 +518,7 @@ impl Task {
         if fout.flags().contains(OpenFlags::APPEND) && fout.pipe.is_none() {
             return Err(Errno::EINVAL);
         }
-        if fin.inode.file_type() != FileType::Regular {
+        if fin.inode().file_type() != FileType::Regular {
             return Err(Errno::EINVAL);
         }
         let n = if count == 0 { 0 } else { self.copy_data(&fin, pos as u64, &fout, out_pos, count)? };
@@ -539,10 +539,10 @@ impl Task {
         // The filesystem copies within one superblock, but not onto the range it reads
         // (`sendfile` within one file may overlap; a splice reads before it writes).
         let overlap =
-            Arc::ptr_eq(&fin.inode, &fout.inode) && pos_out < pos_in + len as u64 && pos_in < pos_out + len as u64;
-        let same_sb = Arc::ptr_eq(fin.inode.sb(), fout.inode.sb()) && !overlap;
+            Arc::ptr_eq(fin.inode(), fout.inode()) && pos_out < pos_in + len as u64 && pos_in < pos_out + len as u64;
+        let same_sb = Arc::ptr_eq(fin.inode().sb(), fout.inode().sb()) && !overlap;
         if same_sb {
-            file_remove_privs(self.creds.load(&guard).get(), &fout.inode)?;
+            file_remove_privs(self.creds.load(&guard).get(), fout.inode())?;
         }
         // Bytes the filesystem copied itself (the buffered writes notify as writes do).
         let mut shared = 0usize;
@@ -554,8 +554,8 @@ impl Task {
             }
             let (at_in, at_out) = (pos_in + done as u64, pos_out + done as u64);
             if same_sb {
-                let avail = fin.inode.size().saturating_sub(at_in).min((len - done) as u64);
-                match fout.inode.sb().fs().copy_range(&fin.inode, at_in, &fout.inode, at_out, avail) {
+                let avail = fin.inode().size().saturating_sub(at_in).min((len - done) as u64);
+                match fout.inode().sb().fs().copy_range(fin.inode(), at_in, fout.inode(), at_out, avail) {
                     Ok(0) | Err(Errno::EOPNOTSUPP) => {}
                     Ok(n) => {
                         done += n as usize;
@@ -599,10 +599,10 @@ impl Task {
     pub fn fsync<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<()> {
         self.with_file(fd.into(), |file, _| {
             // A fifo has no `fsync` (`pipefifo_fops`): EINVAL.
-            if file.inode.file_type() == FileType::Fifo {
+            if file.inode().file_type() == FileType::Fifo {
                 return Err(Errno::EINVAL);
             }
-            file.inode.sb().fs().fsync(&file.inode)
+            file.inode().sb().fs().fsync(file.inode())
         })
     }
 
@@ -625,13 +625,13 @@ const COPY_CHUNK: usize = 64 * 1024;
 /// `SEEK_DATA`/`SEEK_HOLE` (`shmem_file_llseek`, `mapping_seek_hole_data`): nothing at
 /// or past the end of the file, nor before its start (ENXIO); directories have neither.
 fn seek_hole_data(file: &File, off: i64, hole: bool) -> Result<u64> {
-    if file.inode.is_dir() {
+    if file.inode().is_dir() {
         return Err(Errno::EINVAL);
     }
-    if off < 0 || off as u64 >= file.inode.size() {
+    if off < 0 || off as u64 >= file.inode().size() {
         return Err(Errno::ENXIO);
     }
-    file.inode.sb().fs().seek_hole_data(&file.inode, off as u64, hole)
+    file.inode().sb().fs().seek_hole_data(file.inode(), off as u64, hole)
 }
 
 /// Linux's `rw_verify_area`: a transfer whose end would pass the largest offset is EINVAL
@@ -660,7 +660,7 @@ fn iov_count(mut lens: impl ExactSizeIterator<Item = usize>) -> Result<usize> {
 /// EINVAL. A file without `read_iter`/`write_iter` (a directory) takes only `RWF_HIPRI`
 /// (`do_loop_readv_writev`).
 fn rwf_check(file: &File, flags: RwfFlags) -> Result<()> {
-    let ftype = file.inode.file_type();
+    let ftype = file.inode().file_type();
     if !matches!(ftype, FileType::Regular | FileType::Fifo) && !(flags - RwfFlags::HIPRI).is_empty() {
         return Err(Errno::EOPNOTSUPP);
     }
@@ -678,7 +678,7 @@ fn rwf_check(file: &File, flags: RwfFlags) -> Result<()> {
         return Err(Errno::EOPNOTSUPP);
     }
     // `RWF_NOAPPEND` does not lift an `O_APPEND` an append-only file needs (reads too).
-    if flags.contains(RwfFlags::NOAPPEND) && file.flags().contains(OpenFlags::APPEND) && file.inode.is_append() {
+    if flags.contains(RwfFlags::NOAPPEND) && file.flags().contains(OpenFlags::APPEND) && file.inode().is_append() {
         return Err(Errno::EPERM);
     }
     Ok(())

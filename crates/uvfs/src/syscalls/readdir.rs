@@ -60,7 +60,7 @@ impl Task {
         if file.is_path() {
             return Err(Errno::EBADF);
         }
-        let inode = &file.inode;
+        let inode = file.inode();
         if !inode.is_dir() {
             return Err(Errno::ENOTDIR);
         }

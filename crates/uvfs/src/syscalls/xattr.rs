@@ -61,7 +61,7 @@ impl Task {
                 if file.is_path() {
                     return Err(Errno::EBADF);
                 }
-                Ok(Object { mnt: file.mnt.clone(), dentry: file.dentry.clone(), inode: file.inode.clone() })
+                Ok(Object { mnt: file.mnt.clone(), dentry: file.dentry.clone(), inode: file.inode().clone() })
             }
         }
     }

@@ -1078,7 +1078,7 @@ impl<'t> WalkCtx<'t> {
                         getattr(p)?;
                         return Ok(Outcome::Found(p));
                     }
-                    if !file.inode.is_dir() {
+                    if !file.inode().is_dir() {
                         return Err(Stop::Err(Errno::ENOTDIR));
                     }
                     p
