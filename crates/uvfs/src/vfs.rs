@@ -140,6 +140,50 @@ mod tests {
         t.rmdir(at.as_bytes()).unwrap();
     }
 
+    /// A directory's readdir order holds its children by pointer, kept alive by the
+    /// children table (`dentry::Ordered`): listings read it while names are created,
+    /// unlinked, renamed within and across directories and removed with their directory,
+    /// and a cursor resumes across those changes (run under Miri by the test command).
+    #[test]
+    fn readdir_order_through_creates_unlinks_and_renames() {
+        let vfs = Vfs::new(VfsConfig { root_size_limit: Some(0), root_inode_limit: Some(0), ..Default::default() });
+        let t = vfs.root_task();
+        let list = |dir: &[u8]| -> Vec<Vec<u8>> {
+            let fd = t.open(dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+            let mut names: Vec<Vec<u8>> = t.getdents(fd, 100).unwrap().into_iter().map(|e| e.name).collect();
+            t.close(fd).unwrap();
+            names.retain(|n| n != b"." && n != b"..");
+            names
+        };
+        t.mkdir(b"/d", 0o755).unwrap();
+        t.mkdir(b"/e", 0o755).unwrap();
+        for i in 0..6 {
+            t.close(t.open(format!("/d/f{i}").as_bytes(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap())
+                .unwrap();
+        }
+        // A cursor taken after two entries, then changes, then the rest of the listing.
+        let fd = t.open(b"/d", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+        let first = t.getdents(fd, 4).unwrap();
+        assert_eq!(first.iter().map(|e| e.name.clone()).collect::<Vec<_>>()[2..], [b"f0".to_vec(), b"f1".to_vec()]);
+        t.unlink(b"/d/f2").unwrap();
+        t.rename(b"/d/f3", b"/d/g3").unwrap();
+        t.rename(b"/d/f4", b"/e/f4").unwrap();
+        t.rename(b"/d/f5", b"/d/f0").unwrap();
+        let rest: Vec<Vec<u8>> = t.getdents(fd, 100).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(rest, [b"g3".to_vec(), b"f0".to_vec()], "f2 unlinked, f4 moved out, f5 renamed over f0");
+        t.close(fd).unwrap();
+        assert_eq!(list(b"/d"), [b"f1".to_vec(), b"g3".to_vec(), b"f0".to_vec()]);
+        assert_eq!(list(b"/e"), [b"f4".to_vec()]);
+        t.rename(b"/e", b"/d/e").unwrap();
+        assert_eq!(list(b"/d"), [b"f1".to_vec(), b"g3".to_vec(), b"f0".to_vec(), b"e".to_vec()]);
+        for n in ["/d/f1", "/d/g3", "/d/f0", "/d/e/f4"] {
+            t.unlink(n.as_bytes()).unwrap();
+        }
+        t.rmdir(b"/d/e").unwrap();
+        assert!(list(b"/d").is_empty());
+        t.rmdir(b"/d").unwrap();
+    }
+
     /// Dropping the instance while files and an inotify instance outlive it: they stay
     /// usable and are released safely afterwards (run under Miri by the test command).
     #[test]

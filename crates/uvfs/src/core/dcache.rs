@@ -7,7 +7,7 @@
 //! dcache-complete are counted and evicted.
 
 use crate::abi::errno::{Errno, Result};
-use crate::core::dentry::{DENTRY_DEAD, Dentry, DirLocked, Name};
+use crate::core::dentry::{DENTRY_DEAD, Dentry, DirLocked, Name, Ordered};
 use crate::core::dhash::Probe;
 use crate::core::inode::Inode;
 use crate::core::instance::VfsInner;
@@ -16,8 +16,13 @@ use crate::core::path::Pos;
 use crate::core::superblock::SuperBlock;
 use crate::sync::counters;
 use crate::sync::rcu::{ArcBorrow, LocalGuard};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+
+/// A dentry an exclusive lookup found: borrowed from a complete instance's table under the
+/// caller's guard, or a count of its own.
+pub(crate) type Found<'g> = Cow<'g, Arc<Dentry>>;
 
 impl VfsInner {
     /// The mount on `dentry` as seen from `mnt`, if any (lockless).
@@ -109,18 +114,20 @@ impl VfsInner {
     /// `probe`, or the one this lookup took. Any other filesystem: `lookup_excl`, no probe.
     /// The parent is borrowed: only the lookup of a filesystem that is not
     /// dcache-complete, which may cache a new dentry under it, takes a count on it.
-    pub(crate) fn lookup_excl_probed(
+    /// What it finds in a complete instance is borrowed from the table under `guard` (no
+    /// count: it stays valid under the guard even once removed).
+    pub(crate) fn lookup_excl_probed<'g>(
         &self,
         sb: &Arc<SuperBlock>,
-        parent: ArcBorrow<'_, Dentry>,
+        parent: ArcBorrow<'g, Dentry>,
         locked: &mut DirLocked,
         name: &[u8],
         probe: Option<Probe>,
-        guard: &LocalGuard<'_>,
-    ) -> Result<(Option<Arc<Dentry>>, Option<Probe>)> {
+        guard: &'g LocalGuard<'_>,
+    ) -> Result<(Option<Found<'g>>, Option<Probe>)> {
         let dir = parent.get().dir().ok_or(Errno::ENOTDIR)?;
         if !sb.dcache_complete() {
-            return Ok((self.lookup_excl(sb, &parent.to_arc(), locked, name, guard)?, None));
+            return Ok((self.lookup_excl(sb, &parent.to_arc(), locked, name, guard)?.map(Cow::Owned), None));
         }
         parent.inode().ok_or(Errno::ENOENT)?;
         // A complete instance's dentries need no revalidation, and a miss is certain.
@@ -130,7 +137,7 @@ impl VfsInner {
             None => dir.children.get_probed(name, guard).unwrap_or((None, None)),
         };
         debug_assert!(found.is_none_or(|d| !d.needs_revalidate()));
-        Ok((found.and_then(|d| d.inode().map(|_| d.clone())), probe))
+        Ok((found.filter(|d| d.inode().is_some()).map(Cow::Borrowed), probe))
     }
 
     /// `d_invalidate`: drops the cached `name` in `parent` (caller holds `parent`'s lock
@@ -380,7 +387,8 @@ impl VfsInner {
             locked.next_pos += 1;
             d.pos().store(pos, Ordering::Relaxed);
             if d.inode().is_some() {
-                locked.order.insert(pos, d.clone());
+                // The table's reference, inserted below, keeps it.
+                locked.order.insert(pos, Ordered::new(&d));
             }
         }
         if let Some(old) = dir.children.insert_probed(probe, Name::new(name), d, &self.rcu) {
@@ -454,9 +462,36 @@ impl VfsInner {
         let sb = parent.inode().expect("directories are positive").sb();
         let _change = sb.names_change();
         let old = dir.children.remove_probed(probe, name, &self.rcu)?;
+        Self::unordered(sb, locked, &old);
+        Some(old)
+    }
+
+    /// [`VfsInner::d_remove_probed`] for a caller that does not keep the dentry (unlink,
+    /// rmdir): it is marked dead and the table's reference retired, with no count taken
+    /// for the caller (one borrowed under the walk's guard is still valid). Whether `name`
+    /// was there.
+    pub(crate) fn d_delete_probed(
+        &self,
+        parent: &Dentry,
+        locked: &mut DirLocked,
+        name: &[u8],
+        probe: Option<Probe>,
+        _guard: &LocalGuard<'_>,
+    ) -> bool {
+        let dir = parent.dir().expect("parent is a directory");
+        let sb = parent.inode().expect("directories are positive").sb();
+        let _change = sb.names_change();
+        dir.children.delete_probed(probe, name, &self.rcu, |old| {
+            Self::unordered(sb, locked, old);
+            old.set_flag(DENTRY_DEAD);
+        })
+    }
+
+    /// A dentry left its directory's table: out of the readdir order too (kept for
+    /// complete instances' positive dentries).
+    fn unordered(sb: &SuperBlock, locked: &mut DirLocked, old: &Dentry) {
         if sb.dcache_complete() && old.inode().is_some() {
             locked.order.remove(old.pos().load(Ordering::Relaxed));
         }
-        Some(old)
     }
 }

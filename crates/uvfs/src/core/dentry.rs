@@ -252,11 +252,44 @@ pub(crate) type DirReadGuard<'g> = crate::sync::RwLockReadGuard<'g, DirLocked, {
 /// A directory's lock held exclusive.
 pub(crate) type DirWriteGuard<'g> = crate::sync::RwLockWriteGuard<'g, DirLocked, { crate::sync::rank::DIR }>;
 
+/// A child in its directory's readdir order: a pointer, not a count (Linux's offset map
+/// holds no reference either). Every dentry in the order is in the directory's table too,
+/// whose reference keeps it alive: it enters the order under the exclusive directory lock
+/// with that reference held, and leaves it no later than it leaves the table, under the
+/// same lock hold; the order is read only under the directory lock. One atomic fewer at
+/// each create and each unlink.
+pub(crate) struct Ordered(std::ptr::NonNull<Dentry>);
+
+// SAFETY: an `Ordered` is a shared reference to a `Dentry` (which is `Send` and `Sync`)
+// that only the holder of the directory lock follows (see the type's docs).
+unsafe impl Send for Ordered {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Ordered {}
+
+impl Ordered {
+    /// `d`, about to enter its directory's order, held by its table (see the type's docs).
+    pub(crate) fn new(d: &Arc<Dentry>) -> Ordered {
+        Ordered(std::ptr::NonNull::from(&**d))
+    }
+}
+
+impl std::ops::Deref for Ordered {
+    type Target = Dentry;
+
+    fn deref(&self) -> &Dentry {
+        // SAFETY: reached only through the directory's `DirLocked`, so under its lock, while
+        // the dentry is in the order and so in the table, whose reference keeps it alive;
+        // the borrow lasts no longer than that of the order (see the type's docs).
+        unsafe { self.0.as_ref() }
+    }
+}
+
 /// What the directory lock protects besides the map.
 #[derive(Default)]
 pub struct DirLocked {
-    /// Positive children by readdir position (stable cursors for getdents).
-    pub(crate) order: crate::core::offset::OffsetMap<Arc<Dentry>>,
+    /// Positive children by readdir position (stable cursors for getdents), each also in
+    /// the directory's table ([`Ordered`]).
+    pub(crate) order: crate::core::offset::OffsetMap<Ordered>,
     /// Next position to hand out; 0 and 1 are "." and "..".
     pub(crate) next_pos: u64,
 }

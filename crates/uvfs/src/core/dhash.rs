@@ -601,7 +601,7 @@ impl<T: Send + Sync + 'static> DHash<T> {
     /// An insert that could not take the one-probe path: a removal of the name, then a
     /// put (in the new array during a rebuild, which it steps).
     fn insert_slow(&self, h: u64, name: Name, value: Arc<T>, rcu: &Rcu) -> Option<Arc<T>> {
-        let old = self.remove_locked(h, name.as_bytes(), rcu);
+        let old = self.remove_locked(h, name.as_bytes(), rcu).map(|v| Self::handed_out(v, rcu));
         let mut target = self.future.load(Ordering::Relaxed);
         if target.is_null() {
             target = self.current.load(Ordering::Relaxed);
@@ -725,20 +725,51 @@ impl<T: Send + Sync + 'static> DHash<T> {
     /// found, with no hash and no probe, if nothing changed since; else the usual removal.
     /// The caller serializes writers.
     pub(crate) fn remove_probed(&self, p: Option<Probe>, name: &[u8], rcu: &Rcu) -> Option<Arc<T>> {
-        if let Some(p) = p
-            && p.hit
-            && self.still(&p)
-        {
-            let _w = WriterCheck::enter(&self.writing);
-            // The slot is full: the probe saw it so, and nothing changed since.
-            let a = self.probed_array();
-            // SAFETY: a full slot of a live array, which this writer holds.
-            debug_assert!(unsafe { a.slot(p.slot as usize) }.name.as_bytes() == name, "a probe of another name");
-            let v = self.take(a, p.slot as usize, rcu);
-            self.removed(rcu);
-            return Some(v);
-        }
-        self.remove(name, rcu)
+        self.remove_probed_by(p, name, rcu, Self::handed_out)
+    }
+
+    /// As [`DHash::remove_probed`], for a caller that only needs to see the value removed
+    /// (`f`) before the table's reference to it is retired: no count is taken for it.
+    /// Whether `name` was there.
+    pub(crate) fn delete_probed(&self, p: Option<Probe>, name: &[u8], rcu: &Rcu, f: impl FnOnce(&T)) -> bool {
+        self.remove_probed_by(p, name, rcu, |v, rcu| {
+            f(&v);
+            rcu.defer_drop_arc(v);
+        })
+        .is_some()
+    }
+
+    /// A removed value handed to the caller: a count of its own, the table's retired
+    /// (readers may still be looking at it).
+    fn handed_out(v: Arc<T>, rcu: &Rcu) -> Arc<T> {
+        let out = v.clone();
+        rcu.defer_drop_arc(v);
+        out
+    }
+
+    /// The removals by probe: `out` gets the table's own reference to the value taken out,
+    /// and must retire it through the collector (or keep it alive past every reader).
+    fn remove_probed_by<R>(
+        &self,
+        p: Option<Probe>,
+        name: &[u8],
+        rcu: &Rcu,
+        out: impl FnOnce(Arc<T>, &Rcu) -> R,
+    ) -> Option<R> {
+        let _w = WriterCheck::enter(&self.writing);
+        let v = match p {
+            Some(p) if p.hit && self.still(&p) => {
+                // The slot is full: the probe saw it so, and nothing changed since.
+                let a = self.probed_array();
+                // SAFETY: a full slot of a live array, which this writer holds.
+                debug_assert!(unsafe { a.slot(p.slot as usize) }.name.as_bytes() == name, "a probe of another name");
+                self.take(a, p.slot as usize, rcu)
+            }
+            _ => self.remove_locked(self.hash(name), name, rcu)?,
+        };
+        let r = out(v, rcu);
+        self.removed(rcu);
+        Some(r)
     }
 
     /// Removes every entry and returns their values (instance teardown). The caller
@@ -774,13 +805,9 @@ impl<T: Send + Sync + 'static> DHash<T> {
     }
 
     /// Removes; returns the value removed. The caller serializes writers.
+    #[cfg(test)]
     pub(crate) fn remove(&self, name: &[u8], rcu: &Rcu) -> Option<Arc<T>> {
-        let _w = WriterCheck::enter(&self.writing);
-        let v = self.remove_locked(self.hash(name), name, rcu);
-        if v.is_some() {
-            self.removed(rcu);
-        }
-        v
+        self.remove_probed_by(None, name, rcu, Self::handed_out)
     }
 
     /// After a removal: the rebuild's step, an emptied array given back, the change
@@ -798,6 +825,8 @@ impl<T: Send + Sync + 'static> DHash<T> {
         self.changed();
     }
 
+    /// Takes `name`'s entry out of whichever array holds it: the table's own reference
+    /// (see [`DHash::take`]).
     fn remove_locked(&self, h: u64, name: &[u8], rcu: &Rcu) -> Option<Arc<T>> {
         for p in [self.current.load(Ordering::Relaxed), self.future.load(Ordering::Relaxed)] {
             if p.is_null() {
@@ -813,7 +842,9 @@ impl<T: Send + Sync + 'static> DHash<T> {
     }
 
     /// Takes the entry of the full slot `i` of `a`, one of the table's arrays, out
-    /// (writer only).
+    /// (writer only). Returns the table's own reference to its value, which readers may
+    /// still be looking at: the caller retires it through the collector (or keeps it alive
+    /// longer).
     fn take(&self, a: Array<T>, i: usize, rcu: &Rcu) -> Arc<T> {
         a.set_tag(i, DELETED);
         // SAFETY: the slot was full and is now deleted: this takes its entry out once (the
@@ -827,10 +858,8 @@ impl<T: Send + Sync + 'static> DHash<T> {
         } else {
             drop(name);
         }
-        let out = value.clone();
-        rcu.defer_drop_arc(value);
         self.len.store(self.len() - 1, Ordering::Relaxed);
-        out
+        value
     }
 
     /// Starts a rebuild: publishes an empty array sized for `n` entries (the live ones and

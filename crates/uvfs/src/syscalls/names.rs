@@ -302,17 +302,19 @@ impl Task {
                 });
             }
             let victim = victim.ok_or(Errno::ENOENT)?;
-            let inode = victim.inode().expect("positive").clone();
-            may_delete(creds, dir_inode, &inode, false, vfs.fast, guard)?;
+            // Borrowed: the victim stays valid under the guard once removed, and its inode
+            // with it.
+            let inode = victim.inode().expect("positive");
+            may_delete(creds, dir_inode, inode, false, vfs.fast, guard)?;
             if victim.hot.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
                 return Err(Errno::EBUSY);
             }
-            parent.mnt.get().sb.fs().unlink(dir_inode, name, &inode)?;
-            vfs.d_remove_probed(parent.dentry.get(), &mut locked, name, probe, guard);
+            parent.mnt.get().sb.fs().unlink(dir_inode, name, inode)?;
+            vfs.d_delete_probed(parent.dentry.get(), &mut locked, name, probe, guard);
             // Linux's order: ATTRIB (link count), DELETE_SELF (last link, unused), DELETE in
             // the directory, then the watches of the deleted inode go (IN_IGNORED).
-            fsnotify::notify_self(vfs.fast, &inode, EventMask::ATTRIB, guard);
-            notify_removed(vfs.fast, parent, name, &inode, guard);
+            fsnotify::notify_self(vfs.fast, inode, EventMask::ATTRIB, guard);
+            notify_removed(vfs.fast, parent, name, inode, guard);
             drop(locked);
             Ok(())
         })
@@ -353,8 +355,8 @@ impl Task {
             let mut locked = dir.lock.write();
             let (victim, probe) = vfs.lookup_excl_probed(sb, parent.dentry, &mut locked, name, None, guard)?;
             let victim = victim.ok_or(Errno::ENOENT)?;
-            let inode = victim.inode().expect("positive").clone();
-            may_delete(creds, dir_inode, &inode, true, vfs.fast, guard)?;
+            let inode = victim.inode().expect("positive");
+            may_delete(creds, dir_inode, inode, true, vfs.fast, guard)?;
             if victim.hot.mounts.load(std::sync::atomic::Ordering::Relaxed) > 0 {
                 return Err(Errno::EBUSY);
             }
@@ -363,13 +365,13 @@ impl Task {
             if sb.dcache_complete() && !vlocked.order.is_empty() {
                 return Err(Errno::ENOTEMPTY);
             }
-            sb.fs().rmdir(dir_inode, name, &inode)?;
+            sb.fs().rmdir(dir_inode, name, inode)?;
             victim.set_flag(DENTRY_DEAD);
             // What a filesystem that is not complete cached below it (misses) goes with it.
             vfs.d_prune(sb, &mut vlocked, vdir);
             drop(vlocked);
-            vfs.d_remove_probed(parent.dentry.get(), &mut locked, name, probe, guard);
-            notify_removed(vfs.fast, parent, name, &inode, guard);
+            vfs.d_delete_probed(parent.dentry.get(), &mut locked, name, probe, guard);
+            notify_removed(vfs.fast, parent, name, inode, guard);
             drop(locked);
             Ok(())
         })
