@@ -230,10 +230,22 @@ impl FdTable {
 
     /// Installs `file` at the lowest free descriptor >= `min`.
     pub fn install(&self, file: Arc<File>, min: usize, cloexec: bool) -> Result<Fd> {
+        self.install_from(file, min, cloexec, false)
+    }
+
+    /// [`FdTable::install`] at the lowest free descriptor of a file whose descriptor count
+    /// already includes this one ([`File::count_first_fd`]).
+    pub(crate) fn install_counted(&self, file: Arc<File>, cloexec: bool) -> Result<Fd> {
+        self.install_from(file, 0, cloexec, true)
+    }
+
+    fn install_from(&self, file: Arc<File>, min: usize, cloexec: bool, counted: bool) -> Result<Fd> {
         let mut l = self.lock.lock();
         let idx = self.find_free(min, &mut l)?;
         let arr = self.array_locked(&l);
-        file.fds.fetch_add(1, Ordering::AcqRel);
+        if !counted {
+            file.fds.fetch_add(1, Ordering::AcqRel);
+        }
         arr.cloexec[idx].store(cloexec, Ordering::Relaxed);
         arr.slots[idx].store(Arc::into_raw(file).cast_mut(), Ordering::Release);
         Ok(Fd(idx as i32))
@@ -395,14 +407,15 @@ pub(crate) struct Reservation<'t> {
 }
 
 impl Reservation<'_> {
-    /// Puts `file` in the reserved slot (Linux's `fd_install`).
+    /// Puts `file` in the reserved slot (Linux's `fd_install`); its descriptor count already
+    /// includes this one ([`File::count_first_fd`]).
     pub(crate) fn install(self, file: Arc<File>, cloexec: bool) -> Fd {
         let t = self.table;
         let l = t.lock.lock();
         // The slot may have moved to a grown array; the index is the same.
         let arr = t.array_locked(&l);
         debug_assert_eq!(arr.slots[self.idx].load(Ordering::Relaxed), RESERVED);
-        file.fds.fetch_add(1, Ordering::AcqRel);
+        debug_assert!(file.fds.load(Ordering::Relaxed) >= 1, "a descriptor not counted in its file");
         arr.cloexec[self.idx].store(cloexec, Ordering::Relaxed);
         arr.slots[self.idx].store(Arc::into_raw(file).cast_mut(), Ordering::Release);
         let fd = Fd(self.idx as i32);

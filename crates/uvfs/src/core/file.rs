@@ -163,6 +163,13 @@ impl File {
         })
     }
 
+    /// The file is made for one descriptor, which its opener installs with
+    /// [`FdTable::install_counted`](crate::core::fdtable::FdTable::install_counted) or a
+    /// reservation: counted now, before the file is shared, without an atomic add.
+    pub(crate) fn count_first_fd(&mut self) {
+        *self.fds.get_mut() = 1;
+    }
+
     /// The open completed: `fsnotify_open`, and from now on its release is a close.
     pub(crate) fn announce_open(&self, fast: crate::abi::config::FastPaths) {
         self.notify(fast, EventMask::OPEN);

@@ -133,13 +133,15 @@ impl Task {
     ) -> Result<Fd> {
         let cloexec = flags.contains(OpenFlags::CLOEXEC);
         let (file, slot) = self.do_filp_open(dirfd, path, flags, mode, resolve, true)?;
+        // `do_filp_open` counted the descriptor in the file already.
         match slot {
             Some(slot) => Ok(slot.install(file, cloexec)),
-            None => self.files.install(file, 0, cloexec),
+            None => self.files.install_counted(file, cloexec),
         }
     }
 
-    /// The open itself (Linux's `do_filp_open`), announced; with `reserve`, the
+    /// The open itself (Linux's `do_filp_open`), announced; with `reserve`, for a caller
+    /// that installs the file in a descriptor (counted in the file already), the
     /// descriptor an `O_CREAT`/`O_TRUNC` open will be installed at is taken before
     /// anything is created or truncated.
     fn do_filp_open(
@@ -155,12 +157,18 @@ impl Task {
         // Seed 003, general path: the file is allocated before the walk.
         let slow = !self.vfs.fast.contains(FastPaths::FAILED_OPEN);
         let prealloc = slow.then(Arc::<File>::new_uninit);
-        if flags.contains(OpenFlags::TMPFILE) {
+        let (mut file, slot) = if flags.contains(OpenFlags::TMPFILE) {
             let slot = if reserve { Some(self.files.reserve()?) } else { None };
-            return Ok((self.open_tmpfile(dirfd, path, flags, mode, resolve)?, slot));
+            (self.open_tmpfile(dirfd, path, flags, mode, resolve)?, slot)
+        } else {
+            let lf = if slow { lf | LookupFlags::LOCKED } else { lf };
+            self.path_openat(dirfd, path, flags, mode, lf, reserve)?
+        };
+        if reserve {
+            // The caller installs it ([`Task::do_sys_open`]): counted here, before it is
+            // shared, with no atomic add.
+            file.count_first_fd();
         }
-        let lf = if slow { lf | LookupFlags::LOCKED } else { lf };
-        let (file, slot) = self.path_openat(dirfd, path, flags, mode, lf, reserve)?;
         let file = match prealloc {
             Some(mut slot) => {
                 Arc::get_mut(&mut slot).expect("fresh allocation").write(file);
@@ -344,7 +352,7 @@ impl Task {
         flags: OpenFlags,
         mode: u32,
         resolve: LookupFlags,
-    ) -> Result<Arc<File>> {
+    ) -> Result<File> {
         let dir = self.resolve(dirfd, path, resolve | LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
@@ -361,9 +369,7 @@ impl Task {
             &self.vfs.rcu,
         );
         d.set_flag(crate::core::dentry::DENTRY_DEAD | crate::core::dentry::DENTRY_LINKABLE);
-        let file = Arc::new(File::new(dir.mnt.clone(), d, flags)?);
-        file.announce_open(self.vfs.fast);
-        Ok(file)
+        File::new(dir.mnt.clone(), d, flags)
     }
 
     /// `do_open` + `may_open`: checks and opens an existing file.
