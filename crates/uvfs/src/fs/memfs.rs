@@ -98,6 +98,18 @@ impl MemFsLimits {
     }
 }
 
+/// Inode numbers a thread takes from an instance at a time (Linux's `LAST_INO_BATCH`): one
+/// atomic add a batch instead of one an inode, and no line every creating thread writes.
+const INO_BATCH: u64 = 1024;
+
+/// Ids of memfs instances ([`MemFs`]'s `id`).
+static NEXT_MEMFS_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's batch of inode numbers: (instance id, next, end). Id 0 is no instance.
+    static INO_BATCH_HELD: std::cell::Cell<(u64, u64, u64)> = const { std::cell::Cell::new((0, 0, 0)) };
+}
+
 /// Usage counters: what an inode takes, eviction or its freeing gives back.
 #[derive(Default)]
 struct Usage {
@@ -136,7 +148,10 @@ pub struct MemFs {
     max_bytes: Option<u64>,
     /// Immutable: inodes allowed (`None`: unlimited).
     max_inodes: Option<u64>,
-    /// Atomic: next inode number.
+    /// Immutable: this instance among all memfs instances of the process, never reused
+    /// (whose inode-number batch a thread holds: [`MemFs::alloc_ino`]).
+    id: u64,
+    /// Atomic: the next inode number no thread's batch holds.
     next_ino: AtomicU64,
     /// What the inodes use.
     usage: Usage,
@@ -308,9 +323,26 @@ impl MemFs {
             small_writes: SmallWritePages::Heap,
             max_bytes,
             max_inodes,
+            id: NEXT_MEMFS_ID.fetch_add(1, Ordering::Relaxed),
             next_ino: AtomicU64::new(1),
             usage: Usage::default(),
         }
+    }
+
+    /// A new inode number: the next of this thread's batch, a new batch when it has none of
+    /// this instance's left (Linux's `get_next_ino`, whose batches are per CPU). Numbers
+    /// are unique in the instance; one thread's are consecutive, not those of several.
+    fn alloc_ino(&self) -> Ino {
+        INO_BATCH_HELD.with(|held| {
+            let (id, next, end) = held.get();
+            if id == self.id && next < end {
+                held.set((id, next + 1, end));
+                return Ino(next);
+            }
+            let start = self.next_ino.fetch_add(INO_BATCH, Ordering::Relaxed);
+            held.set((self.id, start + 1, start + INO_BATCH));
+            Ino(start)
+        })
     }
 
     /// This memfs with small writes' pages kept as `pages` says.
@@ -414,7 +446,7 @@ impl MemFs {
             _ => (0, 0, None),
         };
         let n = NewInode {
-            ino: Ino(self.next_ino.fetch_add(1, Ordering::Relaxed)),
+            ino: self.alloc_ino(),
             mode: args.mode,
             uid: args.uid,
             gid: args.gid,
