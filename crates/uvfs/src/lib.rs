@@ -24,8 +24,8 @@
 //! | `dentry.rs`, `dcache.rs` | [`Dentry`]: a name, positive or negative; a directory's children | `struct dentry`, `fs/dcache.c` | the map is per directory (no global hash); memfs keeps no tree but the dcache; a name is kept inline (`d_iname`), up to 31 bytes in the dentry and 15 in the map's node; 96 bytes with its counts; the readdir position (memfs) and `d_time` (hostfs) share a field |
 //! | `inode.rs` | [`Inode`]: a file object, attributes as atomics under a sequence count | `struct inode` | lockless `stat`; no page cache: the filesystem holds the data; 160 bytes with its counts, what few inodes use (marks, lock context) behind one pointer, a directory's default ACL, a symlink's body and a device's number in one slot, the filesystem's own data given at creation or made at its first need (`Inode::private_or_init`: an empty memfs file has none) |
 //! | `superblock.rs` | [`SuperBlock`], the [`FileSystem`] trait (the filesystem API) | `super_block`, `inode_operations`, `file_operations` | the VFS makes every check and takes every lock before calling |
-//! | `mount.rs`, `namespace.rs` | [`Mount`], the mount tree | `struct mount`, `fs/namespace.c` | one namespace per instance, no propagation |
-//! | `file.rs`, `fdtable.rs` | [`File`] (an open file description), the descriptor table | `struct file`, `files_struct` | a [`File`] can be held without a descriptor ([`Task::openat_file`]) |
+//! | `mount.rs`, `namespace.rs` | [`Mount`], the mount tree | `struct mount`, `fs/namespace.c` | one namespace per instance, no propagation; a mount's users, writers and read-only bit share one word (one atomic add at an open) |
+//! | `file.rs`, `fdtable.rs` | [`File`] (an open file description), the descriptor table | `struct file`, `files_struct` | a [`File`] can be held without a descriptor ([`Task::openat_file`]); its inode is its dentry's, uncounted |
 //! | `path.rs` | `PathRef` (counted), `Pos` (borrowed for a walk) | `struct path` | a walk position costs no reference count |
 //! | `icache.rs` | the inode cache of filesystems that load inodes | `fs/inode.c`'s hash | probed without its lock (seed 004) |
 //! | `permission.rs`, `acl.rs`, `attr.rs` | mode bits, capabilities, POSIX ACLs, what writes and chowns remove | `fs/namei.c`, `fs/posix_acl.c`, `fs/attr.c` | the ACL slot is read without a lock (seed 001) |
@@ -59,6 +59,11 @@
 //! no count and no pin: an entry answers only while its filesystem's names stamp says no
 //! name has left the tree since its walk began, and every change marks itself there
 //! before it retires anything (`SuperBlock::names_change`, `walk/pathcache.rs`).
+//! Counts are taken only where a reference must outlive both the guard and the lock it
+//! was found under: a name's dentry is counted by its directory's table, and borrowed by
+//! the readdir order (a pointer read under the directory lock, `dentry::Ordered`), by an
+//! unlink or rmdir of it (under the walk's guard), and by a file for its inode (a file
+//! counts its dentry, whose inode never changes).
 //!
 //! ## Fast paths (see `shared/DESIGN.md`), each with a [`FastPaths`] switch
 //! - **Lockless walk, no shared write on lookup** (seed 004): `walk/namei.rs`. A stat, access,

@@ -256,8 +256,9 @@ pub(crate) type DirWriteGuard<'g> = crate::sync::RwLockWriteGuard<'g, DirLocked,
 /// holds no reference either). Every dentry in the order is in the directory's table too,
 /// whose reference keeps it alive: it enters the order under the exclusive directory lock
 /// with that reference held, and leaves it no later than it leaves the table, under the
-/// same lock hold; the order is read only under the directory lock. One atomic fewer at
-/// each create and each unlink.
+/// same lock hold; the order is read only under the directory lock, and an `Ordered` taken
+/// out of it is dropped where it is taken out, never followed. One atomic fewer at each
+/// create and each unlink.
 pub(crate) struct Ordered(std::ptr::NonNull<Dentry>);
 
 // SAFETY: an `Ordered` is a shared reference to a `Dentry` (which is `Send` and `Sync`)
