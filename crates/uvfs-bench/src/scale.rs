@@ -6,8 +6,8 @@
 //! | row | work |
 //! |---|---|
 //! | `memory per empty file` | create `files` empty files in `dirs` directories; uvfs: the allocator's live bytes (and RSS) before and after, per file; kernel: the growth of `Slab:` in `/proc/meminfo` (dentry, inode, shmem inode), per file, which other processes' activity blurs |
-//! | `create + close` | `open(O_CREAT)` + `close` of `churn_dirs` x 1000 files, after one round of the same that warmed the allocator; the median of 10 timed batches, the paths made beforehand |
-//! | `allocations per create + close` | (uvfs) the allocator's count over the same round |
+//! | `create + close` | `open(O_CREAT)` + `close` of `churn_dirs` x 1000 files, after one round of the same that warmed the allocator; the median of 10 timed batches, each side's batches taken in turn with the other's (so that the two see the same machine), the paths made beforehand |
+//! | `allocations per create + close` | (uvfs) the allocator's count over uvfs's timed creates |
 //! | `unlink` | `unlink` of those files, timed the same way |
 //! | `create in a big directory` | `open(O_CREAT)` + `close` of 10,000 more files in a directory of `big_dir` entries, in 10 timed batches: the median batch |
 //! | `create in a 1000-entry directory` | the same number of creates spread over directories of 1000 entries (100 new names each), their batches taken in turn with the row above's, so that the two divide |
@@ -16,7 +16,7 @@
 //! | `stat of a random name in a big directory` | `fstatat` of names drawn at random (seeded) from that directory, the median of 10 batches |
 //! | `cached stat, depth D` | `fstatat` of a file D directories deep, relative to a directory descriptor, the same path again and again (D = 1, 8, 64); uvfs answers from its path cache |
 //! | `cached stat, depth 64, path cache off` | the same with `FastPaths::PATH_CACHE` off: uvfs walks component by component |
-//! | `create + close, path depth 8` | `open(O_CREAT)` + `close` of `big_ops` files 8 directories deep (`deep/d/.../fN`, from the root), after one round of the same; the median of 10 timed batches; uvfs walks from the parent its path cache answers |
+//! | `create + close, path depth 8` | `open(O_CREAT)` + `close` of `big_ops` files 8 directories deep (`deep/d/.../fN`, from the root), after one round of the same; the median of 10 timed batches, taken in turn as above; uvfs walks from the parent its path cache answers |
 //! | `unlink, path depth 8` | `unlink` of those files, timed the same way |
 //!
 //! Times are nanoseconds per operation (one pass over a fixed amount of work, after a
@@ -151,8 +151,7 @@ pub fn run(tmpfs: &Path, s: ScaleSizes, say: &dyn Fn(&str)) -> Result<ScaleRepor
     });
 
     say("create + close, unlink");
-    let (create, allocs, unlink) = uvfs_churn(s);
-    let (kcreate, kunlink) = host.churn(s)?;
+    let Churn { create, allocs, unlink, kcreate, kunlink } = churn(s, &host)?;
     rows.push(Row {
         measure: format!("create + close, {} dirs x 1000 (warm allocator)", s.churn_dirs),
         unit: "ns/op",
@@ -237,8 +236,7 @@ pub fn run(tmpfs: &Path, s: ScaleSizes, say: &dyn Fn(&str)) -> Result<ScaleRepor
     });
 
     say("deep creates");
-    let (uc, uu) = uvfs_deep_create(DEEP_CREATE, s.big_ops);
-    let (kc, ku) = host.deep_create(DEEP_CREATE, s.big_ops)?;
+    let Churn { create: uc, unlink: uu, kcreate: kc, kunlink: ku, .. } = deep_creates(DEEP_CREATE, s.big_ops, &host)?;
     rows.push(Row {
         measure: format!("create + close, path depth {DEEP_CREATE}"),
         unit: "ns/op",
@@ -419,29 +417,60 @@ fn uvfs_create_close(t: &Task, path: &[u8]) -> Result<(), uvfs::Errno> {
     t.close(fd)
 }
 
-/// (create + close ns, allocations per create + close, unlink ns).
-fn uvfs_churn(s: ScaleSizes) -> (f64, f64, f64) {
+/// The create + close and unlink rows of both sides (ns per operation).
+struct Churn {
+    create: f64,
+    /// Allocations per uvfs create + close.
+    allocs: f64,
+    unlink: f64,
+    kcreate: f64,
+    kunlink: f64,
+}
+
+/// The create + close and unlink rows: `churn_dirs` x 1000 names on each side, after one
+/// round of both that warmed the allocator (and the directories' tables), then each
+/// operation's batches taken in turn with the kernel's ([`alternated`]), so that the two
+/// see the same machine. The allocations are counted over uvfs's timed creates only (the
+/// kernel's side allocates nothing: its names are made beforehand).
+fn churn(s: ScaleSizes, host: &HostDir) -> Result<Churn, String> {
     let (_vfs, t) = vfs();
     for d in 0..s.churn_dirs {
         t.mkdir(format!("/c{d}").as_bytes(), 0o755).expect("mkdir");
+        host.mkdir(format!("c{d}").as_bytes())?;
     }
-    uvfs_creates_and_unlinks(&t, &churn_names(s))
+    creates_and_unlinks(&t, host, &churn_names(s))
 }
 
-/// (create + close ns, allocations per create + close, unlink ns) of `names`, after one
-/// round of both that warmed the allocator (and the directories' tables).
-fn uvfs_creates_and_unlinks(t: &Task, names: &[Vec<u8>]) -> (f64, f64, f64) {
+/// [`churn`]'s measurement of `names` (absolute in uvfs; the same names relative to the
+/// host's directory for the kernel), whose directories exist on both sides; the kernel's
+/// directory is emptied afterwards.
+fn creates_and_unlinks(t: &Task, host: &HostDir, names: &[Vec<u8>]) -> Result<Churn, String> {
+    let knames: Vec<CString> = names.iter().map(|n| cstr(&n[1..])).collect();
     for n in names {
         uvfs_create_close(t, n).expect("create");
     }
     for n in names {
         t.unlink(n).expect("unlink");
     }
-    let a0 = alloc::allocations();
-    let create = batched(names.len(), |i| uvfs_create_close(t, &names[i])).expect("create");
-    let allocs = (alloc::allocations() - a0) as f64 / names.len() as f64;
-    let unlink = batched(names.len(), |i| t.unlink(&names[i])).expect("unlink");
-    (create, allocs, unlink)
+    host.creates_and_unlinks_untimed(&knames)?;
+    let mut allocs = 0;
+    let (create, kcreate) = alternated(
+        names.len(),
+        |i| {
+            let a0 = alloc::allocations();
+            let r = uvfs_create_close(t, &names[i]).map_err(|e| format!("create: {e}"));
+            allocs += alloc::allocations() - a0;
+            r
+        },
+        |i| host.create_close(&knames[i]),
+    )?;
+    let (unlink, kunlink) = alternated(
+        names.len(),
+        |i| t.unlink(&names[i]).map_err(|e| format!("unlink: {e}")),
+        |i| host.unlink(&knames[i]),
+    )?;
+    host.clear()?;
+    Ok(Churn { create, allocs: allocs as f64 / names.len() as f64, unlink, kcreate, kunlink })
 }
 
 /// A seeded sequence of indices below `n` (SplitMix64).
@@ -543,18 +572,20 @@ fn deep_names(depth: usize, n: usize) -> Vec<Vec<u8>> {
     (0..n).map(|i| [&dir[..], format!("f{i}").as_bytes()].concat()).collect()
 }
 
-/// (create + close, unlink) ns of `n` files `depth` directories deep.
-fn uvfs_deep_create(depth: usize, n: usize) -> (f64, f64) {
+/// The create + close and unlink rows of `n` files `depth` directories deep, both sides
+/// in turn ([`creates_and_unlinks`]).
+fn deep_creates(depth: usize, n: usize, host: &HostDir) -> Result<Churn, String> {
     let (_vfs, t) = vfs();
     let mut dir = b"/deep".to_vec();
     t.mkdir(&dir, 0o755).expect("mkdir");
+    host.mkdir(&dir[1..])?;
     for _ in 0..depth {
         dir.extend_from_slice(b"/d");
         t.mkdir(&dir, 0o755).expect("mkdir");
+        host.mkdir(&dir[1..])?;
     }
     let names: Vec<Vec<u8>> = deep_names(depth, n).into_iter().map(|p| [b"/".as_slice(), &p].concat()).collect();
-    let (create, _, unlink) = uvfs_creates_and_unlinks(&t, &names);
-    (create, unlink)
+    creates_and_unlinks(&t, host, &names)
 }
 
 fn uvfs_deep_stat(depth: usize, stats: usize, fast: FastPaths) -> f64 {
@@ -707,27 +738,15 @@ impl HostDir {
         Ok((ms, mb))
     }
 
-    fn churn(&self, s: ScaleSizes) -> Result<(f64, f64), String> {
-        let names: Vec<CString> = churn_names(s).iter().map(|n| cstr(&n[1..])).collect();
-        for d in 0..s.churn_dirs {
-            self.mkdir(format!("c{d}").as_bytes())?;
-        }
-        self.creates_and_unlinks(&names)
-    }
-
-    /// (create + close, unlink) ns of `names`, after one round of both; then the
-    /// directory is emptied.
-    fn creates_and_unlinks(&self, names: &[CString]) -> Result<(f64, f64), String> {
+    /// One round of creates and unlinks of `names`, untimed (it warms the directories).
+    fn creates_and_unlinks_untimed(&self, names: &[CString]) -> Result<(), String> {
         for n in names {
             self.create_close(n)?;
         }
         for n in names {
             self.unlink(n)?;
         }
-        let create = batched(names.len(), |i| self.create_close(&names[i]))?;
-        let unlink = batched(names.len(), |i| self.unlink(&names[i]))?;
-        self.clear()?;
-        Ok((create, unlink))
+        Ok(())
     }
 
     fn big_dir(&self, s: ScaleSizes) -> Result<BigDir, String> {
@@ -757,17 +776,6 @@ impl HostDir {
         let stat = batched(names.len(), |i| self.stat(self.raw(), &names[i]))?;
         self.clear()?;
         Ok(BigDir { create, create_small, stat, worst })
-    }
-
-    fn deep_create(&self, depth: usize, n: usize) -> Result<(f64, f64), String> {
-        let mut dir = b"deep".to_vec();
-        self.mkdir(&dir)?;
-        for _ in 0..depth {
-            dir.extend_from_slice(b"/d");
-            self.mkdir(&dir)?;
-        }
-        let names: Vec<CString> = deep_names(depth, n).iter().map(|p| cstr(p)).collect();
-        self.creates_and_unlinks(&names)
     }
 
     fn deep_stat(&self, depth: usize, stats: usize) -> Result<f64, String> {
