@@ -939,11 +939,24 @@ impl<'t> WalkCtx<'t> {
                 }
             }
         }
+        self.walk_locked(dirfd, path, flags, |o, _| f(o))
+    }
+
+    /// The locked tier of [`WalkCtx::walk`] and [`WalkCtx::walk_then`]: `f` runs once, on
+    /// an outcome the rename sequence validated, under the walk's guard (and under the
+    /// rename lock when the walk needed it). EAGAIN for `LOOKUP_CACHED`: what the lockless
+    /// tier cannot answer is never a lock or a call into the filesystem.
+    fn walk_locked<R>(
+        &self,
+        dirfd: DirFd,
+        path: &[u8],
+        flags: LookupFlags,
+        f: impl FnOnce(Outcome<'_>, &LocalGuard<'_>) -> Result<R>,
+    ) -> Result<R> {
         if flags.contains(LookupFlags::CACHED) {
-            // `LOOKUP_CACHED`: what the lockless tier cannot answer is EAGAIN, never a
-            // lock or a call into the filesystem.
             return Err(Errno::EAGAIN);
         }
+        let vfs = self.vfs;
         counters::bump(|c| c.walk_locked += 1);
         // The locked tier locks one directory at a time, so a rename between two of its
         // steps could make it answer what the path named neither before nor after (ENOENT
@@ -955,12 +968,13 @@ impl<'t> WalkCtx<'t> {
             let guard = vfs.rcu.pin();
             // Poisoned: a rename panicked halfway; nothing the dcache says can be trusted.
             let seq = vfs.rename_seq.read_begin().map_err(|_| Errno::EIO)?;
-            let r = match self.walk_tier(&guard, dirfd, path, flags, None) {
-                Ok(o) => f(o),
+            let res = match self.walk_tier(&guard, dirfd, path, flags, None) {
+                Ok(o) => Ok(o),
                 Err(Stop::Err(e)) => Err(e),
                 Err(Stop::Fallback) => Err(Errno::EIO),
             };
             if rename_locked.is_some() || !vfs.rename_seq.read_retry(seq) {
+                let r = res.and_then(|o| f(o, &guard));
                 // The locked tier is where cached dentries are made: keep them bounded.
                 drop(rename_locked);
                 drop(guard);
@@ -1008,30 +1022,7 @@ impl<'t> WalkCtx<'t> {
                 counters::bump(|c| c.walk_retries += 1);
             }
         }
-        if flags.contains(LookupFlags::CACHED) {
-            return Err(Errno::EAGAIN);
-        }
-        counters::bump(|c| c.walk_locked += 1);
-        // As `walk`'s locked tier; `f` runs under the rename lock when the walk needed it.
-        let mut rename_locked = None;
-        loop {
-            let guard = vfs.rcu.pin();
-            let seq = vfs.rename_seq.read_begin().map_err(|_| Errno::EIO)?;
-            let res = match self.walk_tier(&guard, dirfd, path, flags, None) {
-                Ok(o) => Ok(o),
-                Err(Stop::Err(e)) => Err(e),
-                Err(Stop::Fallback) => Err(Errno::EIO),
-            };
-            if rename_locked.is_some() || !vfs.rename_seq.read_retry(seq) {
-                let r = res.and_then(|o| f(o, &guard));
-                drop(rename_locked);
-                drop(guard);
-                vfs.shrink_dcache();
-                return r;
-            }
-            counters::bump(|c| c.walk_retries += 1);
-            rename_locked = Some(vfs.rename_lock.lock());
-        }
+        self.walk_locked(dirfd, path, flags, f)
     }
 
     /// One attempt: the lockless tier when `lockless` gives the rename sequence it
