@@ -37,9 +37,9 @@ pub struct MountArgs {
     pub negative_timeout: Option<f64>,
     /// Turn kernel levers off (repeatable or comma-separated), e.g. to measure one: by
     /// default keep-cache, cache-symlinks, cache-dir, readdirplus, no-opendir, no-open,
-    /// passthrough, direct-write, relist, cached-reads and known-entries are on
-    /// (keep-cache, cache-dir, no-opendir, no-open, relist, cached-reads and known-entries
-    /// off with a changing host directory;
+    /// passthrough, direct-write, relist, cached-reads, known-entries and statahead are on
+    /// (keep-cache, cache-dir, no-opendir, no-open, relist, cached-reads, known-entries and
+    /// statahead off with a changing host directory; statahead only on a host directory;
     /// no-open yields to passthrough on a host directory)
     #[arg(long, value_enum, value_delimiter = ',')]
     pub disable: Vec<Lever>,
@@ -130,6 +130,9 @@ pub enum Lever {
     /// files the kernel knows, with the attributes it was last given, listed without them
     /// (no lookup per entry)
     KnownEntries,
+    /// directories a listing hands out for the first time listed, and their entries looked
+    /// up, ahead of the kernel's own listing (a host directory only)
+    Statahead,
 }
 
 impl Lever {
@@ -150,6 +153,7 @@ impl Lever {
             Lever::ServerLocks => Levers::SERVER_LOCKS,
             Lever::CachedReads => Levers::CACHED_READS,
             Lever::KnownEntries => Levers::KNOWN_ENTRIES,
+            Lever::Statahead => Levers::STATAHEAD,
         }
     }
 }

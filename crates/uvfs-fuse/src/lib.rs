@@ -76,6 +76,7 @@
 //! | `CACHED_READS` | on a host directory, a GETATTR per `stat` after each read of a file under 1 MiB, and its READs after the first open | the first read of such a file is a READ round trip instead of passthrough's none; a writer of a file open for reading goes through the server |
 //! | `RELIST` | a GETATTR per file `stat`ed after it was read (the read made the kernel drop its atime): the directory's next listing refreshes them all | a listing after reads is read again (READDIRPLUS + GETATTR of the directory) |
 //! | `KNOWN_ENTRIES` | a lookup on the server and a dentry update in the kernel per file listed by READDIRPLUS that the kernel knows with the attributes it was last given (a listing after an untar or a copy) | a file the kernel knows by another name only, or whose attributes it dropped where the server cannot see it (a rename, an unlink of its other name), is a LOOKUP or GETATTR at its next `stat` |
+//! | `STATAHEAD` | on a host directory, the host calls (`getdents64`, an `fstatat` per entry, the disk reads under them) of each directory a walk enters, done on the walk's path: a `SCHED_IDLE` thread does them ahead for each directory a READDIRPLUS hands out for the first time (module `statahead`) | the CPU and host reads of directories listed but not entered (one level below what was listed, at most [`STATAHEAD_ENTRIES`] entries a directory), and their cached entries' memory (within the caches' limits) |
 //! | `DIRECT_WRITE` | for a write-only open: a second WRITE per `write` that starts inside a page, a GETXATTR at the first `write` | what was written is not left in the page cache (its first read is a READ) |
 //! | `SERVER_LOCKS` (off) | nothing: it costs a FLUSH per `close` where the server sees opens | locks of the mount's processes and of in-process tasks see each other (off: the kernel keeps the mount's locks) |
 //! | `NO_FLUSH` (off) | a FLUSH per `close` with `SERVER_LOCKS` | a POSIX lock taken through the mount is not released by `close` |
@@ -108,6 +109,7 @@ pub mod request;
 pub mod run;
 mod server;
 pub mod session;
+mod statahead;
 pub mod transport;
 mod watch;
 
@@ -273,8 +275,22 @@ bitflags::bitflags! {
         /// where the server cannot see it (a rename, an unlink of its other name), is then
         /// a LOOKUP or GETATTR at its next `stat` instead of none.
         const KNOWN_ENTRIES = 1 << 13;
+        /// A directory that a READDIRPLUS hands the kernel for the first time is listed,
+        /// and its entries looked up, ahead of the kernel's own listing of it, by a
+        /// `SCHED_IDLE` thread of the server (`statahead`, after Lustre's): a walk of a
+        /// tree through the mount finds the host's directory blocks and inodes, and
+        /// uvfs's dentries, ready instead of waiting for them at each directory. Only
+        /// where a lookup costs host calls (a mount whose root is a host directory). The
+        /// cost: the CPU and host reads of directories a listing showed but nobody
+        /// entered (one level below what was listed, at most [`STATAHEAD_ENTRIES`] entries
+        /// a directory), and the memory of their cached entries (within the caches'
+        /// limits).
+        const STATAHEAD = 1 << 14;
     }
 }
+
+/// [`Levers::STATAHEAD`]: entries of one directory looked up ahead at most.
+pub const STATAHEAD_ENTRIES: usize = statahead::ENTRIES_MAX;
 
 /// [`Levers::CACHED_READS`]: the size below which a host file opened for reading only is
 /// served through the page cache (a source file, not a disk image or a database).
@@ -293,7 +309,8 @@ impl Levers {
         .union(Levers::DIRECT_WRITE)
         .union(Levers::RELIST)
         .union(Levers::CACHED_READS)
-        .union(Levers::KNOWN_ENTRIES);
+        .union(Levers::KNOWN_ENTRIES)
+        .union(Levers::STATAHEAD);
     /// What stays correct when something else changes the served tree behind uvfs's back
     /// (hostfs without `--host-unchanged`): caches of names and attributes expire with
     /// their (short) timeouts, but pages and listings would not, so those levers are off.
@@ -465,6 +482,8 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         && !(opts.levers.contains(Levers::PASSTHROUGH) && host_backed);
     // Server locks need the opens (a `flock` belongs to an open file).
     let server_locks = opts.levers.contains(Levers::SERVER_LOCKS) && !no_open;
+    // Lookups ahead pay only where a lookup costs host calls.
+    let statahead = (opts.levers.contains(Levers::STATAHEAD) && host_backed).then(Default::default);
     Ok(Arc::new(server::Server {
         no_open,
         server_locks,
@@ -482,6 +501,8 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         requests: std::array::from_fn(|_| Default::default()),
         locks: Default::default(),
         bare_entries: Default::default(),
+        statahead,
+        listing_fs_lookups: Default::default(),
     }))
 }
 
@@ -504,6 +525,8 @@ struct Running {
     watcher: Option<JoinHandle<()>>,
     /// The thread sending `Levers::RELIST`'s invalidations; ends when told (`join`).
     relister: Option<JoinHandle<()>>,
+    /// The statahead thread (`Levers::STATAHEAD`); ends when told (`join`).
+    statahead: Option<JoinHandle<()>>,
     /// Unmounts if this process dies first ([`MountOptions::auto_unmount`]); dropped
     /// (it then ends) once the connection ended.
     guardian: Option<mount::Guardian>,
@@ -576,7 +599,22 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
     let relister = if server.relist_wanted() { watch::spawn_relist(&server, session.notifier()) } else { None };
-    Ok(Running { session, server, mountpoint: m.mountpoint, conn, workers, sched, stop, watcher, relister, guardian })
+    // (Without its thread nothing is looked up ahead: a missing speed-up, not a failure.)
+    let statahead =
+        server.statahead.as_ref().and_then(|sa| statahead::spawn(sa.clone(), Arc::new(vfs.root_task())).ok());
+    Ok(Running {
+        session,
+        server,
+        mountpoint: m.mountpoint,
+        conn,
+        workers,
+        sched,
+        stop,
+        watcher,
+        relister,
+        statahead,
+        guardian,
+    })
 }
 
 impl Running {
@@ -592,6 +630,13 @@ impl Running {
         }
         if let Some(w) = self.relister.take() {
             self.server.stop_relist();
+            let _ = w.join();
+        }
+        if let Some(sa) = &self.server.statahead {
+            // Also without a thread: what a worker queued meanwhile is dropped.
+            sa.stop();
+        }
+        if let Some(w) = self.statahead.take() {
             let _ = w.join();
         }
         release(&self.server);
@@ -623,14 +668,15 @@ impl MountHandle {
         self.run.as_ref().is_some_and(|r| r.server.kernel_acl.load(Ordering::Relaxed))
     }
 
-    /// The levers this mount pulls (as asked, except [`Levers::NO_OPEN`], which is there
-    /// only if this mount can use it; `NO_OPENDIR` counts only with
-    /// [`Permissions::Kernel`]).
+    /// The levers this mount pulls (as asked, except [`Levers::NO_OPEN`] and
+    /// [`Levers::STATAHEAD`], which are there only if this mount can use them;
+    /// `NO_OPENDIR` counts only with [`Permissions::Kernel`]).
     pub fn levers(&self) -> Levers {
         self.run.as_ref().map_or(Levers::empty(), |r| {
             let mut l = r.server.opts.levers;
             l.set(Levers::NO_OPEN, r.server.no_open);
             l.set(Levers::SERVER_LOCKS, r.server.server_locks);
+            l.set(Levers::STATAHEAD, r.server.statahead.is_some());
             l
         })
     }
@@ -690,6 +736,22 @@ impl MountHandle {
     /// ([`Levers::KNOWN_ENTRIES`]).
     pub fn bare_entries(&self) -> u64 {
         self.run.as_ref().map_or(0, |r| r.server.bare_entries.load(Ordering::Relaxed))
+    }
+
+    /// Directories listed ahead by statahead so far, and the entries it looked up
+    /// ([`Levers::STATAHEAD`]).
+    pub fn statahead_counts(&self) -> (u64, u64) {
+        self.run
+            .as_ref()
+            .and_then(|r| r.server.statahead.as_ref())
+            .map_or((0, 0), |sa| (sa.dirs.load(Ordering::Relaxed), sa.entries.load(Ordering::Relaxed)))
+    }
+
+    /// Names listings looked up that uvfs's dentry cache did not hold, so far: READDIR and
+    /// READDIRPLUS entries the filesystem was asked for on the request's path (what
+    /// [`Levers::STATAHEAD`] does ahead).
+    pub fn listing_fs_lookups(&self) -> u64 {
+        self.run.as_ref().map_or(0, |r| r.server.listing_fs_lookups.load(Ordering::Relaxed))
     }
 
     /// Reads of a caller's supplementary groups from `/proc` so far (a request reads them
@@ -899,6 +961,10 @@ impl Stats {
         out += &format!("uvfs mount: {total} requests ({polled} taken by busy polling): {}\n", list.join(", "));
         let reads = self.server.tasks.group_reads();
         out += &format!("uvfs mount: callers' supplementary groups read from /proc {reads} times\n");
+        if let Some(sa) = &self.server.statahead {
+            let (d, e) = (sa.dirs.load(Ordering::Relaxed), sa.entries.load(Ordering::Relaxed));
+            out += &format!("uvfs mount: statahead listed {d} directories ahead, {e} entries\n");
+        }
         if self.busy_poll && !self.session.uring_active() {
             let c = &self.session.crew;
             let n = |a: &AtomicU64| a.load(Ordering::Relaxed);

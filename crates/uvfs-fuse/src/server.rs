@@ -67,6 +67,14 @@ pub(crate) struct Server {
     /// Atomic: READDIRPLUS entries of files listed without attributes
     /// ([`Levers::KNOWN_ENTRIES`]; `MountHandle::bare_entries`).
     pub(crate) bare_entries: std::sync::atomic::AtomicU64,
+    /// Immutable: where READDIRPLUS queues the directories it hands out for the first time
+    /// (`crate::statahead`; `None` without [`Levers::STATAHEAD`] or where it does not
+    /// pay).
+    pub(crate) statahead: Option<Arc<crate::statahead::Statahead>>,
+    /// Atomic: names READDIRPLUS looked up that were not in uvfs's dentry cache (asked of
+    /// the filesystem: for a host directory, host calls on the listing's path), for the
+    /// tests of statahead (`MountHandle::listing_fs_lookups`).
+    pub(crate) listing_fs_lookups: std::sync::atomic::AtomicU64,
 }
 
 impl Server {
@@ -425,35 +433,45 @@ impl Server {
 
     /// [`Server::register`] of a file whose `stat` is `st`.
     fn register_stat(&self, file: Arc<File>, st: &Stat) -> (u64, Attr) {
-        let id = match self.nodes.insert(key_of(st), file) {
-            Inserted::New(id) => id,
+        self.register_new(file, st).0
+    }
+
+    /// [`Server::register_stat`], and whether the node is new (the kernel did not know it).
+    fn register_new(&self, file: Arc<File>, st: &Stat) -> ((u64, Attr), bool) {
+        let (id, new) = match self.nodes.insert(key_of(st), file) {
+            Inserted::New(id) => (id, true),
             Inserted::Existing(id, dup) => {
                 drop(dup);
-                id
+                (id, false)
             }
         };
-        (id, self.attr(st))
+        ((id, self.attr(st)), new)
     }
 
     /// Looks `name` up in `parent` as `t` (search permission is checked), making it a
     /// node. A node the kernel knows gets another lookup and no file (a READDIRPLUS of a
     /// listing read before, a LOOKUP after the kernel dropped a name).
     fn lookup_in(&self, t: &Task, parent: &Arc<File>, name: &[u8]) -> Result<(u64, Attr)> {
+        self.lookup_new(t, parent, name).map(|(e, _)| e)
+    }
+
+    /// [`Server::lookup_in`], and whether the node is new (the kernel did not know it).
+    fn lookup_new(&self, t: &Task, parent: &Arc<File>, name: &[u8]) -> Result<((u64, Attr), bool)> {
         let mut ask = true;
         loop {
             let holds = |st: &Stat, inode: &Inode| ask && self.nodes.holds(key_of(st), inode);
             let (st, looked) = t.lookup_path(DirFd::File(parent), name, AtFlags::SYMLINK_NOFOLLOW, holds)?;
             match looked {
-                Looked::Opened(f) => return Ok(self.register_stat(f, &st)),
+                Looked::Opened(f) => return Ok(self.register_new(f, &st)),
                 Looked::Held(inode) => {
                     if let Some(id) = self.nodes.lookup_again(key_of(&st), &inode) {
                         // An entry's attributes become the kernel's too (see `setattr`).
                         if self.refresh_backed(id, &inode)
                             && let Some(f) = self.nodes.file(id)
                         {
-                            return Ok((id, self.attr(&self.base().fstat(&f)?)));
+                            return Ok(((id, self.attr(&self.base().fstat(&f)?)), false));
                         }
-                        return Ok((id, self.attr(&st)));
+                        return Ok(((id, self.attr(&st)), false));
                     }
                 }
             }
@@ -865,21 +883,50 @@ impl Server {
         if plus && offset == 0 {
             // Before the entries are read: a file read meanwhile queues the directory again.
             self.nodes.listed(h.nodeid);
+            if let Some(sa) = &self.statahead {
+                sa.listing(h.nodeid);
+            }
         }
         t.lseek(&fd, offset, Whence::Set)?;
         let dev = t.fstat(&fd)?.dev;
         let limit = r.size as usize;
         let caller_task = if plus { Some(self.task(h)) } else { None };
         let known_entries = self.opts.levers.contains(Levers::KNOWN_ENTRIES);
+        // Directories new to the kernel, for statahead (queued when the reply is made).
+        let mut ahead = Vec::new();
+        let asked = uvfs::counters().fs_lookups;
+        let r = self.fill_dir(t, &dir, &fd, dev, limit, caller_task.as_deref(), known_entries, &mut ahead, out);
+        self.listing_fs_lookups.fetch_add(uvfs::counters().fs_lookups - asked, Ordering::Relaxed);
+        if let Some(sa) = &self.statahead {
+            sa.queue(ahead);
+        }
+        r
+    }
+
+    /// [`Server::readdir`]'s entries, with attributes when `caller_task` is given; the
+    /// files of directories handed out as new nodes are pushed to `ahead` (with statahead).
+    #[allow(clippy::too_many_arguments)]
+    fn fill_dir(
+        &self,
+        t: &Task,
+        dir: &Arc<File>,
+        fd: &Arc<File>,
+        dev: u64,
+        limit: usize,
+        caller_task: Option<&Task>,
+        known_entries: bool,
+        ahead: &mut Vec<(u64, Arc<File>)>,
+        out: &mut ReplyBuf<'_>,
+    ) -> Result<()> {
         loop {
-            let batch = t.getdents(&fd, 64)?;
+            let batch = t.getdents(fd, 64)?;
             if batch.is_empty() {
                 return Ok(());
             }
             for e in batch {
                 let ino = self.nodes.ino_for_key((dev, e.ino));
                 let typ = u32::from(e.dtype);
-                let fits = match &caller_task {
+                let fits = match caller_task {
                     None => out.dirent(limit, ino, e.next, typ, &e.name),
                     Some(ct) => {
                         let dots = e.name == b"." || e.name == b"..";
@@ -896,12 +943,20 @@ impl Server {
                                 // A file the kernel writes itself changes behind the
                                 // server's back: listed with its attributes.
                                 && self.nodes.known_fresh((dev, e.ino)).is_some_and(|id| !self.passthrough.backs(id)));
-                        let attr = if bare { None } else { self.lookup_in(ct, &dir, &e.name).ok() };
-                        let entry = match attr {
-                            Some(a) => self.entry_out(a),
+                        let looked = if bare { None } else { self.lookup_new(ct, dir, &e.name).ok() };
+                        let new_dir = looked.as_ref().is_some_and(|&(_, new)| new && typ == DT_DIR);
+                        let entry = match looked {
+                            Some((a, _)) => self.entry_out(a),
                             None => reply::entry(0, Attr::default(), Duration::ZERO, Duration::ZERO),
                         };
                         let fits = out.direntplus(limit, &entry, ino, e.next, typ, &e.name);
+                        if fits
+                            && new_dir
+                            && self.statahead.is_some()
+                            && let Some(f) = self.nodes.file(entry.nodeid)
+                        {
+                            ahead.push((entry.nodeid, f));
+                        }
                         if !fits && entry.nodeid != 0 {
                             // The kernel never sees this entry: take its lookup back.
                             self.forget_node(entry.nodeid, 1);

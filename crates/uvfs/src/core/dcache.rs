@@ -94,6 +94,7 @@ impl VfsInner {
         if sb.dcache_complete() || parent.is_dead() {
             return Ok(None);
         }
+        crate::sync::counters::bump(|c| c.fs_lookups += 1);
         let found = sb.fs().lookup(sb, dir_inode, name)?;
         let d = Dentry::new_cached(parent, name, found);
         if d.needs_revalidate() {

@@ -52,6 +52,8 @@ pub struct Counters {
     /// Fine-grained timestamps taken (Linux's `mg_fine_stamps`): changes that had to be
     /// told apart from a change time a `stat` reported; the rest read the coarse clock.
     pub fine_stamps: u64,
+    /// Names the dentry cache did not hold and asked the filesystem for (its `lookup`).
+    pub fs_lookups: u64,
 }
 
 thread_local! {
@@ -60,7 +62,7 @@ thread_local! {
         dentries_invalidated: 0, dcache_scanned: 0, hash_probes: 0, path_cache_hits: 0, path_cache_fills: 0,
         path_cache_parent_hits: 0, path_cache_parent_fills: 0,
         data_pages_made: 0, data_pages_in_shmem: 0, host_dir_streams_opened: 0, guard_pins: 0, dir_lookups: 0,
-        fine_stamps: 0,
+        fine_stamps: 0, fs_lookups: 0,
     }) };
 }
 
