@@ -208,6 +208,123 @@ fn a_listing_continues_from_its_end() {
     assert_eq!(held("listed"), held("opened"));
 }
 
+/// Where nothing changes the host behind uvfs's back (`HostChanges::Never`), a listing
+/// read whole is kept and served again without the host (`hostfs/listing.rs`): the same
+/// entries and cookies as the host's, whole or in batches; every change of the directory
+/// through uvfs drops it, and the next listing is the host's again.
+#[test]
+fn a_listing_is_kept_where_the_host_does_not_change() {
+    use uvfs::fs::hostfs::{HostChanges, HostFsOptions};
+    let dir = tmp("kept");
+    for i in 0..10 {
+        std::fs::write(dir.path().join(format!("f{i}")), b"").unwrap();
+    }
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/x"), b"").unwrap();
+    let opts = HostFsOptions { changes: HostChanges::Never, ..HostFsOptions::default() };
+    let vfs = Vfs::with_root(VfsConfig::default(), Box::new(HostFs::with_options(dir.path(), opts).unwrap())).unwrap();
+    let t = vfs.root_task();
+    // The host's own listing, through a hostfs that keeps none.
+    let plain = vfs_over(&dir, FastPaths::all());
+    let pt = plain.root_task();
+    let opened = || uvfs::counters().host_dir_streams_opened;
+    type Ent = (u64, u64, u8, Vec<u8>);
+    let list = |t: &uvfs::Task, path: &[u8], batch: usize| -> Vec<Ent> {
+        let fd = t.open(path, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+        let mut all = Vec::new();
+        loop {
+            let b = t.getdents(fd, batch).unwrap();
+            if b.is_empty() {
+                break;
+            }
+            all.extend(b.into_iter().map(|e| (e.ino, e.next, e.dtype, e.name)));
+        }
+        t.close(fd).unwrap();
+        all
+    };
+    let names = |v: &[Ent]| {
+        let mut n: Vec<Vec<u8>> = v.iter().map(|e| e.3.clone()).collect();
+        n.sort();
+        n
+    };
+    let host_names = |rel: &str| {
+        let mut n: Vec<Vec<u8>> = std::fs::read_dir(dir.path().join(rel))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_encoded_bytes())
+            .chain([b".".to_vec(), b"..".to_vec()])
+            .collect();
+        n.sort();
+        n
+    };
+
+    let before = opened();
+    let first = list(&t, b"/", 1000);
+    assert_eq!(opened() - before, 1);
+    assert_eq!(names(&first), host_names(""));
+    // Again, whole and in batches of 3 (each batch goes on from the last cookie): the
+    // same entries and cookies, and no host stream.
+    let before = opened();
+    assert_eq!(list(&t, b"/", 1000), first);
+    assert_eq!(list(&t, b"/", 3), first);
+    assert_eq!(opened() - before, 0, "a kept listing went to the host");
+    // What the host itself lists, in the same order with the same cookies.
+    assert_eq!(list(&pt, b"/", 1000), first);
+
+    // Each change through uvfs drops the listing of the directories it changes: the next
+    // listing is read from the host (one stream) and shows the change, the one after is
+    // kept again.
+    type Change<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let changes: Vec<Change> = vec![
+        ("mknod", Box::new(|| t.mknodat(DirFd::Cwd, b"/late", 0o100644, 0).unwrap())),
+        ("unlink", Box::new(|| t.unlink(b"/f0").unwrap())),
+        ("rename out", Box::new(|| t.rename(b"/f1", b"/sub/f1").unwrap())),
+        ("rename in", Box::new(|| t.rename(b"/sub/x", b"/x").unwrap())),
+        ("rename over", Box::new(|| t.rename(b"/f2", b"/f3").unwrap())),
+        ("mkdir", Box::new(|| t.mkdir(b"/d", 0o755).unwrap())),
+        ("symlink", Box::new(|| t.symlink(b"f4", b"/sub/l").unwrap())),
+        ("link", Box::new(|| t.link(b"/f5", b"/sub/h").unwrap())),
+        ("rmdir", Box::new(|| t.rmdir(b"/d").unwrap())),
+    ];
+    for (what, change) in changes {
+        list(&t, b"/sub", 1000);
+        change();
+        for (path, rel) in [(&b"/"[..], ""), (&b"/sub"[..], "sub")] {
+            let before = opened();
+            let now = list(&t, path, 1000);
+            assert_eq!(list(&t, path, 2), now, "after {what}: {rel} in batches");
+            assert!(opened() - before <= 1, "after {what}: {rel}: more than one host stream");
+            assert_eq!(names(&now), host_names(rel), "after {what}: {rel}");
+            assert_eq!(list(&pt, path, 1000), now, "after {what}: {rel}, the host's listing");
+        }
+    }
+    // A removed directory, its listing kept before: ENOENT, as Linux's `getdents64` of a
+    // removed directory (glibc's `readdir` takes it as the end).
+    t.mkdir(b"/gone", 0o755).unwrap();
+    let fd = t.open(b"/gone", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    assert_eq!(t.getdents(fd, 100).unwrap().len(), 2);
+    t.rmdir(b"/gone").unwrap();
+    t.lseek(fd, 0, uvfs::Whence::Set).unwrap();
+    assert_eq!(t.getdents(fd, 100).unwrap_err(), Errno::ENOENT);
+    t.close(fd).unwrap();
+
+    // Bounded: an instance whose listings may hold fewer entries than the directory has
+    // keeps none of it, and every listing is the host's.
+    let opts = HostFsOptions { changes: HostChanges::Never, listing_limit: 5, ..HostFsOptions::default() };
+    let small =
+        Vfs::with_root(VfsConfig::default(), Box::new(HostFs::with_options(dir.path(), opts).unwrap())).unwrap();
+    let st = small.root_task();
+    let before = opened();
+    let whole = list(&st, b"/", 1000);
+    assert!(whole.len() > 5);
+    assert_eq!(list(&st, b"/", 1000), whole);
+    assert_eq!(opened() - before, 2);
+    // While a directory of 5 entries (its 3 names, "." and "..") fits.
+    let before = opened();
+    assert_eq!(list(&st, b"/sub", 1000).len(), 5);
+    assert_eq!(list(&st, b"/sub", 1000).len(), 5);
+    assert_eq!(opened() - before, 1);
+}
+
 /// Two names of one host file (a hard link) are one inode in uvfs, found through the
 /// inode cache by (device, inode number).
 #[test]

@@ -31,7 +31,7 @@ fn tmp(tag: &str) -> tempfile::TempDir {
 }
 
 fn hostfs(dir: &Path, limit: usize, changes: HostChanges) -> Vfs {
-    let opts = HostFsOptions { changes, descriptor_limit: Some(limit) };
+    let opts = HostFsOptions { changes, descriptor_limit: Some(limit), ..HostFsOptions::default() };
     let fs = HostFs::with_options(dir, opts).unwrap();
     assert_eq!(fs.descriptor_limit(), limit);
     Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap()

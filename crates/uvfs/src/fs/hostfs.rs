@@ -61,7 +61,10 @@
 //! that nothing changes the host directory behind uvfs's back: cached names and
 //! attributes are then trusted as they are (the cold-scan benchmark's mode), and so is
 //! the absence of a file capability (`security.capability`, which the kernel asks a FUSE
-//! server for before every chown and first write; see `NoCaps`).
+//! server for before every chown and first write; see `NoCaps`), and so are listings: a
+//! directory's listing read whole from the host is kept and served again, with the host's
+//! cookies, until uvfs changes the directory (`hostfs/listing.rs`, bounded by
+//! [`HostFsOptions::listing_limit`]).
 //!
 //! **Xattr reads** go through a small buffer first: the host kernel allocates and zeroes
 //! a buffer of the size it is given, and a 64 KiB one cost more than the call.
@@ -72,6 +75,7 @@
 //! now names another inode gives ESTALE (see above).
 
 mod filecache;
+mod listing;
 
 use std::any::Any;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -118,7 +122,14 @@ pub struct HostFsOptions {
     /// a quarter of the soft `RLIMIT_NOFILE` when the instance is made, from 16 to
     /// 65,536. `Some(0)` is EINVAL.
     pub descriptor_limit: Option<usize>,
+    /// Under [`HostChanges::Never`], how many directory entries the instance keeps in the
+    /// listings it serves again without the host (`hostfs/listing.rs`; at most 65,536 of
+    /// one directory): [`DEFAULT_LISTING_LIMIT`] by default, 0 for none.
+    pub listing_limit: usize,
 }
+
+/// [`HostFsOptions::listing_limit`]'s default: about 10 MB of entries.
+pub const DEFAULT_LISTING_LIMIT: usize = 1 << 18;
 
 impl Default for HostFsOptions {
     /// Every cached name and attribute checked against the host before use; the
@@ -127,6 +138,7 @@ impl Default for HostFsOptions {
         HostFsOptions {
             changes: HostChanges::Revalidate { max_age: std::time::Duration::ZERO },
             descriptor_limit: None,
+            listing_limit: DEFAULT_LISTING_LIMIT,
         }
     }
 }
@@ -169,6 +181,8 @@ pub struct HostFs {
     /// Host directory descriptions left at a listing's end, for the `readdir` that
     /// continues there.
     streams: EndStreams,
+    /// Atomic: entries of the listings kept (`hostfs/listing.rs`), against its bound.
+    listed: Arc<AtomicUsize>,
 }
 
 /// A host directory: its descriptor (closed by the cache when unused, reopened by name)
@@ -181,6 +195,8 @@ struct HostDir {
     /// Where it is named (`None`: the root, or removed). Leaf lock; changed by rename, and
     /// by a lookup that finds it under another name.
     loc: Mutex<Option<DirLoc>>,
+    /// Its listing, kept under `HostChanges::Never` (`hostfs/listing.rs`; own leaf lock).
+    listing: listing::DirListing,
 }
 
 /// Where a directory is named on the host. The parent is weak (a directory's parent does
@@ -597,7 +613,8 @@ impl HostFs {
             .map_err(host)?;
         let key = key_of(&rustix::fs::fstat(&fd).map_err(host)?);
         let cache = FileCache::new(limit);
-        let root = Arc::new(HostDir { key, fd: Slot::fixed(&cache, fd), loc: Mutex::new(None) });
+        let root =
+            Arc::new(HostDir { key, fd: Slot::fixed(&cache, fd), loc: Mutex::new(None), listing: Default::default() });
         Ok(HostFs {
             root,
             opts,
@@ -605,6 +622,7 @@ impl HostFs {
             live: Arc::default(),
             cache,
             streams: EndStreams::default(),
+            listed: Arc::default(),
         })
     }
 
@@ -661,6 +679,39 @@ impl HostFs {
         Self::dir(inode)?.fd()
     }
 
+    /// A listing from its start, read from the host to the directory's end (also past
+    /// what `out` takes, up to what `listing::DIR_MAX` keeps) and kept if nothing changed
+    /// the directory meanwhile.
+    fn readdir_whole(&self, hd: &Arc<HostDir>, out: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+        let at = hd.listing.generation();
+        let fd = {
+            let dfd = hd.fd()?;
+            rustix::fs::openat(&dfd, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+                .map_err(host)?
+        };
+        counters::bump(|c| c.host_dir_streams_opened += 1);
+        let mut whole = listing::Builder::new();
+        let mut giving = true;
+        let ended = list_host_dir(&fd, 0, &mut |e| {
+            whole.push(&e);
+            if giving {
+                giving = out(e);
+            }
+            // On while `out` takes entries or the listing can still be kept.
+            giving || !whole.over()
+        })?;
+        // (`None`: stopped early, or the directory is gone on the host.) A listing not kept
+        // leaves its description at the end for the call that continues there, as below.
+        if let Some(end) = ended
+            && !hd.listing.keep(at, whole, &self.listed, self.opts.listing_limit)
+        {
+            let slot = Slot::new(&self.cache);
+            slot.fill(fd, true);
+            self.streams.keep(hd, end, slot);
+        }
+        Ok(())
+    }
+
     /// Makes (or finds in the inode cache) the inode for `st`, found as `name` in
     /// `parent` (whose descriptor is `pfd`). `io` is a descriptor of it already open
     /// (create).
@@ -689,7 +740,7 @@ impl HostFs {
                     let slot = Slot::new(&self.cache);
                     slot.fill(fd, true);
                     let loc = DirLoc { parent: Arc::downgrade(parent), name: name.into() };
-                    Some(Arc::new(HostDir { key, fd: slot, loc: Mutex::new(Some(loc)) }))
+                    Some(Arc::new(HostDir { key, fd: slot, loc: Mutex::new(Some(loc)), listing: Default::default() }))
                 } else {
                     None
                 };
@@ -1089,6 +1140,7 @@ impl FileSystem for HostFs {
             _ => rustix::fs::mknodat(&dfd, name, rustix::fs::FileType::from_raw_mode(args.mode), perm, args.rdev)
                 .map_err(host)?,
         }
+        d.listing.changed();
         let st = match &io {
             // The file just made, by its descriptor (no second walk of the name).
             Some(fd) => rustix::fs::fstat(fd),
@@ -1182,6 +1234,7 @@ impl FileSystem for HostFs {
             None => Held::Path(Self::path_fd(inode)?),
         };
         rustix::fs::linkat(&src, "", &dfd, name, AtFlags::EMPTY_PATH).map_err(host)?;
+        d.listing.changed();
         n.names.lock().saw(d, name);
         let sb = inode.sb();
         if sb.icache().iget(n.key, &sb.rcu(), |_| true, || Ok(inode.clone())).is_err() {
@@ -1198,6 +1251,7 @@ impl FileSystem for HostFs {
         // (A file open in uvfs has its descriptor pinned: it stays readable after its
         // last name goes.)
         rustix::fs::unlinkat(&dfd, name, AtFlags::empty()).map_err(host)?;
+        d.listing.changed();
         Self::lost_name(inode, d, name);
         self.refresh(dir)
     }
@@ -1207,8 +1261,11 @@ impl FileSystem for HostFs {
         let d = Self::dir(dir)?;
         let dfd = d.fd()?;
         rustix::fs::unlinkat(&dfd, name, AtFlags::REMOVEDIR).map_err(host)?;
+        d.listing.changed();
         if let Some(gone) = &node(inode).dir {
             self.streams.forget(gone);
+            // The host lists it as empty from now on.
+            gone.listing.changed();
         }
         Self::lost_name(inode, d, name);
         self.refresh(dir)
@@ -1227,6 +1284,8 @@ impl FileSystem for HostFs {
             rustix::fs::RenameFlags::from_bits_retain(r.flags.bits()),
         )
         .map_err(host)?;
+        od.listing.changed();
+        nd.listing.changed();
         if let Some((uid, gid)) = r.whiteout_owner {
             // The host made the whiteout as uvfs's user: it is the caller's.
             let (uid, gid) = (rustix::fs::Uid::from_raw(uid), rustix::fs::Gid::from_raw(gid));
@@ -1249,6 +1308,7 @@ impl FileSystem for HostFs {
             } else {
                 if let Some(gone) = &node(t).dir {
                     self.streams.forget(gone);
+                    gone.listing.changed();
                 }
                 Self::lost_name(t, nd, new_name);
             }
@@ -1358,6 +1418,18 @@ impl FileSystem for HostFs {
 
     fn readdir(&self, dir: &Inode, cursor: u64, out: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
         let hd = Self::dir(dir)?;
+        // Where nothing changes the host behind uvfs's back, a listing read whole is kept
+        // (`hostfs/listing.rs`) and served again.
+        if self.max_age().is_none() {
+            if let Some(l) = hd.listing.get()
+                && l.serve(cursor, out)
+            {
+                return Ok(());
+            }
+            if cursor == 0 {
+                return self.readdir_whole(hd, out);
+            }
+        }
         // The cursor is the host's `d_off` cookie of the last entry given. A description
         // kept at the directory's end there continues (unless the cache closed it).
         if let Some(slot) = self.streams.take(hd, cursor)
