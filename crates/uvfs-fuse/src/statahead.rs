@@ -49,7 +49,7 @@ pub(crate) struct Statahead {
     state: Mutex<State>,
     /// Signalled when a directory is queued or the thread is told to stop.
     more: Condvar,
-    /// Atomic: directories listed ahead so far (`MountHandle::statahead_dirs`).
+    /// Atomic: directories listed ahead so far (`MountHandle::statahead_counts`).
     pub(crate) dirs: AtomicU64,
     /// Atomic: entries looked up ahead so far.
     pub(crate) entries: AtomicU64,
