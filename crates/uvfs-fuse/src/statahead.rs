@@ -28,7 +28,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
@@ -49,6 +49,8 @@ pub(crate) struct Statahead {
     state: Mutex<State>,
     /// Signalled when a directory is queued or the thread is told to stop.
     more: Condvar,
+    /// Atomic: `state`'s stop, read between lookups (an unmount waits for the thread).
+    stopping: AtomicBool,
     /// Atomic: directories listed ahead so far (`MountHandle::statahead_counts`).
     pub(crate) dirs: AtomicU64,
     /// Atomic: entries looked up ahead so far.
@@ -102,6 +104,7 @@ impl Statahead {
         let dropped = {
             let mut s = self.state.lock();
             s.stop = true;
+            self.stopping.store(true, Ordering::Relaxed);
             std::mem::take(&mut s.queue)
         };
         self.more.notify_all();
@@ -123,7 +126,7 @@ impl Statahead {
     }
 
     fn stopped(&self) -> bool {
-        self.state.lock().stop
+        self.stopping.load(Ordering::Relaxed)
     }
 }
 
@@ -155,7 +158,7 @@ fn list_ahead(sa: &Statahead, t: &Task, dir: &Arc<File>) {
             // "Held": no file is made; the lookup leaves the dentry and inode cached.
             let _ = t.lookup_path(DirFd::File(dir), &e.name, AtFlags::SYMLINK_NOFOLLOW, |_, _| true);
             seen += 1;
-            if seen >= ENTRIES_MAX {
+            if seen >= ENTRIES_MAX || sa.stopped() {
                 break;
             }
         }
