@@ -325,6 +325,66 @@ fn a_listing_is_kept_where_the_host_does_not_change() {
     assert_eq!(opened() - before, 1);
 }
 
+/// A listing read from the host while uvfs changes the directory is not kept: each round
+/// lists a big directory in one thread while another creates or removes a name in it
+/// during that listing's host read, and the listing after both is the host's (a listing
+/// read before the change and kept after it would miss the new name or show the removed
+/// one; `hostfs/listing.rs`'s generation).
+#[test]
+fn a_listing_read_during_a_change_is_not_kept() {
+    use uvfs::fs::hostfs::{HostChanges, HostFsOptions};
+    let dir = tmp("keptrace");
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    // Big enough that its host read takes far longer than a create or an unlink.
+    for i in 0..20_000 {
+        std::fs::write(dir.path().join(format!("d/f{i}")), b"").unwrap();
+    }
+    let opts = HostFsOptions { changes: HostChanges::Never, ..HostFsOptions::default() };
+    let vfs = Vfs::with_root(VfsConfig::default(), Box::new(HostFs::with_options(dir.path(), opts).unwrap())).unwrap();
+    let names = |t: &uvfs::Task| {
+        let fd = t.open(b"/d", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+        let mut n: Vec<Vec<u8>> = Vec::new();
+        loop {
+            let b = t.getdents(fd, 1000).unwrap();
+            if b.is_empty() {
+                break;
+            }
+            n.extend(b.into_iter().map(|e| e.name));
+        }
+        t.close(fd).unwrap();
+        n.sort();
+        n
+    };
+    let host = || {
+        let mut n: Vec<Vec<u8>> = std::fs::read_dir(dir.path().join("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_encoded_bytes())
+            .chain([b".".to_vec(), b"..".to_vec()])
+            .collect();
+        n.sort();
+        n
+    };
+    for i in 0..40 {
+        let reading = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let t = vfs.root_task();
+                reading.wait();
+                names(&t)
+            });
+            let t = vfs.root_task();
+            reading.wait();
+            let p = format!("/d/n{}", i / 2);
+            if i % 2 == 0 {
+                t.mknodat(DirFd::Cwd, p.as_bytes(), 0o100644, 0).unwrap();
+            } else {
+                t.unlink(p.as_bytes()).unwrap();
+            }
+        });
+        assert_eq!(names(&vfs.root_task()), host(), "round {i}");
+    }
+}
+
 /// Two names of one host file (a hard link) are one inode in uvfs, found through the
 /// inode cache by (device, inode number).
 #[test]
