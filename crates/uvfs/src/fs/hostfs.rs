@@ -684,12 +684,7 @@ impl HostFs {
     /// the directory meanwhile.
     fn readdir_whole(&self, hd: &Arc<HostDir>, out: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
         let at = hd.listing.generation();
-        let fd = {
-            let dfd = hd.fd()?;
-            rustix::fs::openat(&dfd, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-                .map_err(host)?
-        };
-        counters::bump(|c| c.host_dir_streams_opened += 1);
+        let fd = Self::open_stream(hd)?;
         let mut whole = listing::Builder::new();
         let mut giving = true;
         let ended = list_host_dir(&fd, 0, &mut |e| {
@@ -705,11 +700,26 @@ impl HostFs {
         if let Some(end) = ended
             && !hd.listing.keep(at, whole, &self.listed, self.opts.listing_limit)
         {
-            let slot = Slot::new(&self.cache);
-            slot.fill(fd, true);
-            self.streams.keep(hd, end, slot);
+            self.keep_stream(hd, end, fd);
         }
         Ok(())
+    }
+
+    /// A new open description of `hd` to list it by (its own position, at its start).
+    fn open_stream(hd: &HostDir) -> Result<OwnedFd> {
+        let fd =
+            rustix::fs::openat(&hd.fd()?, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+                .map_err(host)?;
+        counters::bump(|c| c.host_dir_streams_opened += 1);
+        Ok(fd)
+    }
+
+    /// Keeps `fd`, a description of `hd` read to its end at cookie `at`, for the listing
+    /// call that continues there ([`EndStreams`]).
+    fn keep_stream(&self, hd: &Arc<HostDir>, at: u64, fd: OwnedFd) {
+        let slot = Slot::new(&self.cache);
+        slot.fill(fd, true);
+        self.streams.keep(hd, at, slot);
     }
 
     /// Makes (or finds in the inode cache) the inode for `st`, found as `name` in
@@ -1442,21 +1452,12 @@ impl FileSystem for HostFs {
             return Ok(());
         }
         // Else a fresh open description (its own position), seeked to the cookie.
-        let fd = {
-            let dfd = hd.fd()?;
-            let fd =
-                rustix::fs::openat(&dfd, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-                    .map_err(host)?;
-            counters::bump(|c| c.host_dir_streams_opened += 1);
-            fd
-        };
+        let fd = Self::open_stream(hd)?;
         if cursor != 0 {
             rustix::fs::seek(&fd, rustix::fs::SeekFrom::Start(cursor)).map_err(host)?;
         }
         if let Some(at) = list_host_dir(&fd, cursor, out)? {
-            let slot = Slot::new(&self.cache);
-            slot.fill(fd, true);
-            self.streams.keep(hd, at, slot);
+            self.keep_stream(hd, at, fd);
         }
         Ok(())
     }

@@ -33,7 +33,8 @@ use crate::sync::Mutex;
 pub(super) const DIR_MAX: usize = 1 << 16;
 
 /// One kept entry: the name is `names[start..end]` of its listing, `start` the previous
-/// entry's `end`.
+/// entry's `end` (`u32`: a `getdents64` record's length is 16 bits, so [`DIR_MAX`]
+/// names take less than 2^32 bytes).
 struct Ent {
     ino: u64,
     /// The host's cookie of the entry after this one (`d_off`).
@@ -62,7 +63,7 @@ impl Drop for Listing {
 pub(super) struct Builder {
     ents: Vec<Ent>,
     names: Vec<u8>,
-    /// Too big to keep ([`DIR_MAX`], or a name past `u32` offsets).
+    /// Too big to keep (more than [`DIR_MAX`] entries).
     over: bool,
 }
 
@@ -81,15 +82,14 @@ impl Builder {
         if self.over {
             return;
         }
-        let end = self.names.len() + e.name.len();
-        if self.ents.len() >= DIR_MAX || end > u32::MAX as usize {
+        if self.ents.len() >= DIR_MAX {
             self.over = true;
             self.ents = Vec::new();
             self.names = Vec::new();
             return;
         }
         self.names.extend_from_slice(&e.name);
-        self.ents.push(Ent { ino: e.ino, next: e.next, end: end as u32, dtype: e.dtype });
+        self.ents.push(Ent { ino: e.ino, next: e.next, end: self.names.len() as u32, dtype: e.dtype });
     }
 }
 
