@@ -566,6 +566,29 @@ impl<T: Send + Sync + 'static> DHash<T> {
         }
     }
 
+    /// Calls `f` with every entry, each once: the caller holds the writers off (a
+    /// directory's lock, shared), so no entry is added, removed or moved meanwhile (a
+    /// rebuild step marks a slot it moved deleted before the next change). The references
+    /// live as long as the guard.
+    pub(crate) fn for_each<'g>(&'g self, guard: &'g LocalGuard<'_>, mut f: impl FnMut(&'g Arc<T>)) {
+        for p in [&self.current, &self.future] {
+            // SAFETY: as in `get`: a published array outlives `guard`, and a slot loaded
+            // full stays as written while the array lives.
+            unsafe {
+                let a = guard.protect(p, Ordering::Acquire);
+                if a.is_null() {
+                    continue;
+                }
+                let a = Array::<T>::from_raw(a);
+                for g in 0..a.groups() {
+                    for i in slots_of(g, a.tag_word(g).load(Ordering::Acquire) & HIGHS) {
+                        f(&a.slot::<'g>(i).value);
+                    }
+                }
+            }
+        }
+    }
+
     /// Inserts or replaces; returns the value replaced. The caller serializes writers.
     pub(crate) fn insert(&self, name: Name, value: Arc<T>, rcu: &Rcu) -> Option<Arc<T>> {
         let _w = WriterCheck::enter(&self.writing);
@@ -963,6 +986,31 @@ mod tests {
         let p = t.current.load(Ordering::Relaxed);
         // SAFETY: the test is the only writer; the array is alive while published.
         if p.is_null() { 0 } else { unsafe { Array::<T>::from_raw(p) }.cap() }
+    }
+
+    /// `for_each` sees every entry once, also while a rebuild has moved some of them into
+    /// the new array and not others, and none that was removed.
+    #[test]
+    fn for_each_sees_each_entry_once_mid_rebuild() {
+        let rcu = Rcu::new();
+        let t: DHash<usize> = DHash::new();
+        let mut seen_mid_rebuild = false;
+        let mut live = std::collections::BTreeSet::new();
+        for i in 0..if cfg!(miri) { 150 } else { 600 } {
+            t.insert(Name::new(&name(i)), Arc::new(i), &rcu);
+            live.insert(i);
+            if i % 5 == 0 {
+                t.remove(&name(i / 2), &rcu);
+                live.remove(&(i / 2));
+            }
+            let g = rcu.pin();
+            let mut got = Vec::new();
+            t.for_each(&g, |v| got.push(**v));
+            got.sort_unstable();
+            assert_eq!(got, live.iter().copied().collect::<Vec<_>>(), "after {i}");
+            seen_mid_rebuild |= rebuilding(&t);
+        }
+        assert!(seen_mid_rebuild, "no step of the test found a rebuild under way");
     }
 
     #[test]

@@ -433,15 +433,24 @@ impl Drop for Inotify {
 }
 
 /// A directory that now wants child events flags its children, so their events find
-/// the watch through the per-dentry check.
-pub(crate) fn set_children_watched(dentry: &crate::core::dentry::Dentry, inode: &crate::core::inode::Inode) {
+/// the watch through the per-dentry check (Linux's `fsnotify_set_children_dentry_flags`,
+/// over every cached child: a filesystem that is not dcache-complete keeps no readdir
+/// order, only its table). Under the directory lock shared, no child is added meanwhile;
+/// one added after takes the flag from the watch already in place (`d_instantiate_flags`).
+pub(crate) fn set_children_watched(
+    dentry: &crate::core::dentry::Dentry,
+    inode: &crate::core::inode::Inode,
+    guard: &crate::sync::rcu::LocalGuard<'_>,
+) {
     if !inode.is_dir() || !inode.mark_mask().intersects(EventMask::CHILD_EVENTS) {
         return;
     }
     if let Some(dir) = dentry.dir() {
-        let l = dir.lock.read();
-        for d in l.order.values() {
-            d.set_flag(crate::core::dentry::DENTRY_PARENT_WATCHED);
-        }
+        let _l = dir.lock.read();
+        dir.children.for_each(guard, |d| {
+            if d.inode().is_some() {
+                d.set_flag(crate::core::dentry::DENTRY_PARENT_WATCHED);
+            }
+        });
     }
 }

@@ -184,6 +184,7 @@ impl<T> OffsetMap<T> {
     }
 
     /// The children, in order.
+    #[cfg(test)]
     pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
         self.chunks.iter().flat_map(|ch| &ch.slots).filter_map(|(_, v)| v.as_ref())
     }

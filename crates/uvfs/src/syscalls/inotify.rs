@@ -62,7 +62,7 @@ impl Task {
             inode.recalc_marks();
             let wd = *wd;
             drop(st);
-            set_children_watched(&p.dentry, &inode);
+            set_children_watched(&p.dentry, &inode, &self.vfs.rcu.pin());
             return Ok(wd);
         }
         if st.watches.len() >= g.max_watches {
@@ -81,7 +81,7 @@ impl Task {
         inode.sb().notify.inode_marks.lock().push(m.clone());
         inode.add_mark(m);
         drop(st);
-        set_children_watched(&p.dentry, &inode);
+        set_children_watched(&p.dentry, &inode, &self.vfs.rcu.pin());
         Ok(wd)
     }
 
