@@ -516,24 +516,50 @@ mod random {
         Op::Symlink("..", "/a/b/l"),
     ];
 
+    /// Where the two instances keep their trees.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Root {
+        Memfs,
+        /// Each its own host directory, trusted not to change (`HostChanges::Never`: no
+        /// revalidation, so the lockless walk and the path cache answer there too, over
+        /// dentries a miss caches from the host, negative ones included).
+        Hostfs,
+    }
+
     fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+        run_on(Root::Memfs, &ops)?;
+        run_on(Root::Hostfs, &ops)
+    }
+
+    fn run_on(root: Root, ops: &[Op]) -> Result<(), TestCaseError> {
         let config = |fast| VfsConfig {
             fast_paths: fast,
             root_size_limit: Some(0),
             root_inode_limit: Some(0),
             ..VfsConfig::default()
         };
-        let on = Vfs::new(config(FastPaths::all()));
-        let off = Vfs::new(config(FastPaths::all() - FastPaths::PATH_CACHE));
+        let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let make = |fast, dir: &std::path::Path| match root {
+            Root::Memfs => Vfs::new(config(fast)),
+            Root::Hostfs => {
+                use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
+                let opts = HostFsOptions { changes: HostChanges::Never, ..HostFsOptions::default() };
+                Vfs::with_root(config(fast), Box::new(HostFs::with_options(dir, opts).unwrap())).unwrap()
+            }
+        };
+        let on = make(FastPaths::all(), dirs.0.path());
+        let off = make(FastPaths::all() - FastPaths::PATH_CACHE, dirs.1.path());
         let (ton, toff) = (tasks(&on), tasks(&off));
         for op in START {
             apply(&ton[0], op).unwrap();
             apply(&toff[0], op).unwrap();
         }
+        // The two host directories number their inodes apart: compared without them.
+        let seen = |x: Seen| if root == Root::Hostfs { x.map(|s| (0, s.1, s.2, s.3, s.4, s.5)) } else { x };
         for (i, op) in ops.iter().enumerate() {
             // Every change is made by root; the working directory moves for every task.
             let (a, b) = (apply(&ton[0], op), apply(&toff[0], op));
-            prop_assert_eq!(a, b, "step {} {:?}", i, op);
+            prop_assert_eq!(a, b, "{:?}, step {} {:?}", root, i, op);
             if let Op::Chdir(p) = op {
                 for t in ton.iter().chain(&toff).skip(1) {
                     let _ = t.chdir(p.as_bytes());
@@ -542,13 +568,14 @@ mod random {
             for (who, (x, y)) in ton.iter().zip(&toff).enumerate() {
                 for p in PROBES {
                     for flags in [AtFlags::empty(), AtFlags::SYMLINK_NOFOLLOW] {
-                        let want = probe(y, p, flags);
+                        let want = seen(probe(y, p, flags));
                         for round in 0..2 {
-                            let got = probe(x, p, flags);
+                            let got = seen(probe(x, p, flags));
                             prop_assert_eq!(
                                 &got,
                                 &want,
-                                "after step {} {:?}: task {}, {} {:?}, round {}",
+                                "{:?}, after step {} {:?}: task {}, {} {:?}, round {}",
+                                root,
                                 i,
                                 op,
                                 who,
