@@ -610,3 +610,61 @@ fn a_change_after_a_stat_shows_on_a_host_directory() {
         t.close(fd).unwrap();
     }
 }
+
+/// A write or a new name after a `stat` shows in the next `stat` however soon it comes, on
+/// a host directory on tmpfs and on ext4, as it does on the host itself (both have
+/// multigrain times since Linux 6.13: a change after a `stat` of the host's own is stamped
+/// with its fine clock). uvfs answers the `stat`s itself, so the host never saw one, and
+/// hostfs does not read back the times of an attribute change (the VFS stamped it): a
+/// write after a `touch` and a `stat` got the host's coarse time, below the `touch`'s, and
+/// showed no change, until hostfs showed the host a `stat` before each change that follows
+/// one. (A removal is left out: tmpfs stamps the directory with the removed file's new
+/// change time, which no `stat` saw, so even on the host a removal after a `stat` of the
+/// directory may not show.)
+#[test]
+fn a_write_or_a_name_after_a_stat_shows_on_a_host_directory() {
+    let _serial = serial();
+    let ns = |m: &std::fs::Metadata| m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128;
+    for base in ["/dev/shm", "/var/tmp"] {
+        // The host's own guarantee, which this test is about keeping.
+        let host = tempfile::tempdir_in(base).unwrap();
+        let f = std::fs::File::create(host.path().join("f")).unwrap();
+        let (mut file, mut dir) = (ns(&f.metadata().unwrap()), ns(&std::fs::metadata(host.path()).unwrap()));
+        for i in 0..200u64 {
+            std::os::unix::fs::FileExt::write_at(&f, b"x", i).unwrap();
+            let now = ns(&f.metadata().unwrap());
+            assert!(now > file, "{base}: the host's own times are not multigrain (Linux 6.13+)");
+            std::fs::File::create(host.path().join(format!("n{i}"))).unwrap();
+            let d = ns(&std::fs::metadata(host.path()).unwrap());
+            assert!(d > dir, "{base}: the host's own directory times are not multigrain (Linux 6.13+)");
+            (file, dir) = (now, d);
+        }
+        for changes in [uvfs::fs::hostfs::HostChanges::Never, uvfs::fs::hostfs::HostFsOptions::default().changes] {
+            let host = tempfile::tempdir_in(base).unwrap();
+            let opts = uvfs::fs::hostfs::HostFsOptions { changes, ..Default::default() };
+            let vfs = Vfs::with_root(VfsConfig::default(), Box::new(HostFs::with_options(host.path(), opts).unwrap()))
+                .unwrap();
+            let t = vfs.root_task();
+            t.mkdir(b"/d", 0o755).unwrap();
+            let fd = t.open(b"/d/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+            let (mut last, mut dir) = (t.fstat(fd).unwrap(), t.stat(b"/d").unwrap());
+            let at = |what: &str, i: u64| format!("{base} {changes:?}, {what} {i}");
+            for i in 0..500u64 {
+                t.pwrite(fd, b"x", i as i64).unwrap();
+                let s = t.fstat(fd).unwrap();
+                assert!(s.mtime > last.mtime && s.ctime > last.ctime, "{}: {last:?} then {s:?}", at("write", i));
+                t.fchmod(fd, if i % 2 == 0 { 0o600 } else { 0o644 }).unwrap();
+                let s2 = t.fstat(fd).unwrap();
+                assert!(s2.ctime > s.ctime, "{}: {s:?} then {s2:?}", at("chmod", i));
+                t.mknodat(DirFd::Cwd, format!("/d/n{i}").as_bytes(), 0o644, 0).unwrap();
+                let d = t.stat(b"/d").unwrap();
+                assert!(d.mtime > dir.mtime && d.ctime > dir.ctime, "{}: {dir:?} then {d:?}", at("create", i));
+                t.utimensat(DirFd::Cwd, b"/d/f", None, AtFlags::empty()).unwrap();
+                let s3 = t.fstat(fd).unwrap();
+                assert!(s3.ctime > s2.ctime, "{}: {s2:?} then {s3:?}", at("touch", i));
+                (last, dir) = (s3, d);
+            }
+            t.close(fd).unwrap();
+        }
+    }
+}

@@ -617,6 +617,14 @@ impl Inode {
         }
     }
 
+    /// Whether a `stat` reported the change time since the last change (`I_CTIME_QUERIED`):
+    /// the next change must show, however soon it comes. hostfs passes that on to the host,
+    /// whose own multigrain clock decides its stamps.
+    #[inline]
+    pub(crate) fn ctime_reported(&self) -> bool {
+        self.ctime.nsec.load(Ordering::Relaxed) & I_CTIME_QUERIED != 0
+    }
+
     /// [`Inode::stat`] without marking the change time as seen: for the kernel's own use of
     /// the attributes and for a `statx` that does not ask for `mtime` or `ctime`.
     #[inline]

@@ -863,6 +863,20 @@ impl HostFs {
     }
 
     /// Re-reads the inode's attributes from the host.
+    /// Before a change of `inode` on the host, through `fd` (its own descriptor, or its
+    /// directory's for a change of names): if a `stat` reported its change time since its
+    /// last change, the host is shown one too. A host with multigrain times (Linux 6.13+:
+    /// ext4, xfs, btrfs, tmpfs) stamps a change with its coarse clock unless a `stat` of
+    /// its own saw the time before, and uvfs answers `stat`s from its attributes: without
+    /// this, two writes in one host tick with a `stat` between them showed the same time,
+    /// which the host's own callers (and memfs's, `core/inode.rs`) never see. One `fstat`,
+    /// and only after a `stat`.
+    fn show_stat_to_host(inode: &Inode, fd: &impl AsFd) {
+        if inode.ctime_reported() {
+            let _ = rustix::fs::fstat(fd);
+        }
+    }
+
     fn refresh(&self, inode: &Inode) -> Result<()> {
         let st = self.with_fd(inode, |fd| rustix::fs::statat(fd, "", AtFlags::EMPTY_PATH).map_err(host))?;
         apply_stat(inode, &st);
@@ -1131,6 +1145,7 @@ impl FileSystem for HostFs {
         let name = component(name)?;
         let d = Self::dir(dir)?;
         let dfd = d.fd()?;
+        Self::show_stat_to_host(dir, &dfd);
         let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
         let perm = Mode::from_raw_mode(args.mode & 0o7777);
         let mut io = None;
@@ -1235,6 +1250,7 @@ impl FileSystem for HostFs {
         let name = component(name)?;
         let d = Self::dir(dir)?;
         let dfd = d.fd()?;
+        Self::show_stat_to_host(dir, &dfd);
         let n = node(inode);
         // By descriptor (AT_EMPTY_PATH), so the file linked is this inode even if its old
         // name changed on the host, and an unnamed O_TMPFILE file (whose descriptor is
@@ -1258,6 +1274,7 @@ impl FileSystem for HostFs {
         let name = component(name)?;
         let d = Self::dir(dir)?;
         let dfd = d.fd()?;
+        Self::show_stat_to_host(dir, &dfd);
         // (A file open in uvfs has its descriptor pinned: it stays readable after its
         // last name goes.)
         rustix::fs::unlinkat(&dfd, name, AtFlags::empty()).map_err(host)?;
@@ -1270,6 +1287,7 @@ impl FileSystem for HostFs {
         let name = component(name)?;
         let d = Self::dir(dir)?;
         let dfd = d.fd()?;
+        Self::show_stat_to_host(dir, &dfd);
         rustix::fs::unlinkat(&dfd, name, AtFlags::REMOVEDIR).map_err(host)?;
         d.listing.changed();
         if let Some(gone) = &node(inode).dir {
@@ -1285,6 +1303,8 @@ impl FileSystem for HostFs {
         let (old_name, new_name) = (component(r.old_name)?, component(r.new_name)?);
         let (od, nd) = (Self::dir(r.old_dir)?, Self::dir(r.new_dir)?);
         let (ofd, nfd) = (od.fd()?, nd.fd()?);
+        Self::show_stat_to_host(r.old_dir, &ofd);
+        Self::show_stat_to_host(r.new_dir, &nfd);
         let exchange = r.flags.contains(crate::abi::flags::RenameFlags::EXCHANGE);
         rustix::fs::renameat_with(
             &ofd,
@@ -1377,7 +1397,9 @@ impl FileSystem for HostFs {
     }
 
     fn truncate(&self, inode: &Inode, size: u64) -> Result<()> {
-        rustix::fs::ftruncate(&self.io(inode)?, size).map_err(host)?;
+        let fd = self.io(inode)?;
+        Self::show_stat_to_host(inode, &fd);
+        rustix::fs::ftruncate(&fd, size).map_err(host)?;
         self.refresh(inode)
     }
 
@@ -1398,6 +1420,7 @@ impl FileSystem for HostFs {
 
     fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)> {
         let fd = self.io(inode)?;
+        Self::show_stat_to_host(inode, &fd);
         let (off, len) = at.resolve(inode.size(), buf.len())?;
         let buf = &buf[..len];
         if at.is_append() {
@@ -1465,7 +1488,9 @@ impl FileSystem for HostFs {
     fn fallocate(&self, inode: &Inode, mode: crate::abi::flags::FallocFlags, off: u64, len: u64) -> Result<()> {
         // The host filesystem decides what it supports (its EOPNOTSUPP passes through).
         let mode = rustix::fs::FallocateFlags::from_bits_retain(mode.bits());
-        rustix::fs::fallocate(&self.io(inode)?, mode, off, len).map_err(host)?;
+        let fd = self.io(inode)?;
+        Self::show_stat_to_host(inode, &fd);
+        rustix::fs::fallocate(&fd, mode, off, len).map_err(host)?;
         self.refresh(inode)
     }
 
