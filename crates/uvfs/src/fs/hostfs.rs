@@ -862,7 +862,6 @@ impl HostFs {
         f(held.as_fd())
     }
 
-    /// Re-reads the inode's attributes from the host.
     /// Before a change of `inode` on the host, through `fd` (its own descriptor, or its
     /// directory's for a change of names): if a `stat` reported its change time since its
     /// last change, the host is shown one too. A host with multigrain times (Linux 6.13+:
@@ -877,6 +876,7 @@ impl HostFs {
         }
     }
 
+    /// Re-reads the inode's attributes from the host.
     fn refresh(&self, inode: &Inode) -> Result<()> {
         let st = self.with_fd(inode, |fd| rustix::fs::statat(fd, "", AtFlags::EMPTY_PATH).map_err(host))?;
         apply_stat(inode, &st);
@@ -1304,7 +1304,9 @@ impl FileSystem for HostFs {
         let (od, nd) = (Self::dir(r.old_dir)?, Self::dir(r.new_dir)?);
         let (ofd, nfd) = (od.fd()?, nd.fd()?);
         Self::show_stat_to_host(r.old_dir, &ofd);
-        Self::show_stat_to_host(r.new_dir, &nfd);
+        if !std::ptr::eq(r.old_dir, r.new_dir) {
+            Self::show_stat_to_host(r.new_dir, &nfd);
+        }
         let exchange = r.flags.contains(crate::abi::flags::RenameFlags::EXCHANGE);
         rustix::fs::renameat_with(
             &ofd,
