@@ -896,7 +896,10 @@ impl Server {
         let mut ahead = Vec::new();
         let asked = uvfs::counters().fs_lookups;
         let r = self.fill_dir(t, &dir, &fd, dev, limit, caller_task.as_deref(), known_entries, &mut ahead, out);
-        self.listing_fs_lookups.fetch_add(uvfs::counters().fs_lookups - asked, Ordering::Relaxed);
+        let missed = uvfs::counters().fs_lookups - asked;
+        if missed > 0 {
+            self.listing_fs_lookups.fetch_add(missed, Ordering::Relaxed);
+        }
         if let Some(sa) = &self.statahead {
             sa.queue(ahead);
         }

@@ -45,24 +45,18 @@ pub(crate) const QUEUED_MAX: usize = 1024;
 /// statahead thread.
 #[derive(Default)]
 pub(crate) struct Statahead {
-    /// Own lock (a leaf): the directories waiting, newest first, and whether to stop.
-    state: Mutex<State>,
+    /// Own lock (a leaf): the directories waiting, newest first (node ids and the
+    /// server's `O_PATH` node files).
+    queue: Mutex<VecDeque<(u64, Arc<File>)>>,
     /// Signalled when a directory is queued or the thread is told to stop.
     more: Condvar,
-    /// Atomic: `state`'s stop, read between lookups (an unmount waits for the thread).
+    /// Atomic, set under `queue`'s lock (so a waiter cannot miss it): the thread is to
+    /// stop; also read between lookups (an unmount waits for the thread).
     stopping: AtomicBool,
     /// Atomic: directories listed ahead so far (`MountHandle::statahead_counts`).
     pub(crate) dirs: AtomicU64,
     /// Atomic: entries looked up ahead so far.
     pub(crate) entries: AtomicU64,
-}
-
-#[derive(Default)]
-struct State {
-    /// The directories' node ids and `O_PATH` files (the server's node files), newest
-    /// first.
-    queue: VecDeque<(u64, Arc<File>)>,
-    stop: bool,
 }
 
 impl Statahead {
@@ -73,15 +67,15 @@ impl Statahead {
             return;
         }
         let dropped: Vec<(u64, Arc<File>)> = {
-            let mut s = self.state.lock();
-            if s.stop {
+            let mut q = self.queue.lock();
+            if self.stopped() {
                 return;
             }
             for d in dirs.into_iter().rev() {
-                s.queue.push_front(d);
+                q.push_front(d);
             }
-            let keep = s.queue.len().min(QUEUED_MAX);
-            s.queue.drain(keep..).collect()
+            let keep = q.len().min(QUEUED_MAX);
+            q.drain(keep..).collect()
         };
         self.more.notify_one();
         // Released outside the lock.
@@ -92,9 +86,9 @@ impl Statahead {
     /// do the same lookups at once).
     pub(crate) fn listing(&self, id: u64) {
         let taken = {
-            let mut s = self.state.lock();
-            let Some(i) = s.queue.iter().position(|&(d, _)| d == id) else { return };
-            s.queue.remove(i)
+            let mut q = self.queue.lock();
+            let Some(i) = q.iter().position(|&(d, _)| d == id) else { return };
+            q.remove(i)
         };
         drop(taken);
     }
@@ -102,10 +96,9 @@ impl Statahead {
     /// Tells the thread to stop, and drops what waits.
     pub(crate) fn stop(&self) {
         let dropped = {
-            let mut s = self.state.lock();
-            s.stop = true;
+            let mut q = self.queue.lock();
             self.stopping.store(true, Ordering::Relaxed);
-            std::mem::take(&mut s.queue)
+            std::mem::take(&mut *q)
         };
         self.more.notify_all();
         drop(dropped);
@@ -113,15 +106,15 @@ impl Statahead {
 
     /// The next directory, waiting for one; `None` once stopped.
     fn next(&self) -> Option<Arc<File>> {
-        let mut s = self.state.lock();
+        let mut q = self.queue.lock();
         loop {
-            if s.stop {
+            if self.stopped() {
                 return None;
             }
-            if let Some((_, d)) = s.queue.pop_front() {
+            if let Some((_, d)) = q.pop_front() {
                 return Some(d);
             }
-            self.more.wait(&mut s);
+            self.more.wait(&mut q);
         }
     }
 
@@ -146,7 +139,7 @@ pub(crate) fn spawn(sa: Arc<Statahead>, task: Arc<Task>) -> std::io::Result<Join
 fn list_ahead(sa: &Statahead, t: &Task, dir: &Arc<File>) {
     let Ok(fd) = t.reopen_file(dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY) else { return };
     let mut seen = 0;
-    loop {
+    'listing: loop {
         let Ok(batch) = t.getdents(&fd, 256) else { return };
         if batch.is_empty() {
             break;
@@ -159,11 +152,8 @@ fn list_ahead(sa: &Statahead, t: &Task, dir: &Arc<File>) {
             let _ = t.lookup_path(DirFd::File(dir), &e.name, AtFlags::SYMLINK_NOFOLLOW, |_, _| true);
             seen += 1;
             if seen >= ENTRIES_MAX || sa.stopped() {
-                break;
+                break 'listing;
             }
-        }
-        if seen >= ENTRIES_MAX || sa.stopped() {
-            break;
         }
     }
     sa.entries.fetch_add(seen as u64, Ordering::Relaxed);

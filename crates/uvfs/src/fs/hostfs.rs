@@ -679,6 +679,16 @@ impl HostFs {
         Self::dir(inode)?.fd()
     }
 
+    /// A directory whose entries a call is about to change on the host, and its
+    /// descriptor, with the host shown a `stat` first if one was reported since its last
+    /// change ([`HostFs::show_stat_to_host`]).
+    fn dir_to_change(dir: &Inode) -> Result<(&Arc<HostDir>, HostFd)> {
+        let d = Self::dir(dir)?;
+        let dfd = d.fd()?;
+        Self::show_stat_to_host(dir, &dfd);
+        Ok((d, dfd))
+    }
+
     /// A listing from its start, read from the host to the directory's end (also past
     /// what `out` takes, up to what `listing::DIR_MAX` keeps) and kept if nothing changed
     /// the directory meanwhile.
@@ -1143,9 +1153,7 @@ impl FileSystem for HostFs {
 
     fn create(&self, sb: &Arc<SuperBlock>, dir: &Inode, name: &[u8], args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
         let name = component(name)?;
-        let d = Self::dir(dir)?;
-        let dfd = d.fd()?;
-        Self::show_stat_to_host(dir, &dfd);
+        let (d, dfd) = Self::dir_to_change(dir)?;
         let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
         let perm = Mode::from_raw_mode(args.mode & 0o7777);
         let mut io = None;
@@ -1248,9 +1256,7 @@ impl FileSystem for HostFs {
 
     fn link(&self, dir: &Inode, name: &[u8], inode: &Arc<Inode>) -> Result<()> {
         let name = component(name)?;
-        let d = Self::dir(dir)?;
-        let dfd = d.fd()?;
-        Self::show_stat_to_host(dir, &dfd);
+        let (d, dfd) = Self::dir_to_change(dir)?;
         let n = node(inode);
         // By descriptor (AT_EMPTY_PATH), so the file linked is this inode even if its old
         // name changed on the host, and an unnamed O_TMPFILE file (whose descriptor is
@@ -1272,9 +1278,7 @@ impl FileSystem for HostFs {
 
     fn unlink(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
         let name = component(name)?;
-        let d = Self::dir(dir)?;
-        let dfd = d.fd()?;
-        Self::show_stat_to_host(dir, &dfd);
+        let (d, dfd) = Self::dir_to_change(dir)?;
         // (A file open in uvfs has its descriptor pinned: it stays readable after its
         // last name goes.)
         rustix::fs::unlinkat(&dfd, name, AtFlags::empty()).map_err(host)?;
@@ -1285,9 +1289,7 @@ impl FileSystem for HostFs {
 
     fn rmdir(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
         let name = component(name)?;
-        let d = Self::dir(dir)?;
-        let dfd = d.fd()?;
-        Self::show_stat_to_host(dir, &dfd);
+        let (d, dfd) = Self::dir_to_change(dir)?;
         rustix::fs::unlinkat(&dfd, name, AtFlags::REMOVEDIR).map_err(host)?;
         d.listing.changed();
         if let Some(gone) = &node(inode).dir {
