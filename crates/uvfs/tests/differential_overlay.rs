@@ -171,7 +171,7 @@ fn op() -> BoxedStrategy<Op> {
         2 => (name(), prop::sample::select(vec![0i64, 2, 4100, 10_000])).prop_map(|(n, l)| Op::Truncate(n, l)),
         3 => (name(), prop::sample::select(vec![0, AT_REMOVEDIR])).prop_map(|(n, f)| Op::Unlinkat(D::Cwd, n, f)),
         3 => name().prop_map(|n| Op::Mkdirat(D::Cwd, n, 0o750)),
-        3 => (name(), name(), prop::sample::select(vec![0u32, 0, 1, 2])).prop_map(|(a, b, f)| Op::Renameat2(D::Cwd, a, D::Cwd, b, f)),
+        3 => (name(), name(), prop::sample::select(vec![0u32, 0, 1, 2, 4])).prop_map(|(a, b, f)| Op::Renameat2(D::Cwd, a, D::Cwd, b, f)),
         2 => (name(), name()).prop_map(|(a, b)| Op::Linkat(D::Cwd, a, D::Cwd, b, 0)),
         2 => (name(), name()).prop_map(|(t, n)| Op::Symlinkat(t, D::Cwd, n)),
         2 => (name(), prop::sample::select(vec![0o600u32, 0o4755, 0o1777])).prop_map(|(n, m)| Op::Fchmodat(D::Cwd, n, m, 0)),

@@ -714,6 +714,11 @@ impl FileSystem for OverlayFs {
     }
 
     fn rename(&self, r: &RenameReq<'_>) -> Result<()> {
+        // No `RENAME_WHITEOUT` on an overlay, as overlayfs (EINVAL, before any other
+        // check of its own): its whiteout would be the overlay's, hiding the name.
+        if r.flags.contains(RenameFlags::WHITEOUT) {
+            return Err(Errno::EINVAL);
+        }
         // A directory with lower parts cannot move (no redirect_dir): EXDEV, as overlayfs.
         let lower_dir = |i: &Inode| i.is_dir() && !node(i).lower_dirs.is_empty();
         let exchange = r.flags.contains(RenameFlags::EXCHANGE);
@@ -753,7 +758,7 @@ impl FileSystem for OverlayFs {
             other.update(|w| w.stamp_ctime(now));
         } else {
             let old_lower = self.lower_has(r.old_dir, r.old_name)?;
-            let whiteout = old_lower || r.flags.contains(RenameFlags::WHITEOUT);
+            let whiteout = old_lower;
             {
                 let mut st = node(r.old_dir).state.lock();
                 if whiteout {
