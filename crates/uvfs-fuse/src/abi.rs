@@ -215,6 +215,9 @@ pub mod fattr {
     pub const FH: u32 = 1 << 6;
     pub const ATIME_NOW: u32 = 1 << 7;
     pub const MTIME_NOW: u32 = 1 << 8;
+    /// The bits that ask for a change (the others say how: `FH`, and
+    /// `FATTR_LOCKOWNER`, `FATTR_CTIME`, `FATTR_KILL_SUIDGID`, which the server does not read).
+    pub const CHANGES: u32 = MODE | UID | GID | SIZE | ATIME | MTIME | ATIME_NOW | MTIME_NOW;
 }
 
 /// `fuse_lk_in.lk_flags`: the request is a `flock(2)` (emulated with a whole-file lock).

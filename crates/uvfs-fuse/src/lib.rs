@@ -80,7 +80,7 @@
 //! | `DIRECT_WRITE` | for a write-only open: a second WRITE per `write` that starts inside a page, a GETXATTR at the first `write` | what was written is not left in the page cache (its first read is a READ) |
 //! | `SERVER_LOCKS` (off) | nothing: it costs a FLUSH per `close` where the server sees opens | locks of the mount's processes and of in-process tasks see each other (off: the kernel keeps the mount's locks) |
 //! | `NO_FLUSH` (off) | a FLUSH per `close` with `SERVER_LOCKS` | a POSIX lock taken through the mount is not released by `close` |
-//! | `WRITEBACK_CACHE` (off) | a WRITE per `write` (batched at writeback) | the kernel owns size and mtime: in-process changes of them are not seen; no passthrough; `Permissions::Kernel` only; an append-only file (`chattr +a`) cannot be opened for appending nor `touch`ed |
+//! | `WRITEBACK_CACHE` (off) | a WRITE per `write` (batched at writeback) | the kernel owns size and mtime: in-process changes of them are not seen; no passthrough; `Permissions::Kernel` only; an append-only file (`chattr +a`) cannot be opened for appending nor `touch`ed; `st_blocks` leaves out the pages the kernel holds dirty |
 //!
 //! A tree that something else changes behind uvfs's back (hostfs revalidating the host)
 //! gets [`MountOptions::host_changing`]: one-second timeouts and only the levers that stay

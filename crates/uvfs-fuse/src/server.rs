@@ -814,6 +814,13 @@ impl Server {
         let here = || DirFd::File(&node);
         let at = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
         let v = a.valid;
+        if v & fattr::CHANGES == 0 {
+            // A SETATTR that changes nothing is a `chown(path, -1, -1)` (or its `fchown`
+            // and `lchown`): the kernel took out the mode change by which Linux clears
+            // setuid and setgid there, and the owner check that comes with it, leaving
+            // both to the server (`HANDLE_KILLPRIV_V2`). uvfs's own chown does both.
+            t.fchownat(here(), b"", None, None, at)?;
+        }
         if v & (fattr::UID | fattr::GID) != 0 {
             let uid = (v & fattr::UID != 0).then_some(Uid(a.uid));
             let gid = (v & fattr::GID != 0).then_some(Gid(a.gid));
@@ -836,10 +843,12 @@ impl Server {
             let mtime = setattr_time(v & fattr::MTIME != 0, v & fattr::MTIME_NOW != 0, a.mtime, a.mtimensec);
             // With the writeback cache the kernel owns a regular file's mtime and sends
             // `UTIME_NOW` as its own clock's time: "atime now, mtime explicit" may be a
-            // `touch` by a non-owner with write permission, which the kernel allowed after
-            // its check (see `writeback_wanted`); the server's task applies it.
+            // `touch` by a non-owner with write permission, and "size, mtime explicit"
+            // is a truncate the kernel stamped itself (a writer's `truncate`,
+            // `ftruncate` or `open(O_TRUNC)`), both allowed by the kernel's check (see
+            // `writeback_wanted`); the server's task applies them.
             let kernel_now = self.writeback.load(Ordering::Relaxed)
-                && v & fattr::ATIME_NOW != 0
+                && v & (fattr::ATIME_NOW | fattr::SIZE) != 0
                 && v & fattr::MTIME != 0
                 && v & fattr::MTIME_NOW == 0
                 && node.inode().file_type() == uvfs::FileType::Regular;

@@ -1,0 +1,290 @@
+//! The differential sequences of `uvfs`'s `tests/differential.rs`, run by the host kernel
+//! through a FUSE mount of uvfs, against the same calls on the host's tmpfs: every result
+//! and errno must agree. In-process, those sequences check uvfs's VFS; here the kernel's
+//! caches sit between the calls and uvfs (names, attributes and misses kept for a day,
+//! pages kept across opens, listings cached, no OPEN round trips: the default levers),
+//! so a cache the server forgets to keep exact shows as a wrong answer. pjdfstest runs
+//! fixed sequences on a mount; these are generated.
+//!
+//! One mount per target serves all its cases, each case in a fresh directory that the
+//! calls see as their root (the host side's thread chroots into it, as on tmpfs).
+//! Not generated here: file flags (`FS_IOC_GETFLAGS`/`SETFLAGS`), which FUSE does not
+//! pass on (ENOTTY).
+//!
+//! Needs root (mount, chroot, set ids) and a tmpfs at `/dev/shm`.
+
+#[path = "../../uvfs/tests/common/mod.rs"]
+mod diff;
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use diff::generate::{base_tree, check_host_sysctls, config, op, umask};
+use diff::{D, Op, Out, W, Who};
+use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
+use uvfs_fuse::{Levers, MountHandle, MountOptions};
+
+/// What a mount serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fs {
+    Memfs,
+    /// A host directory on /dev/shm that nothing else changes (`--host-unchanged`).
+    HostUnchanged,
+    /// A host directory on /dev/shm, revalidated (`uvfs mount --fs host:DIR`'s default).
+    HostRevalidated,
+    /// An overlay: a writable layer in memory over an empty host directory.
+    Overlay,
+}
+
+/// A mount of a fresh uvfs instance, its cases numbered; unmounted on drop.
+struct Target {
+    fs: Fs,
+    what: String,
+    _host: Option<diff::HostDir>,
+    _vfs: uvfs::Vfs,
+    handle: Option<MountHandle>,
+    dir: common::TempDir,
+    _uring: common::UringEnabled,
+    /// Cases run so far (each names its directory).
+    cases: AtomicU32,
+}
+
+impl Target {
+    fn new(fs: Fs, opts: MountOptions) -> Target {
+        common::require(&[]);
+        check_host_sysctls();
+        use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
+        let with_root = |fs: Box<dyn uvfs::FileSystem>| uvfs::Vfs::with_root(uvfs::VfsConfig::default(), fs).unwrap();
+        let (host, vfs) = match fs {
+            Fs::Memfs => (None, uvfs::Vfs::new(uvfs::VfsConfig::default())),
+            Fs::HostUnchanged | Fs::HostRevalidated => {
+                let host = diff::HostDir::new();
+                let mut o = HostFsOptions::default();
+                if matches!(fs, Fs::HostUnchanged) {
+                    o.changes = HostChanges::Never;
+                }
+                let fs = HostFs::with_options(&host.0, o).expect("hostfs");
+                (Some(host), with_root(Box::new(fs)))
+            }
+            Fs::Overlay => {
+                let lower = diff::HostDir::new();
+                let fs = uvfs::fs::overlay::OverlayFs::new(vec![Box::new(HostFs::new(&lower.0).expect("hostfs"))]);
+                (Some(lower), with_root(Box::new(fs.expect("overlay"))))
+            }
+        };
+        let dir = common::TempDir::new("diffmnt");
+        let (handle, uring) = common::spawn(&vfs, dir.path(), opts);
+        let what = format!("{fs:?} over {:?}, {:?}", handle.transport(), handle.levers());
+        Target { fs, what, _host: host, _vfs: vfs, handle: Some(handle), dir, _uring: uring, cases: AtomicU32::new(0) }
+    }
+
+    /// Runs `setup` as root, then `ops` as `who`, in a fresh directory of the mount that
+    /// plays the root (01777 root:root, as the host side's); the directory is removed
+    /// after.
+    fn run(&self, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
+        let n = self.cases.fetch_add(1, Ordering::Relaxed);
+        let root = self.dir.path().join(format!("case{n}"));
+        std::fs::create_dir(&root).unwrap();
+        std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+        let out = diff::host_run_at(root.to_str().unwrap(), who, setup, ops);
+        remove_tree(&root);
+        out
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            let _ = h.unmount();
+        }
+    }
+}
+
+/// Removes a case's tree (as root, who may remove anything there: no file flags).
+fn remove_tree(root: &Path) {
+    std::fs::remove_dir_all(root).unwrap_or_else(|e| panic!("removing {}: {e}", root.display()));
+}
+
+/// A result as far as a FUSE mount can match tmpfs's: `statx`'s result mask, its
+/// attributes mask and the birth time are the kernel's FUSE client's to fill (it reports
+/// every basic field, and of the attributes only those the VFS knows of every
+/// filesystem), not the server's. And a `statx` that asks for no basic field, or says
+/// `AT_STATX_DONT_SYNC`, gets what the kernel holds, which may be older than the last
+/// change (statx(2): fields not asked for may be stale): only its errno is compared.
+/// With the writeback cache (`writeback`) a regular file's block count is left out: the
+/// kernel counts none for the pages it holds dirty, so it lags until they are written
+/// back (the server sees no write before).
+fn fuse_view(op: &Op, o: Out, writeback: bool) -> Out {
+    const BASIC_STATS: u32 = 0x7ff;
+    const DONT_SYNC: i32 = 0x4000;
+    let seen = |mut st: diff::St| {
+        if writeback && st.mode & libc::S_IFMT == libc::S_IFREG {
+            st.blocks = 0;
+        }
+        st
+    };
+    match (op, o) {
+        (Op::Statx(_, _, flags, mask), Out::Statx(..)) if mask & BASIC_STATS == 0 || flags & DONT_SYNC != 0 => {
+            let st = diff::St { mode: 0, nlink: 0, uid: 0, gid: 0, size: 0, blocks: 0, rdev: 0 };
+            Out::Statx(0, 0, 0, st, false)
+        }
+        (_, Out::Statx(_, attrs, _, st, _)) => Out::Statx(0, attrs, 0, seen(st), false),
+        (_, Out::Stat(st)) => Out::Stat(seen(st)),
+        (_, o) => o,
+    }
+}
+
+/// Runs one sequence on the host's tmpfs and through `t`; `Err` names the first call
+/// whose result differs, with the whole sequence and both sides' results.
+fn check(t: &Target, who: Who, base: bool, umask: u32, mut ops: Vec<Op>) -> Result<(), String> {
+    // FUSE passes no file flags on: not generated.
+    ops.retain(|o| !o.uses_file_flags());
+    if t.fs == Fs::Overlay {
+        // An overlay refuses `RENAME_WHITEOUT` (EINVAL, as overlayfs; compared with the
+        // kernel's overlayfs by `uvfs`'s `differential_overlay.rs`), where tmpfs has it.
+        ops.retain(|o| !matches!(o, Op::Renameat2(.., f) if f & 4 != 0));
+        // Not yet in the overlay's upper layer: `fallocate` (EOPNOTSUPP, where overlayfs
+        // over a tmpfs upper has tmpfs's modes) and holes for `SEEK_DATA`/`SEEK_HOLE`
+        // (the whole file is data).
+        ops.retain(|o| !matches!(o, Op::Fallocate(..) | Op::Lseek(_, _, W::Data | W::Hole)));
+    }
+    if who == Who::User {
+        // As in differential.rs: uvfs asks a caller without CAP_DAC_READ_SEARCH for it
+        // at `linkat(fd, "", AT_EMPTY_PATH)` (a documented difference).
+        ops.retain(|o| {
+            !matches!(o, Op::Linkat(D::Fd(_), p, _, _, f) if f & libc::AT_EMPTY_PATH != 0 && p.0.first() != Some(&b'/'))
+        });
+    }
+    let setup = if base { base_tree() } else { Vec::new() };
+    let mut all = vec![Op::Umask(umask)];
+    all.extend(ops);
+    let (hs, ho) = diff::host_run(who, &setup, &all);
+    let (ms, mo) = t.run(who, &setup, &all);
+    let writeback = t.handle.as_ref().is_some_and(|h| h.levers().contains(Levers::WRITEBACK_CACHE));
+    let view =
+        |outs: Vec<Out>| -> Vec<Out> { all.iter().zip(outs).map(|(op, o)| fuse_view(op, o, writeback)).collect() };
+    let (ho, mo) = (view(ho), view(mo));
+    if let Some(i) = hs.iter().zip(&ms).position(|(h, m)| h != m) {
+        return Err(format!("{}: setup step {i} {:?}: host {:?}, mount {:?}", t.what, setup[i], hs[i], ms[i]));
+    }
+    let Some(bad) = diff::first_difference(who, &setup, &all, &ho, &mo) else { return Ok(()) };
+    let mut msg = format!("{}, {who:?}: call {bad} differs\n", t.what);
+    for (i, op) in all.iter().enumerate() {
+        let mark = if i == bad { ">>" } else { "  " };
+        msg += &format!("{mark}{i:3} {op:?}\n      host  {:?}\n      mount {:?}\n", ho[i], mo[i]);
+    }
+    Err(msg)
+}
+
+/// Generated sequences as root (from the base tree or an empty root), as the
+/// unprivileged user and as a setuid-root program, through a mount of `fs` with `opts`.
+fn sequences(fs: Fs, opts: MountOptions, cases: u32) {
+    let t = Target::new(fs, opts);
+    println!("{}", t.what);
+    let mut runner = TestRunner::new(config(cases));
+    let who = prop::sample::select(vec![Who::Root, Who::Root, Who::User, Who::User, Who::SetuidRoot]);
+    let strategy = (who, prop::bool::weighted(0.8), umask(), prop::collection::vec(op(), 1..25));
+    let r = runner.run(&strategy, |(who, base, umask, ops)| {
+        check(&t, who, base || who != Who::Root, umask, ops).map_err(TestCaseError::fail)
+    });
+    println!("{} sequences", t.cases.load(Ordering::Relaxed));
+    if let Err(e) = r {
+        panic!("{e}");
+    }
+}
+
+/// Every target of the generated runs, for the hand-written cases.
+fn targets() -> Vec<Target> {
+    vec![
+        Target::new(Fs::Memfs, MountOptions::default()),
+        Target::new(Fs::Memfs, writeback()),
+        Target::new(Fs::Memfs, MountOptions::uncached()),
+        Target::new(Fs::HostUnchanged, MountOptions::default()),
+        Target::new(Fs::HostRevalidated, MountOptions::host_changing()),
+        Target::new(Fs::Overlay, MountOptions::default()),
+    ]
+}
+
+fn writeback() -> MountOptions {
+    MountOptions { levers: Levers::DEFAULT | Levers::WRITEBACK_CACHE, ..MountOptions::default() }
+}
+
+/// Each sequence from the base tree as `who`, on every target.
+fn same(who: Who, cases: &[&[Op]]) {
+    let mut failed = Vec::new();
+    for t in targets() {
+        for ops in cases {
+            if let Err(e) = check(&t, who, true, 0o022, ops.to_vec()) {
+                failed.push(e);
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// A writer who does not own a file truncates it (`c/a`: 0666, another user's): with
+/// `truncate`, `ftruncate` and `open(O_TRUNC)`, read-only and write-only, to another
+/// length and to the same.
+#[test]
+fn a_writer_who_is_not_the_owner_truncates() {
+    let f = || diff::p("c/a");
+    same(
+        Who::User,
+        &[
+            &[Op::Truncate(f(), 0)],
+            &[Op::Truncate(f(), 2)],
+            &[Op::Open(D::Cwd, f(), libc::O_RDONLY | libc::O_TRUNC, 0)],
+            &[Op::Open(D::Cwd, f(), libc::O_WRONLY | libc::O_TRUNC, 0), Op::Fstat(0)],
+            &[Op::Open(D::Cwd, f(), libc::O_WRONLY, 0), Op::Ftruncate(0, 1), Op::Fstat(0)],
+            &[Op::Open(D::Cwd, f(), libc::O_WRONLY, 0), Op::Write(0, 3), Op::Ftruncate(0, 5000), Op::Fstat(0)],
+        ],
+    );
+}
+
+/// `chown(path, -1, -1)`: a no-op that still clears a setuid bit (so only the owner may
+/// do it on a setuid file: `c/c` is 04755, another user's).
+#[test]
+fn a_chown_that_changes_no_owner() {
+    let none = |p: &str| Op::Fchownat(D::Cwd, diff::p(p), None, None, 0);
+    let stat = |p: &str| Op::Fstatat(D::Cwd, diff::p(p), 0);
+    same(Who::User, &[&[none("c/c"), stat("c/c")], &[none("b"), stat("b")], &[none("a"), stat("a")]]);
+    same(
+        Who::Root,
+        &[&[none("c/c"), stat("c/c")], &[Op::Fchmodat(D::Cwd, diff::p("b"), 0o6775, 0), none("b"), stat("b")]],
+    );
+    let user_setuid = [Op::Fchmodat(D::Cwd, diff::p("b"), 0o6775, 0), none("b"), stat("b")];
+    same(Who::User, &[&user_setuid]);
+}
+
+#[test]
+fn memfs_with_the_default_levers() {
+    sequences(Fs::Memfs, MountOptions::default(), 200);
+}
+
+#[test]
+fn memfs_with_the_writeback_cache() {
+    sequences(Fs::Memfs, writeback(), 200);
+}
+
+#[test]
+fn memfs_uncached() {
+    sequences(Fs::Memfs, MountOptions::uncached(), 100);
+}
+
+#[test]
+fn host_directory_unchanged() {
+    sequences(Fs::HostUnchanged, MountOptions::default(), 200);
+}
+
+#[test]
+fn host_directory_revalidated() {
+    sequences(Fs::HostRevalidated, MountOptions::host_changing(), 100);
+}
+
+#[test]
+fn overlay_over_a_host_directory() {
+    sequences(Fs::Overlay, MountOptions::default(), 100);
+}
