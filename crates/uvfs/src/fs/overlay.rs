@@ -757,8 +757,8 @@ impl FileSystem for OverlayFs {
             }
             other.update(|w| w.stamp_ctime(now));
         } else {
-            let old_lower = self.lower_has(r.old_dir, r.old_name)?;
-            let whiteout = old_lower;
+            // A name the lower layer has stays hidden by a whiteout.
+            let whiteout = self.lower_has(r.old_dir, r.old_name)?;
             {
                 let mut st = node(r.old_dir).state.lock();
                 if whiteout {
