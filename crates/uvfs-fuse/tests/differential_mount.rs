@@ -11,6 +11,13 @@
 //! Not generated here: file flags (`FS_IOC_GETFLAGS`/`SETFLAGS`), which FUSE does not
 //! pass on (ENOTTY).
 //!
+//! The mixed sequences (`*_changed_in_process_too`) run some of their path calls
+//! in-process, by a task of the served instance, and the rest through the mount: what the
+//! mount's processes see after an in-process change must be what tmpfs shows after the
+//! same change. The mount pushes in-process changes to the kernel's caches as
+//! invalidations from one thread, in order, asynchronously: each in-process call is
+//! followed by a wait until a later in-process change shows through the mount.
+//!
 //! Needs root (mount, chroot, set ids) and a tmpfs at `/dev/shm`.
 
 #[path = "../../uvfs/tests/common/mod.rs"]
@@ -44,7 +51,7 @@ struct Target {
     fs: Fs,
     what: String,
     _host: Option<diff::HostDir>,
-    _vfs: uvfs::Vfs,
+    vfs: uvfs::Vfs,
     handle: Option<MountHandle>,
     dir: common::TempDir,
     _uring: common::UringEnabled,
@@ -77,8 +84,12 @@ impl Target {
         };
         let dir = common::TempDir::new("diffmnt");
         let (handle, uring) = common::spawn(&vfs, dir.path(), opts);
+        // The marker `settle` changes (see there), known to the kernel from the start.
+        let t = vfs.root_task();
+        t.close(t.open(SETTLE, uvfs::OpenFlags::CREAT | uvfs::OpenFlags::WRONLY, 0o600).unwrap()).unwrap();
+        std::fs::symlink_metadata(dir.path().join("settle")).unwrap();
         let what = format!("{fs:?} over {:?}, {:?}", handle.transport(), handle.levers());
-        Target { fs, what, _host: host, _vfs: vfs, handle: Some(handle), dir, _uring: uring, cases: AtomicU32::new(0) }
+        Target { fs, what, _host: host, vfs, handle: Some(handle), dir, _uring: uring, cases: AtomicU32::new(0) }
     }
 
     /// Runs `setup` as root, then `ops` as `who`, in a fresh directory of the mount that
@@ -94,6 +105,65 @@ impl Target {
         out
     }
 }
+
+impl Target {
+    /// Returns once every in-process change made before the call has reached the
+    /// kernel's caches (the mount pushes them as invalidations, in order, from one
+    /// thread): the marker's mode is changed in-process, then `stat`ed through the mount
+    /// until the kernel shows it.
+    fn settle(&self, round: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = if round.is_multiple_of(2) { 0o644 } else { 0o600 };
+        self.vfs.root_task().fchmodat(uvfs::DirFd::Cwd, SETTLE, mode, uvfs::AtFlags::empty()).unwrap();
+        let marker = self.dir.path().join("settle");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::fs::symlink_metadata(&marker).unwrap().permissions().mode() & 0o777 != mode {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}: an in-process change never reached the kernel",
+                self.what
+            );
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+
+    /// Runs `setup` as root through the mount, then `ops` as `who`, each either through
+    /// the mount or (`true` beside it) in-process by a task of the served instance with
+    /// the same root and identity, which waits for its change to reach the kernel.
+    fn run_mixed(&self, who: Who, setup: &[Op], ops: &[(Op, bool)]) -> (Vec<Out>, Vec<Out>) {
+        let n = self.cases.fetch_add(1, Ordering::Relaxed);
+        let name = format!("case{n}");
+        let root = self.dir.path().join(&name);
+        std::fs::create_dir(&root).unwrap();
+        std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+        let (host, s) = diff::HostSession::start(root.to_str().unwrap(), who, setup);
+        let task = self.vfs.root_task();
+        task.chroot(format!("/{name}").as_bytes()).unwrap();
+        task.chdir(b"/").unwrap();
+        task.umask(0o022);
+        task.set_credentials(diff::uvfs_creds(who));
+        let mut o = Vec::new();
+        for (i, (op, in_process)) in ops.iter().enumerate() {
+            o.push(if *in_process {
+                let out = diff::uvfs_op(&task, op);
+                self.settle(i as u32);
+                out
+            } else {
+                if let Op::Umask(m) = op {
+                    task.umask(*m);
+                }
+                host.op(op)
+            });
+        }
+        host.finish();
+        drop(task);
+        remove_tree(&root);
+        (s, o)
+    }
+}
+
+/// The marker [`Target::settle`] changes, in the mount's root (outside every case).
+const SETTLE: &[u8] = b"/settle";
 
 impl Drop for Target {
     fn drop(&mut self) {
@@ -177,6 +247,87 @@ fn check(t: &Target, who: Who, base: bool, umask: u32, mut ops: Vec<Op>) -> Resu
         msg += &format!("{mark}{i:3} {op:?}\n      host  {:?}\n      mount {:?}\n", ho[i], mo[i]);
     }
     Err(msg)
+}
+
+/// Whether a call may run in-process in a mixed sequence: it names what it changes by
+/// a path from the working directory (the root: mixed sequences never move it) and
+/// holds no descriptor.
+fn in_process_able(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Mkdirat(D::Cwd, ..)
+            | Op::Mknodat(D::Cwd, ..)
+            | Op::Unlinkat(D::Cwd, ..)
+            | Op::Renameat2(D::Cwd, _, D::Cwd, ..)
+            | Op::Linkat(D::Cwd, _, D::Cwd, ..)
+            | Op::Symlinkat(_, D::Cwd, _)
+            | Op::Fchmodat(D::Cwd, ..)
+            | Op::Fchownat(D::Cwd, ..)
+            | Op::Utimensat(D::Cwd, ..)
+            | Op::Truncate(..)
+            | Op::Fstatat(D::Cwd, ..)
+    )
+}
+
+/// A sequence whose changes come from both sides of the mount: calls that may run
+/// in-process do so where `in_process` says; all of them run through the kernel on the
+/// host's tmpfs. What the mount's processes see after an in-process change must be what
+/// tmpfs shows after the same change made there.
+fn check_mixed(t: &Target, who: Who, umask: u32, ops: Vec<(Op, bool)>) -> Result<(), String> {
+    let mut ops: Vec<(Op, bool)> = ops
+        .into_iter()
+        .filter(|(o, _)| !o.uses_file_flags() && !matches!(o, Op::Chdir(_) | Op::Fchdir(_)))
+        .map(|(o, inp)| {
+            let inp = inp && in_process_able(&o);
+            (o, inp)
+        })
+        .collect();
+    if t.fs == Fs::Overlay {
+        ops.retain(|(o, _)| {
+            !matches!(o, Op::Renameat2(.., f) if f & 4 != 0)
+                && !matches!(o, Op::Fallocate(..) | Op::Lseek(_, _, W::Data | W::Hole))
+        });
+    }
+    if who == Who::User {
+        ops.retain(|(o, _)| {
+            !matches!(o, Op::Linkat(D::Fd(_), p, _, _, f) if f & libc::AT_EMPTY_PATH != 0 && p.0.first() != Some(&b'/'))
+        });
+    }
+    let setup = base_tree();
+    let mut all = vec![(Op::Umask(umask), false)];
+    all.extend(ops);
+    let plain: Vec<Op> = all.iter().map(|(o, _)| o.clone()).collect();
+    let (hs, ho) = diff::host_run(who, &setup, &plain);
+    let (ms, mo) = t.run_mixed(who, &setup, &all);
+    if let Some(i) = hs.iter().zip(&ms).position(|(h, m)| h != m) {
+        return Err(format!("{}: setup step {i} {:?}: host {:?}, mount {:?}", t.what, setup[i], hs[i], ms[i]));
+    }
+    let writeback = t.handle.as_ref().is_some_and(|h| h.levers().contains(Levers::WRITEBACK_CACHE));
+    let view =
+        |outs: Vec<Out>| -> Vec<Out> { plain.iter().zip(outs).map(|(op, o)| fuse_view(op, o, writeback)).collect() };
+    let (ho, mo) = (view(ho), view(mo));
+    let Some(bad) = diff::first_difference(who, &setup, &plain, &ho, &mo) else { return Ok(()) };
+    let mut msg = format!("{}, {who:?}, mixed: call {bad} differs\n", t.what);
+    for (i, (op, inp)) in all.iter().enumerate() {
+        let mark = if i == bad { ">>" } else { "  " };
+        let side = if *inp { "in-process" } else { "mount" };
+        msg += &format!("{mark}{i:3} {op:?} ({side})\n      host  {:?}\n      mount {:?}\n", ho[i], mo[i]);
+    }
+    Err(msg)
+}
+
+/// Generated mixed sequences (`check_mixed`) as root and as the unprivileged user.
+fn mixed_sequences(fs: Fs, opts: MountOptions, cases: u32) {
+    let t = Target::new(fs, opts);
+    println!("{}, mixed", t.what);
+    let mut runner = TestRunner::new(config(cases));
+    let who = prop::sample::select(vec![Who::Root, Who::User]);
+    let strategy = (who, umask(), prop::collection::vec((op(), prop::bool::weighted(0.4)), 1..25));
+    let r = runner.run(&strategy, |(who, umask, ops)| check_mixed(&t, who, umask, ops).map_err(TestCaseError::fail));
+    println!("{} sequences", t.cases.load(Ordering::Relaxed));
+    if let Err(e) = r {
+        panic!("{e}");
+    }
 }
 
 /// Generated sequences as root (from the base tree or an empty root), as the
@@ -287,4 +438,19 @@ fn host_directory_revalidated() {
 #[test]
 fn overlay_over_a_host_directory() {
     sequences(Fs::Overlay, MountOptions::default(), 100);
+}
+
+#[test]
+fn memfs_changed_in_process_too() {
+    mixed_sequences(Fs::Memfs, MountOptions::default(), 200);
+}
+
+#[test]
+fn host_directory_changed_in_process_too() {
+    mixed_sequences(Fs::HostUnchanged, MountOptions::default(), 200);
+}
+
+#[test]
+fn overlay_changed_in_process_too() {
+    mixed_sequences(Fs::Overlay, MountOptions::default(), 100);
 }

@@ -748,42 +748,107 @@ pub fn host_run(who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
 
 /// [`host_run`] with `root` (which the caller made and removes) as the root.
 pub fn host_run_at(root: &str, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
-    let (setup, ops, r) = (setup.to_vec(), ops.to_vec(), root.to_string());
-    std::thread::spawn(move || -> Result<(Vec<Out>, Vec<Out>), String> {
-        // SAFETY: unshare/close_range/chroot/chdir affect only this thread after unshare.
-        unsafe {
-            if libc::unshare(libc::CLONE_FS | libc::CLONE_FILES) != 0 {
-                return Err(format!("unshare: {}", std::io::Error::last_os_error()));
+    let (host, s) = HostSession::start(root, who, setup);
+    let o = ops.iter().map(|op| host.op(op)).collect();
+    host.finish();
+    (s, o)
+}
+
+/// A private host thread chrooted to a root, as [`host_run_at`]'s, that runs calls one
+/// at a time when asked: for sequences whose calls the caller runs partly elsewhere.
+pub struct HostSession {
+    /// Calls to run; dropped to end the thread.
+    calls: Option<std::sync::mpsc::Sender<Op>>,
+    /// Their results.
+    results: std::sync::mpsc::Receiver<Out>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HostSession {
+    /// Starts the thread in `root`, runs `setup` as root there, then becomes `who`;
+    /// returns the setup's results.
+    pub fn start(root: &str, who: Who, setup: &[Op]) -> (HostSession, Vec<Out>) {
+        let (setup, r) = (setup.to_vec(), root.to_string());
+        let (calls, calls_rx) = std::sync::mpsc::channel::<Op>();
+        let (results_tx, results) = std::sync::mpsc::channel::<Out>();
+        let (setup_tx, setup_rx) = std::sync::mpsc::channel::<Result<Vec<Out>, String>>();
+        let thread = std::thread::spawn(move || {
+            let ready = (|| {
+                // SAFETY: unshare/close_range/chroot/chdir affect only this thread after
+                // unshare.
+                unsafe {
+                    if libc::unshare(libc::CLONE_FS | libc::CLONE_FILES) != 0 {
+                        return Err(format!("unshare: {}", std::io::Error::last_os_error()));
+                    }
+                    // `/proc/locks`, read to see a background lock request wait
+                    // (`locks.rs`), kept at a descriptor no sequence uses.
+                    let pl = libc::open(c"/proc/locks".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                    if pl < 0 || libc::dup3(pl, locks::PROC_LOCKS_FD, libc::O_CLOEXEC) < 0 {
+                        return Err(format!("/proc/locks: {}", std::io::Error::last_os_error()));
+                    }
+                    let c = CString::new(r).unwrap();
+                    if libc::chroot(c.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
+                        return Err(format!("chroot: {}", std::io::Error::last_os_error()));
+                    }
+                    // Descriptors are numbered from 0 in this private table, as in a fresh
+                    // task.
+                    let below = locks::PROC_LOCKS_FD as u32;
+                    if libc::syscall(libc::SYS_close_range, 0u32, below - 1, 0u32) != 0
+                        || libc::syscall(libc::SYS_close_range, below + 1, u32::MAX, 0u32) != 0
+                    {
+                        return Err(format!("close_range: {}", std::io::Error::last_os_error()));
+                    }
+                    libc::umask(0o022);
+                }
+                let s: Vec<Out> = setup.iter().map(host_op).collect();
+                host_become(who)?;
+                Ok(s)
+            })();
+            let ok = ready.is_ok();
+            let _ = setup_tx.send(ready);
+            if !ok {
+                return;
             }
-            // `/proc/locks`, read to see a background lock request wait (`locks.rs`), kept
-            // at a descriptor no sequence uses.
-            let pl = libc::open(c"/proc/locks".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-            if pl < 0 || libc::dup3(pl, locks::PROC_LOCKS_FD, libc::O_CLOEXEC) < 0 {
-                return Err(format!("/proc/locks: {}", std::io::Error::last_os_error()));
+            let mut procs = locks::HostProcs::new();
+            while let Ok(op) = calls_rx.recv() {
+                let _ = results_tx.send(procs.op(&op));
             }
-            let c = CString::new(r).unwrap();
-            if libc::chroot(c.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
-                return Err(format!("chroot: {}", std::io::Error::last_os_error()));
-            }
-            // Descriptors are numbered from 0 in this private table, as in a fresh task.
-            let below = locks::PROC_LOCKS_FD as u32;
-            if libc::syscall(libc::SYS_close_range, 0u32, below - 1, 0u32) != 0
-                || libc::syscall(libc::SYS_close_range, below + 1, u32::MAX, 0u32) != 0
-            {
-                return Err(format!("close_range: {}", std::io::Error::last_os_error()));
-            }
-            libc::umask(0o022);
+            procs.finish();
+        });
+        let s = match setup_rx.recv() {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => panic!("host setup failed: {e}"),
+            Err(_) => panic!("host thread panicked: {:?}", thread.join().err()),
+        };
+        (HostSession { calls: Some(calls), results, thread: Some(thread) }, s)
+    }
+
+    /// Runs `op` on the host thread.
+    pub fn op(&self, op: &Op) -> Out {
+        self.calls.as_ref().unwrap().send(op.clone()).expect("host thread gone");
+        self.results.recv().expect("host thread panicked")
+    }
+
+    /// Ends the thread (its background processes too) and waits for it.
+    pub fn finish(mut self) {
+        self.end();
+    }
+
+    fn end(&mut self) {
+        self.calls.take();
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+            && !std::thread::panicking()
+        {
+            panic!("host thread panicked");
         }
-        let s: Vec<Out> = setup.iter().map(host_op).collect();
-        host_become(who)?;
-        let mut procs = locks::HostProcs::new();
-        let o: Vec<Out> = ops.iter().map(|op| procs.op(op)).collect();
-        procs.finish();
-        Ok((s, o))
-    })
-    .join()
-    .expect("host thread panicked")
-    .unwrap_or_else(|e| panic!("host setup failed: {e}"))
+    }
+}
+
+impl Drop for HostSession {
+    fn drop(&mut self) {
+        self.end();
+    }
 }
 
 /// Clears the file flags of `dir` and of everything below it (a directory before its
