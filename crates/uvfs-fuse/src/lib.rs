@@ -61,7 +61,8 @@
 //! the kernel may cache as long as it likes: changes made through the mount go through
 //! its caches, and changes made in-process while mounted (another [`uvfs::Task`]) are
 //! pushed to it as invalidations (`watch`: entries, attributes and pages, within about a
-//! millisecond of the change). So by default ([`MountOptions::default`]) names, attributes
+//! millisecond of the change; [`MountHandle::sync_invalidations`] waits for them). So by
+//! default ([`MountOptions::default`]) names, attributes
 //! and misses are cached for a day ([`LONG_TIMEOUT`]) and [`Levers::DEFAULT`] are pulled:
 //!
 //! | lever | saves | trade-off |
@@ -492,6 +493,8 @@ fn new_server(vfs: &Vfs, opts: &MountOptions) -> io::Result<Arc<server::Server>>
         tasks: ident::Tasks::new(base),
         opts: opts.clone(),
         watch: std::sync::OnceLock::new(),
+        watch_handled: parking_lot::Mutex::new(0),
+        watch_done: parking_lot::Condvar::new(),
         kernel_acl: AtomicBool::new(false),
         writeback: AtomicBool::new(false),
         direct_write: AtomicBool::new(false),
@@ -724,6 +727,23 @@ impl MountHandle {
             .as_ref()
             .and_then(|r| r.sched.as_ref())
             .map_or((0, 0), |s| (s.promotions.load(Ordering::Relaxed), s.demotions.load(Ordering::Relaxed)))
+    }
+
+    /// Returns once every change made in-process (through another [`uvfs::Task`] of the
+    /// served [`Vfs`]) before the call has reached the kernel's caches: a process that
+    /// looks through the mount afterwards sees it. The mount pushes such changes to the
+    /// kernel as invalidations from one thread, in order, normally well under a
+    /// millisecond after the change; a program that changes files in-process and then
+    /// starts another that reads them through the mount calls this in between. Returns at
+    /// once where in-process changes are not pushed ([`MountOptions::watch`] off).
+    pub fn sync_invalidations(&self) {
+        let Some(r) = self.run.as_ref() else { return };
+        let Some(ino) = r.server.watch.get().filter(|_| r.watcher.is_some()) else { return };
+        let target = ino.queued_total();
+        let mut handled = r.server.watch_handled.lock();
+        while *handled < target {
+            r.server.watch_done.wait(&mut handled);
+        }
     }
 
     /// Directories whose cached listing the kernel was told to drop after their files

@@ -39,6 +39,11 @@ pub(crate) struct Server {
     /// The invalidation thread's instance, muted on the threads that serve requests: the
     /// kernel knows of the changes they make (set once, by `watch::spawn`).
     pub(crate) watch: std::sync::OnceLock<Arc<uvfs::Inotify>>,
+    /// The events of `watch` the invalidation thread has handled (its lock; signalled
+    /// with `watch_done` after each batch), or `u64::MAX` once the thread ended
+    /// (`MountHandle::sync_invalidations`).
+    pub(crate) watch_handled: parking_lot::Mutex<u64>,
+    pub(crate) watch_done: parking_lot::Condvar,
     /// Set once the kernel accepted `FUSE_POSIX_ACL` (kernel permission checks too).
     pub(crate) kernel_acl: AtomicBool,
     /// File locks: owners, waiting SETLKW requests (`crate::locks`; own locks).

@@ -15,7 +15,8 @@
 //! that is a process's cwd would fail `getcwd`), and hearing of them would wake this
 //! thread at every change made through the mount. Notifications are
 //! asynchronous: a reader on the mount sees an in-process change once the thread has
-//! handled its event (normally well under a millisecond), not at the instant of the change.
+//! handled its event (normally well under a millisecond), not at the instant of the change;
+//! [`crate::MountHandle::sync_invalidations`] waits for that.
 //! Only the filesystem at the root of the tree is watched.
 //!
 //! A second thread sends the invalidations of [`crate::Levers::RELIST`]: directories whose
@@ -63,10 +64,16 @@ pub(crate) fn spawn(s: Arc<Server>, notifier: Notifier, stop: Arc<AtomicBool>) -
                     Err(uvfs::Errno::EAGAIN) | Err(uvfs::Errno::EINTR) => continue,
                     Err(_) => break,
                 };
+                let n = events.len() as u64;
                 for ev in events {
                     handle(&s, &notifier, &base, ev);
                 }
+                *s.watch_handled.lock() += n;
+                s.watch_done.notify_all();
             }
+            // Nothing waits for a thread that is gone.
+            *s.watch_handled.lock() = u64::MAX;
+            s.watch_done.notify_all();
             let _ = ino.close();
         })
         .ok()

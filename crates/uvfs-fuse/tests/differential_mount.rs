@@ -16,7 +16,7 @@
 //! mount's processes see after an in-process change must be what tmpfs shows after the
 //! same change. The mount pushes in-process changes to the kernel's caches as
 //! invalidations from one thread, in order, asynchronously: each in-process call is
-//! followed by a wait until a later in-process change shows through the mount.
+//! followed by `MountHandle::sync_invalidations`.
 //!
 //! Needs root (mount, chroot, set ids) and a tmpfs at `/dev/shm`.
 
@@ -84,10 +84,6 @@ impl Target {
         };
         let dir = common::TempDir::new("diffmnt");
         let (handle, uring) = common::spawn(&vfs, dir.path(), opts);
-        // The marker `settle` changes (see there), known to the kernel from the start.
-        let t = vfs.root_task();
-        t.close(t.open(SETTLE, uvfs::OpenFlags::CREAT | uvfs::OpenFlags::WRONLY, 0o600).unwrap()).unwrap();
-        std::fs::symlink_metadata(dir.path().join("settle")).unwrap();
         let what = format!("{fs:?} over {:?}, {:?}", handle.transport(), handle.levers());
         Target { fs, what, _host: host, vfs, handle: Some(handle), dir, _uring: uring, cases: AtomicU32::new(0) }
     }
@@ -107,29 +103,9 @@ impl Target {
 }
 
 impl Target {
-    /// Returns once every in-process change made before the call has reached the
-    /// kernel's caches (the mount pushes them as invalidations, in order, from one
-    /// thread): the marker's mode is changed in-process, then `stat`ed through the mount
-    /// until the kernel shows it.
-    fn settle(&self, round: u32) {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = if round.is_multiple_of(2) { 0o644 } else { 0o600 };
-        self.vfs.root_task().fchmodat(uvfs::DirFd::Cwd, SETTLE, mode, uvfs::AtFlags::empty()).unwrap();
-        let marker = self.dir.path().join("settle");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::fs::symlink_metadata(&marker).unwrap().permissions().mode() & 0o777 != mode {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{}: an in-process change never reached the kernel",
-                self.what
-            );
-            std::thread::sleep(std::time::Duration::from_micros(20));
-        }
-    }
-
     /// Runs `setup` as root through the mount, then `ops` as `who`, each either through
     /// the mount or (`true` beside it) in-process by a task of the served instance with
-    /// the same root and identity, which waits for its change to reach the kernel.
+    /// the same root and identity, followed by a wait for its change to reach the kernel.
     fn run_mixed(&self, who: Who, setup: &[Op], ops: &[(Op, bool)]) -> (Vec<Out>, Vec<Out>) {
         let n = self.cases.fetch_add(1, Ordering::Relaxed);
         let name = format!("case{n}");
@@ -143,10 +119,11 @@ impl Target {
         task.umask(0o022);
         task.set_credentials(diff::uvfs_creds(who));
         let mut o = Vec::new();
-        for (i, (op, in_process)) in ops.iter().enumerate() {
+        let handle = self.handle.as_ref().unwrap();
+        for (op, in_process) in ops {
             o.push(if *in_process {
                 let out = diff::uvfs_op(&task, op);
-                self.settle(i as u32);
+                handle.sync_invalidations();
                 out
             } else {
                 if let Op::Umask(m) = op {
@@ -161,9 +138,6 @@ impl Target {
         (s, o)
     }
 }
-
-/// The marker [`Target::settle`] changes, in the mount's root (outside every case).
-const SETTLE: &[u8] = b"/settle";
 
 impl Drop for Target {
     fn drop(&mut self) {

@@ -335,10 +335,13 @@ fn queue_overflows_once_and_coalesces_identical_events() {
         t.write(fd, b"x").unwrap();
     }
     assert_eq!(ino.pending(), 1);
+    assert_eq!(ino.queued_total(), 1, "a merged event is not counted");
     for i in 0..10 {
         t.mknodat(DirFd::Cwd, format!("/n{i}").as_bytes(), 0o600, 0).unwrap();
     }
+    assert_eq!(ino.queued_total(), 5, "three creates and the overflow event; the dropped ones not");
     let ev = ino.read_events(100, None).unwrap();
+    assert_eq!(ino.queued_total(), 5, "reading does not change the count");
     assert_eq!(ev.len(), 5, "{ev:?}");
     assert_eq!(ev[4].mask, EventMask::Q_OVERFLOW);
     assert_eq!(ev[4].wd, -1);

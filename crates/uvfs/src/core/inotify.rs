@@ -79,6 +79,8 @@ impl InotifyEvent {
 /// What the group lock protects.
 pub(crate) struct GroupState {
     queue: VecDeque<InotifyEvent>,
+    /// Events ever queued (an overflow marker counts; a merged or dropped event does not).
+    queued: u64,
     /// Watches by descriptor.
     pub(crate) watches: BTreeMap<i32, Arc<Mark>>,
     /// Next descriptor to hand out.
@@ -118,6 +120,7 @@ impl Inotify {
             group: Arc::new(Group {
                 state: NotifyMutex::new(GroupState {
                     queue: VecDeque::new(),
+                    queued: 0,
                     watches: BTreeMap::new(),
                     next_wd: 1,
                     closed: false,
@@ -163,6 +166,7 @@ impl Group {
         } else {
             st.queue.push_back(ev);
         }
+        st.queued += 1;
         if was_empty {
             self.signal(st);
         } else {
@@ -397,6 +401,14 @@ impl Inotify {
     /// Events queued now (`FIONREAD` counts bytes; this counts events).
     pub fn pending(&self) -> usize {
         self.group.state.lock().queue.len()
+    }
+
+    /// Events queued since the instance was made, read or not (an event merged into the
+    /// one before it, or dropped at overflow, is not; the overflow event is). A reader
+    /// that counts the events it has handled has handled every change made before a call
+    /// of this once its count reaches the value returned.
+    pub fn queued_total(&self) -> u64 {
+        self.group.state.lock().queued
     }
 
     /// A descriptor that is readable while events are queued (an eventfd).
