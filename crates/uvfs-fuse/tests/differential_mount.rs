@@ -29,7 +29,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use diff::generate::{base_tree, check_host_sysctls, config, op, umask};
-use diff::{D, Op, Out, W, Who};
+use diff::{D, Op, Out, W, Who, X};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use uvfs_fuse::{Levers, MountHandle, MountOptions};
@@ -88,25 +88,12 @@ impl Target {
         Target { fs, what, _host: host, vfs, handle: Some(handle), dir, _uring: uring, cases: AtomicU32::new(0) }
     }
 
-    /// Runs `setup` as root, then `ops` as `who`, in a fresh directory of the mount that
-    /// plays the root (01777 root:root, as the host side's); the directory is removed
-    /// after.
-    fn run(&self, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
-        let n = self.cases.fetch_add(1, Ordering::Relaxed);
-        let root = self.dir.path().join(format!("case{n}"));
-        std::fs::create_dir(&root).unwrap();
-        std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
-        let out = diff::host_run_at(root.to_str().unwrap(), who, setup, ops);
-        remove_tree(&root);
-        out
-    }
-}
-
-impl Target {
-    /// Runs `setup` as root through the mount, then `ops` as `who`, each either through
-    /// the mount or (`true` beside it) in-process by a task of the served instance with
-    /// the same root and identity, followed by a wait for its change to reach the kernel.
-    fn run_mixed(&self, who: Who, setup: &[Op], ops: &[(Op, bool)]) -> (Vec<Out>, Vec<Out>) {
+    /// Runs `setup` as root through the mount, then `ops` as `who`, in a fresh directory
+    /// of the mount that plays the root (01777 root:root, as the host side's; removed
+    /// after): each call through the mount, or (`true` beside it) in-process by a task of
+    /// the served instance with the same root and identity, followed by a wait for its
+    /// change to reach the kernel.
+    fn run(&self, who: Who, setup: &[Op], ops: &[(Op, bool)]) -> (Vec<Out>, Vec<Out>) {
         let n = self.cases.fetch_add(1, Ordering::Relaxed);
         let name = format!("case{n}");
         let root = self.dir.path().join(&name);
@@ -118,8 +105,8 @@ impl Target {
         task.chdir(b"/").unwrap();
         task.umask(0o022);
         task.set_credentials(diff::uvfs_creds(who));
-        let mut o = Vec::new();
         let handle = self.handle.as_ref().unwrap();
+        let mut o = Vec::new();
         for (op, in_process) in ops {
             o.push(if *in_process {
                 let out = diff::uvfs_op(&task, op);
@@ -181,46 +168,62 @@ fn fuse_view(op: &Op, o: Out, writeback: bool) -> Out {
     }
 }
 
-/// Runs one sequence on the host's tmpfs and through `t`; `Err` names the first call
-/// whose result differs, with the whole sequence and both sides' results.
-fn check(t: &Target, who: Who, base: bool, umask: u32, mut ops: Vec<Op>) -> Result<(), String> {
+/// What a target cannot run of the generated calls, taken out of `ops`.
+fn runnable(t: &Target, who: Who, ops: &mut Vec<(Op, bool)>) {
     // FUSE passes no file flags on: not generated.
-    ops.retain(|o| !o.uses_file_flags());
+    ops.retain(|(o, _)| !o.uses_file_flags());
     if t.fs == Fs::Overlay {
         // An overlay refuses `RENAME_WHITEOUT` (EINVAL, as overlayfs; compared with the
         // kernel's overlayfs by `uvfs`'s `differential_overlay.rs`), where tmpfs has it.
-        ops.retain(|o| !matches!(o, Op::Renameat2(.., f) if f & 4 != 0));
         // Not yet in the overlay's upper layer: `fallocate` (EOPNOTSUPP, where overlayfs
         // over a tmpfs upper has tmpfs's modes) and holes for `SEEK_DATA`/`SEEK_HOLE`
         // (the whole file is data).
-        ops.retain(|o| !matches!(o, Op::Fallocate(..) | Op::Lseek(_, _, W::Data | W::Hole)));
+        ops.retain(|(o, _)| {
+            !matches!(o, Op::Renameat2(.., f) if f & 4 != 0)
+                && !matches!(o, Op::Fallocate(..) | Op::Lseek(_, _, W::Data | W::Hole))
+        });
     }
     if who == Who::User {
         // As in differential.rs: uvfs asks a caller without CAP_DAC_READ_SEARCH for it
         // at `linkat(fd, "", AT_EMPTY_PATH)` (a documented difference).
-        ops.retain(|o| {
+        ops.retain(|(o, _)| {
             !matches!(o, Op::Linkat(D::Fd(_), p, _, _, f) if f & libc::AT_EMPTY_PATH != 0 && p.0.first() != Some(&b'/'))
         });
     }
-    let setup = if base { base_tree() } else { Vec::new() };
-    let mut all = vec![Op::Umask(umask)];
-    all.extend(ops);
-    let (hs, ho) = diff::host_run(who, &setup, &all);
-    let (ms, mo) = t.run(who, &setup, &all);
-    let writeback = t.handle.as_ref().is_some_and(|h| h.levers().contains(Levers::WRITEBACK_CACHE));
-    let view =
-        |outs: Vec<Out>| -> Vec<Out> { all.iter().zip(outs).map(|(op, o)| fuse_view(op, o, writeback)).collect() };
-    let (ho, mo) = (view(ho), view(mo));
+}
+
+/// Runs `setup` then `ops` (each through the mount, or in-process where marked) on `t`,
+/// and the same calls on the host's tmpfs; `Err` names the first call whose result
+/// differs, with the whole sequence and both sides' results.
+fn compare(t: &Target, who: Who, setup: &[Op], ops: &[(Op, bool)]) -> Result<(), String> {
+    let plain: Vec<Op> = ops.iter().map(|(o, _)| o.clone()).collect();
+    let (hs, ho) = diff::host_run(who, setup, &plain);
+    let (ms, mo) = t.run(who, setup, ops);
     if let Some(i) = hs.iter().zip(&ms).position(|(h, m)| h != m) {
         return Err(format!("{}: setup step {i} {:?}: host {:?}, mount {:?}", t.what, setup[i], hs[i], ms[i]));
     }
-    let Some(bad) = diff::first_difference(who, &setup, &all, &ho, &mo) else { return Ok(()) };
+    let writeback = t.handle.as_ref().is_some_and(|h| h.levers().contains(Levers::WRITEBACK_CACHE));
+    let view =
+        |outs: Vec<Out>| -> Vec<Out> { plain.iter().zip(outs).map(|(op, o)| fuse_view(op, o, writeback)).collect() };
+    let (ho, mo) = (view(ho), view(mo));
+    let Some(bad) = diff::first_difference(who, setup, &plain, &ho, &mo) else { return Ok(()) };
     let mut msg = format!("{}, {who:?}: call {bad} differs\n", t.what);
-    for (i, op) in all.iter().enumerate() {
+    for (i, (op, in_process)) in ops.iter().enumerate() {
         let mark = if i == bad { ">>" } else { "  " };
-        msg += &format!("{mark}{i:3} {op:?}\n      host  {:?}\n      mount {:?}\n", ho[i], mo[i]);
+        let side = if *in_process { " (in-process)" } else { "" };
+        msg += &format!("{mark}{i:3} {op:?}{side}\n      host  {:?}\n      mount {:?}\n", ho[i], mo[i]);
     }
     Err(msg)
+}
+
+/// One generated sequence of `differential.rs`'s calls, from the base tree or an empty
+/// root, all through the mount.
+fn check(t: &Target, who: Who, base: bool, umask: u32, ops: Vec<Op>) -> Result<(), String> {
+    let mut ops: Vec<(Op, bool)> = ops.into_iter().map(|o| (o, false)).collect();
+    runnable(t, who, &mut ops);
+    let setup = if base { base_tree() } else { Vec::new() };
+    ops.insert(0, (Op::Umask(umask), false));
+    compare(t, who, &setup, &ops)
 }
 
 /// Whether a call may run in-process in a mixed sequence: it names what it changes by
@@ -240,54 +243,26 @@ fn in_process_able(op: &Op) -> bool {
             | Op::Utimensat(D::Cwd, ..)
             | Op::Truncate(..)
             | Op::Fstatat(D::Cwd, ..)
+            | Op::Setxattr(X::Path(_) | X::LPath(_), ..)
+            | Op::Removexattr(X::Path(_) | X::LPath(_), ..)
     )
 }
 
 /// A sequence whose changes come from both sides of the mount: calls that may run
-/// in-process do so where `in_process` says; all of them run through the kernel on the
-/// host's tmpfs. What the mount's processes see after an in-process change must be what
-/// tmpfs shows after the same change made there.
-fn check_mixed(t: &Target, who: Who, umask: u32, ops: Vec<(Op, bool)>) -> Result<(), String> {
+/// in-process do so where generated so; all of them run through the kernel on the host's
+/// tmpfs. What the mount's processes see after an in-process change must be what tmpfs
+/// shows after the same change made there.
+fn check_mixed(t: &Target, who: Who, setup: &[Op], ops: Vec<(Op, bool)>) -> Result<(), String> {
     let mut ops: Vec<(Op, bool)> = ops
         .into_iter()
-        .filter(|(o, _)| !o.uses_file_flags() && !matches!(o, Op::Chdir(_) | Op::Fchdir(_)))
-        .map(|(o, inp)| {
-            let inp = inp && in_process_able(&o);
-            (o, inp)
+        .filter(|(o, _)| !matches!(o, Op::Chdir(_) | Op::Fchdir(_)))
+        .map(|(o, in_process)| {
+            let in_process = in_process && in_process_able(&o);
+            (o, in_process)
         })
         .collect();
-    if t.fs == Fs::Overlay {
-        ops.retain(|(o, _)| {
-            !matches!(o, Op::Renameat2(.., f) if f & 4 != 0)
-                && !matches!(o, Op::Fallocate(..) | Op::Lseek(_, _, W::Data | W::Hole))
-        });
-    }
-    if who == Who::User {
-        ops.retain(|(o, _)| {
-            !matches!(o, Op::Linkat(D::Fd(_), p, _, _, f) if f & libc::AT_EMPTY_PATH != 0 && p.0.first() != Some(&b'/'))
-        });
-    }
-    let setup = base_tree();
-    let mut all = vec![(Op::Umask(umask), false)];
-    all.extend(ops);
-    let plain: Vec<Op> = all.iter().map(|(o, _)| o.clone()).collect();
-    let (hs, ho) = diff::host_run(who, &setup, &plain);
-    let (ms, mo) = t.run_mixed(who, &setup, &all);
-    if let Some(i) = hs.iter().zip(&ms).position(|(h, m)| h != m) {
-        return Err(format!("{}: setup step {i} {:?}: host {:?}, mount {:?}", t.what, setup[i], hs[i], ms[i]));
-    }
-    let writeback = t.handle.as_ref().is_some_and(|h| h.levers().contains(Levers::WRITEBACK_CACHE));
-    let view =
-        |outs: Vec<Out>| -> Vec<Out> { plain.iter().zip(outs).map(|(op, o)| fuse_view(op, o, writeback)).collect() };
-    let (ho, mo) = (view(ho), view(mo));
-    let Some(bad) = diff::first_difference(who, &setup, &plain, &ho, &mo) else { return Ok(()) };
-    let mut msg = format!("{}, {who:?}, mixed: call {bad} differs\n", t.what);
-    for (i, (op, inp)) in all.iter().enumerate() {
-        let mark = if i == bad { ">>" } else { "  " };
-        let side = if *inp { "in-process" } else { "mount" };
-        msg += &format!("{mark}{i:3} {op:?} ({side})\n      host  {:?}\n      mount {:?}\n", ho[i], mo[i]);
-    }
-    Err(msg)
+    runnable(t, who, &mut ops);
+    compare(t, who, setup, &ops)
 }
 
 /// Generated mixed sequences (`check_mixed`) as root and as the unprivileged user.
@@ -297,7 +272,33 @@ fn mixed_sequences(fs: Fs, opts: MountOptions, cases: u32) {
     let mut runner = TestRunner::new(config(cases));
     let who = prop::sample::select(vec![Who::Root, Who::User]);
     let strategy = (who, umask(), prop::collection::vec((op(), prop::bool::weighted(0.4)), 1..25));
-    let r = runner.run(&strategy, |(who, umask, ops)| check_mixed(&t, who, umask, ops).map_err(TestCaseError::fail));
+    let r = runner.run(&strategy, |(who, umask, mut ops)| {
+        ops.insert(0, (Op::Umask(umask), false));
+        check_mixed(&t, who, &base_tree(), ops).map_err(TestCaseError::fail)
+    });
+    println!("{} sequences", t.cases.load(Ordering::Relaxed));
+    if let Err(e) = r {
+        panic!("{e}");
+    }
+}
+
+/// Generated extended attribute and POSIX ACL sequences (`uvfs`'s
+/// `differential_acl.rs`: valid and broken ACLs set up and changed, then every
+/// identity's view read back) through a mount of `fs` with `opts`; `mixed`: some of the
+/// changes made in-process (`check_mixed`). The kernel checks permissions with the ACLs
+/// it caches (`FUSE_POSIX_ACL`), so a change that leaves a stale one shows as a wrong
+/// answer.
+fn acl_sequences(fs: Fs, opts: MountOptions, mixed: bool, cases: u32) {
+    use diff::generate_acl::{epilogue, op as acl_op, setup_acls, who as acl_who};
+    let t = Target::new(fs, opts);
+    println!("{}, ACLs{}", t.what, if mixed { ", mixed" } else { "" });
+    let mut runner = TestRunner::new(config(cases));
+    let in_process = prop::bool::weighted(if mixed { 0.4 } else { 0.0 });
+    let strategy = (setup_acls(), acl_who(), prop::collection::vec((acl_op(), in_process), 1..16));
+    let r = runner.run(&strategy, |(setup, who, mut ops)| {
+        ops.extend(epilogue().into_iter().map(|o| (o, false)));
+        check_mixed(&t, who, &setup, ops).map_err(TestCaseError::fail)
+    });
     println!("{} sequences", t.cases.load(Ordering::Relaxed));
     if let Err(e) = r {
         panic!("{e}");
@@ -427,4 +428,19 @@ fn host_directory_changed_in_process_too() {
 #[test]
 fn overlay_changed_in_process_too() {
     mixed_sequences(Fs::Overlay, MountOptions::default(), 100);
+}
+
+#[test]
+fn memfs_acls() {
+    acl_sequences(Fs::Memfs, MountOptions::default(), false, 200);
+}
+
+#[test]
+fn memfs_acls_changed_in_process_too() {
+    acl_sequences(Fs::Memfs, MountOptions::default(), true, 200);
+}
+
+#[test]
+fn host_directory_acls() {
+    acl_sequences(Fs::HostUnchanged, MountOptions::default(), true, 200);
 }

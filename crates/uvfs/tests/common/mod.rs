@@ -36,6 +36,7 @@
 #![allow(dead_code)]
 
 pub mod generate;
+pub mod generate_acl;
 pub mod locks;
 
 use std::ffi::CString;
