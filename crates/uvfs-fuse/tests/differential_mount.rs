@@ -9,7 +9,9 @@
 //! One mount per target serves all its cases, each case in a fresh directory that the
 //! calls see as their root (the host side's thread chroots into it, as on tmpfs).
 //! Not generated here: file flags (`FS_IOC_GETFLAGS`/`SETFLAGS`), which FUSE does not
-//! pass on (ENOTTY).
+//! pass on (ENOTTY). Not a target: `--permissions uvfs`, under which the kernel checks
+//! no permission itself and answers some calls that fail for two reasons with the error
+//! it checks first (README, "Permissions").
 //!
 //! The mixed sequences (`*_changed_in_process_too`) run some of their path calls
 //! in-process, by a task of the served instance, and the rest through the mount: what the
