@@ -181,6 +181,11 @@ fn op() -> BoxedStrategy<Op> {
         1 => name().prop_map(|n| Op::Getxattr(common::X::Path(n), p("user.k"), 16)),
         1 => name().prop_map(|n| Op::Removexattr(common::X::Path(n), p("user.k"))),
         2 => fd().prop_map(Op::Getdents),
+        // Space and holes: tmpfs's modes (allocate, keep size, punch) and one it refuses.
+        2 => (fd(), prop::sample::select(vec![0i32, 1, 3, 3, 0x10]), prop::sample::select(vec![0i64, 100, 4096, 8192]), prop::sample::select(vec![1i64, 100, 4096, 8000, 12288]))
+            .prop_map(|(f, m, o, l)| Op::Fallocate(f, m, o, l)),
+        2 => (fd(), prop::sample::select(vec![0i64, 100, 4096, 5000, 9000]), prop::sample::select(vec![W::Data, W::Hole]))
+            .prop_map(|(f, o, w)| Op::Lseek(f, o, w)),
     ]
     .boxed()
 }

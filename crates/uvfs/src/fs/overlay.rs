@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use crate::abi::errno::{Errno, Result};
-use crate::abi::flags::{RenameFlags, Timespec};
+use crate::abi::flags::{FallocFlags, RenameFlags, Timespec};
 use crate::abi::stat::{FileType, Ino, StatFs};
 use crate::core::acl::{Acl, AclInit, AclType};
 use crate::core::inode::{Inode, NewInode, current_time};
@@ -63,6 +63,29 @@ type Listing = Vec<(Box<[u8]>, u64, u8)>;
 type UpperNames = Vec<(Box<[u8]>, Option<Arc<Inode>>)>;
 /// Names seen while listing: shown (inode number, type) or hidden by a whiteout (`None`).
 type Shown = BTreeMap<Box<[u8]>, Option<(u64, u8)>>;
+
+/// The page of a copied-up file's range allocated by `fallocate` and never written:
+/// zeros, a hole to `SEEK_DATA` and `SEEK_HOLE` (as tmpfs's folios that are not
+/// uptodate), counted in the blocks. One page shared by all; the first write copies it
+/// (`Arc::make_mut`).
+fn unwritten() -> &'static PageBuf {
+    static PAGE_BUF: OnceLock<PageBuf> = OnceLock::new();
+    // SAFETY: an all-zero byte array is a valid `[u8; N]`.
+    PAGE_BUF.get_or_init(|| Arc::new(unsafe { Box::new_zeroed().assume_init() }))
+}
+
+/// The page of a hole punched where the lower file would show through: as
+/// [`unwritten`], but no block (the space is freed).
+fn punched() -> &'static PageBuf {
+    static PAGE_BUF: OnceLock<PageBuf> = OnceLock::new();
+    // SAFETY: an all-zero byte array is a valid `[u8; N]`.
+    PAGE_BUF.get_or_init(|| Arc::new(unsafe { Box::new_zeroed().assume_init() }))
+}
+
+/// Whether `p` holds no data (allocated and never written, or punched).
+fn is_hole(p: &PageBuf) -> bool {
+    Arc::ptr_eq(p, unwritten()) || Arc::ptr_eq(p, punched())
+}
 
 /// A page of upper data: one 4 KiB allocation, shared copy-on-write with snapshots.
 type PageBuf = Arc<Box<[u8; PAGE as usize]>>;
@@ -545,10 +568,22 @@ impl OverlayFs {
         Ok(())
     }
 
-    /// The 512-byte blocks of a copied-up file: its pages, and the lower ones still shown.
+    /// Whether page `idx` of a copied-up file holds data: a page written, or one of the
+    /// lower file that still shows (taken as data: the copy-up is lazy). An allocated page
+    /// never written ([`unwritten`]), a punched one and a page past both are holes.
+    fn is_data(st: &State, idx: u64) -> bool {
+        match st.pages.get(&idx) {
+            Some(p) => !is_hole(p),
+            None => idx * PAGE < st.lower_len,
+        }
+    }
+
+    /// The 512-byte blocks of a copied-up file: its pages, and the lower ones still shown
+    /// (less those a punched hole freed: unwritten there).
     fn blocks(st: &State) -> u64 {
         let lower_pages = st.lower_len.div_ceil(PAGE);
-        (lower_pages + st.pages.range(lower_pages..).count() as u64) * (PAGE / 512)
+        let freed = st.pages.range(..lower_pages).filter(|(_, p)| Arc::ptr_eq(p, punched())).count() as u64;
+        (lower_pages - freed + st.pages.range(lower_pages..).count() as u64) * (PAGE / 512)
     }
 }
 
@@ -813,7 +848,9 @@ impl FileSystem for OverlayFs {
         // What of the lower file shows is cut at `lower_len`: nothing to read below.
         let mut st = node(inode).state.lock();
         st.size = size;
-        if size < inode.size() {
+        // Not growing: pages past the end go, also those `fallocate` kept there
+        // (`shmem_setattr`).
+        if size <= inode.size() {
             let keep = size.div_ceil(PAGE);
             st.pages.split_off(&keep);
             if !size.is_multiple_of(PAGE)
@@ -833,6 +870,107 @@ impl FileSystem for OverlayFs {
             w.set_blocks(blocks);
         });
         Ok(())
+    }
+
+    fn fallocate(&self, inode: &Inode, mode: FallocFlags, off: u64, len: u64) -> Result<()> {
+        // The upper layer's modes are tmpfs's, as overlayfs's over a tmpfs upper layer:
+        // allocate (the size grows unless `KEEP_SIZE`) and punch a hole.
+        let punch = mode == FallocFlags::PUNCH_HOLE | FallocFlags::KEEP_SIZE;
+        if !punch && !FallocFlags::KEEP_SIZE.contains(mode) {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        self.copy_up(inode)?;
+        let n = node(inode);
+        let end = off + len;
+        if punch {
+            // Partial pages at the edges are zeroed in place (owned first where the lower
+            // file shows); whole pages go, or become unwritten where the lower file would
+            // show through them.
+            let edges = [off / PAGE, (end - 1) / PAGE];
+            for idx in if edges[0] == edges[1] { &edges[..1] } else { &edges[..] } {
+                let (from, to) = (off.max(idx * PAGE), end.min((idx + 1) * PAGE));
+                let shows = {
+                    let st = n.state.lock();
+                    to - from < PAGE && OverlayFs::is_data(&st, *idx)
+                };
+                if shows {
+                    self.own_pages(inode, *idx..*idx + 1)?;
+                    if let Some(p) = n.state.lock().pages.get_mut(idx) {
+                        Arc::make_mut(p)[(from - idx * PAGE) as usize..(to - idx * PAGE) as usize].fill(0);
+                    }
+                }
+            }
+            let (first, last) = (off.div_ceil(PAGE), end / PAGE);
+            let mut st = n.state.lock();
+            if first < last {
+                let tail = st.pages.split_off(&last);
+                st.pages.split_off(&first);
+                st.pages.extend(tail);
+                for idx in first..last.min(st.lower_len.div_ceil(PAGE)) {
+                    st.pages.insert(idx, punched().clone());
+                }
+            }
+            let blocks = OverlayFs::blocks(&st);
+            drop(st);
+            inode.update(|w| w.set_blocks(blocks));
+            return Ok(());
+        }
+        let (first, last) = (off / PAGE, end.div_ceil(PAGE));
+        // No more than tmpfs's default size (half of RAM) at once.
+        let si = rustix::system::sysinfo();
+        if last - first > si.totalram.saturating_mul(u64::from(si.mem_unit)) / PAGE / 2 {
+            return Err(Errno::ENOSPC);
+        }
+        let mut st = n.state.lock();
+        let shown = st.lower_len.div_ceil(PAGE);
+        // Where the lower file shows, only punched pages need space again.
+        for (_, p) in st.pages.range_mut(first..last.min(shown).max(first)) {
+            if Arc::ptr_eq(p, punched()) {
+                *p = unwritten().clone();
+            }
+        }
+        for idx in first.max(shown)..last {
+            st.pages.entry(idx).or_insert_with(|| unwritten().clone());
+        }
+        if !mode.contains(FallocFlags::KEEP_SIZE) {
+            st.size = st.size.max(end);
+        }
+        let (size, blocks) = (st.size, OverlayFs::blocks(&st));
+        drop(st);
+        inode.update(|w| {
+            w.set_size(size);
+            w.set_blocks(blocks);
+        });
+        Ok(())
+    }
+
+    fn seek_hole_data(&self, inode: &Inode, off: u64, hole: bool) -> Result<u64> {
+        let n = node(inode);
+        let st = n.state.lock();
+        if !st.upper {
+            drop(st);
+            return match n.lower.as_ref() {
+                Some(lower) => lower.sb().fs().seek_hole_data(lower, off, hole),
+                None => Ok(if hole { inode.size() } else { off }),
+            };
+        }
+        let size = st.size;
+        // Each step below stands on a page that exists or on one the lower file shows:
+        // bounded by the data, not by the size.
+        let mut idx = off / PAGE;
+        if hole {
+            while idx * PAGE < size && OverlayFs::is_data(&st, idx) {
+                idx += 1;
+            }
+            return Ok((idx * PAGE).max(off).min(size));
+        }
+        let shown = st.lower_len.div_ceil(PAGE);
+        while idx < shown && !OverlayFs::is_data(&st, idx) {
+            idx += 1;
+        }
+        let data =
+            if idx < shown { Some(idx) } else { st.pages.range(idx..).find(|(_, p)| !is_hole(p)).map(|(&i, _)| i) };
+        data.map(|i| (i * PAGE).max(off)).filter(|&d| d < size).ok_or(Errno::ENXIO)
     }
 
     fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
