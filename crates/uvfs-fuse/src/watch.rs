@@ -85,16 +85,18 @@ fn handle(s: &Server, notifier: &Notifier, base: &uvfs::Task, ev: uvfs::InotifyE
         log::warn!("uvfs-fuse: notify queue overflow; kernel caches may be stale until their timeouts");
         return;
     }
-    let Some(path) = ev.path else { return };
-    if m.intersects(EventMask::MODIFY | EventMask::ATTRIB)
-        && let Ok(st) = base.lstat(&path)
+    // The object's attributes (and with MODIFY its pages), found by its identity, not by
+    // the path, which a name removed or moved no longer leads to: a name made, removed or
+    // moved changes the object's link count or change time, which the kernel may hold
+    // for another name of it (a hard link) or an open file; a file renamed over reports
+    // its link count with no path at all.
+    if let Some(key) = ev.object
+        && let Some(id) = s.nodes.lookup_key_stale(key)
     {
-        let key = key_of(&st);
-        if let Some(id) = s.nodes.lookup_key_stale(key) {
-            let off = if m.contains(EventMask::MODIFY) { 0 } else { -1 };
-            let _ = notifier.inval_inode(id, off, 0);
-        }
+        let off = if m.contains(EventMask::MODIFY) { 0 } else { -1 };
+        let _ = notifier.inval_inode(id, off, 0);
     }
+    let Some(path) = ev.path else { return };
     if m.intersects(EventMask::CREATE | EventMask::DELETE | EventMask::MOVED_FROM | EventMask::MOVED_TO) {
         let Some(slash) = path.iter().rposition(|&b| b == b'/') else { return };
         let (dir, name) = (if slash == 0 { &b"/"[..] } else { &path[..slash] }, &path[slash + 1..]);

@@ -31,7 +31,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use diff::generate::{base_tree, check_host_sysctls, config, op, umask};
-use diff::{D, Op, Out, W, Who, X};
+use diff::{D, Op, Out, Who, X};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use uvfs_fuse::{Levers, MountHandle, MountOptions};
@@ -177,13 +177,7 @@ fn runnable(t: &Target, who: Who, ops: &mut Vec<(Op, bool)>) {
     if t.fs == Fs::Overlay {
         // An overlay refuses `RENAME_WHITEOUT` (EINVAL, as overlayfs; compared with the
         // kernel's overlayfs by `uvfs`'s `differential_overlay.rs`), where tmpfs has it.
-        // Not yet in the overlay's upper layer: `fallocate` (EOPNOTSUPP, where overlayfs
-        // over a tmpfs upper has tmpfs's modes) and holes for `SEEK_DATA`/`SEEK_HOLE`
-        // (the whole file is data).
-        ops.retain(|(o, _)| {
-            !matches!(o, Op::Renameat2(.., f) if f & 4 != 0)
-                && !matches!(o, Op::Fallocate(..) | Op::Lseek(_, _, W::Data | W::Hole))
-        });
+        ops.retain(|(o, _)| !matches!(o, Op::Renameat2(.., f) if f & 4 != 0));
     }
     if who == Who::User {
         // As in differential.rs: uvfs asks a caller without CAP_DAC_READ_SEARCH for it
@@ -445,4 +439,50 @@ fn memfs_acls_changed_in_process_too() {
 #[test]
 fn host_directory_acls() {
     acl_sequences(Fs::HostUnchanged, MountOptions::default(), true, 200);
+}
+
+/// Link counts and change times that an in-process change of names moves, seen through
+/// the mount where the kernel holds the object by another name or an open descriptor:
+/// a hard link made or removed, a name renamed over, a directory removed. memfs, an
+/// unchanged host directory and an overlay.
+#[test]
+fn in_process_names_move_the_link_count_the_mount_sees() {
+    let stat = |path: &str| (Op::Fstatat(D::Cwd, diff::p(path), libc::AT_SYMLINK_NOFOLLOW), false);
+    let link = |a: &str, b: &str, in_process| (Op::Linkat(D::Cwd, diff::p(a), D::Cwd, diff::p(b), 0), in_process);
+    let unlink = |a: &str, flags| (Op::Unlinkat(D::Cwd, diff::p(a), flags), true);
+    let rename = |a: &str, b: &str| (Op::Renameat2(D::Cwd, diff::p(a), D::Cwd, diff::p(b), 0), true);
+    let long = String::from_utf8(vec![b'x'; 255]).unwrap();
+    let cases: Vec<Vec<(Op, bool)>> = vec![
+        // A link made in-process, of a file and of a symlink, by a short and a long name.
+        vec![stat("b"), link("b", "n", true), stat("b")],
+        vec![stat("l1"), link("l1", &long, true), stat("l1")],
+        // One of two names removed in-process.
+        vec![link("b", "n", false), stat("b"), unlink("n", 0), stat("b")],
+        // A file with another name renamed over in-process.
+        vec![link("b", "n", false), stat("n"), rename("c/a", "b"), stat("n"), stat("b")],
+        // A file and a directory removed in-process while open through the mount.
+        vec![
+            (Op::Open(D::Cwd, diff::p("b"), libc::O_RDONLY, 0), false),
+            (Op::Fstat(0), false),
+            unlink("b", 0),
+            (Op::Fstat(0), false),
+        ],
+        vec![
+            (Op::Open(D::Cwd, diff::p("c/b/c"), libc::O_RDONLY | libc::O_DIRECTORY, 0), false),
+            (Op::Fstat(0), false),
+            unlink("c/b/c", libc::AT_REMOVEDIR),
+            (Op::Fstat(0), false),
+            stat("c/b"),
+        ],
+    ];
+    let mut failed = Vec::new();
+    for fs in [Fs::Memfs, Fs::HostUnchanged, Fs::Overlay] {
+        let t = Target::new(fs, MountOptions::default());
+        for ops in &cases {
+            if let Err(e) = compare(&t, Who::Root, &base_tree(), ops) {
+                failed.push(e);
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

@@ -548,3 +548,31 @@ fn unmount_sends_unmount_then_ignored() {
     assert_eq!(t.inotify_rm_watch(&ino, wd_in), Err(Errno::EINVAL));
     t.inotify_rm_watch(&ino, wd_out).unwrap();
 }
+
+/// A filesystem mark's events name their object (device, inode number) besides its path,
+/// and the mark also hears an object's link count change that no path names: a file with
+/// a second name, renamed over by another file (`fsnotify_move`: the names, then the
+/// victim's `fsnotify_link_count`).
+#[test]
+fn a_filesystem_mark_names_the_object_and_hears_its_link_count() {
+    let vfs = Vfs::default();
+    let t = vfs.root_task();
+    t.close(t.open(b"/a", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
+    t.close(t.open(b"/b", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
+    t.link(b"/b", b"/b2").unwrap();
+    let (a, b) = (t.stat(b"/a").unwrap(), t.stat(b"/b").unwrap());
+    let ino = t.inotify_init1(InotifyFlags::NONBLOCK).unwrap();
+    t.fanotify_mark(&ino, uvfs::MarkKind::Filesystem, b"/", EventMask::ATTRIB | EventMask::MOVE).unwrap();
+    t.rename(b"/a", b"/b").unwrap();
+    let ev = ino.read_events(10, None).unwrap();
+    let seen: Vec<_> = ev.iter().map(|e| (e.mask, e.path.as_deref(), e.object)).collect();
+    assert_eq!(
+        seen,
+        [
+            (EventMask::MOVED_FROM, Some(&b"/a"[..]), Some((a.dev, a.ino))),
+            (EventMask::MOVED_TO, Some(&b"/b"[..]), Some((a.dev, a.ino))),
+            (EventMask::ATTRIB, None, Some((b.dev, b.ino))),
+        ],
+        "{ev:?}"
+    );
+}

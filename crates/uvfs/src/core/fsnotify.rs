@@ -336,13 +336,17 @@ pub(crate) fn notify_name(
     dispatch(&ev, fast, guard);
 }
 
-/// The fast check for an event on the object itself only (delete_self, move_self).
+/// The fast check for an event on the object itself only (delete_self, move_self, its
+/// link count).
 #[inline]
 pub(crate) fn notify_self(fast: FastPaths, inode: &Inode, mask: EventMask, guard: &LocalGuard<'_>) {
-    if fast.contains(FastPaths::NOTIFY)
-        && (inode.sb().notify.watched.load(Ordering::Relaxed) == 0 || !inode.mark_mask().intersects(mask))
-    {
-        return;
+    if fast.contains(FastPaths::NOTIFY) {
+        let sb = inode.sb();
+        if sb.notify.watched.load(Ordering::Relaxed) == 0
+            || !(inode.mark_mask() | sb.notify.marks.mask()).intersects(mask)
+        {
+            return;
+        }
     }
     // Of the events on the object itself, only the link-count ATTRIB (`fsnotify_inode`)
     // carries IN_ISDIR; DELETE_SELF and MOVE_SELF reach inotify without it (checked

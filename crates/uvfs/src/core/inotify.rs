@@ -53,8 +53,14 @@ pub struct InotifyEvent {
     pub cookie: u32,
     /// Name of the child, for events a directory reports about an entry.
     pub name: Option<Vec<u8>>,
-    /// Path of the object, for mount and filesystem marks.
+    /// Path of the object, for mount and filesystem marks (none for an event on the
+    /// object alone, its link count, which only filesystem marks hear).
     pub path: Option<Vec<u8>>,
+    /// The object's device and inode number (`st_dev`, `st_ino`), for mount and
+    /// filesystem marks, as fanotify's `FAN_REPORT_FID` identifies it: for a namespace
+    /// event the named object, which the path may no longer name (a name removed or
+    /// moved) while other names of it stay.
+    pub object: Option<(u64, u64)>,
 }
 
 impl InotifyEvent {
@@ -162,7 +168,14 @@ impl Group {
             if st.queue.back().is_some_and(|l| l.mask == EventMask::Q_OVERFLOW) {
                 return;
             }
-            st.queue.push_back(InotifyEvent { wd: -1, mask: EventMask::Q_OVERFLOW, cookie: 0, name: None, path: None });
+            st.queue.push_back(InotifyEvent {
+                wd: -1,
+                mask: EventMask::Q_OVERFLOW,
+                cookie: 0,
+                name: None,
+                path: None,
+                object: None,
+            });
         } else {
             st.queue.push_back(ev);
         }
@@ -196,7 +209,8 @@ impl Group {
             return;
         }
         let reported = (mask & (bits & mmask)) | (mask & EventMask::ISDIR);
-        let ev = InotifyEvent { wd: m.wd, mask: reported, cookie, name: name.map(<[u8]>::to_vec), path: None };
+        let ev =
+            InotifyEvent { wd: m.wd, mask: reported, cookie, name: name.map(<[u8]>::to_vec), path: None, object: None };
         self.push(&mut st, ev);
         if mmask.contains(EventMask::ONESHOT) {
             let gone = self.remove_watch_locked(&mut st, m.wd);
@@ -216,22 +230,25 @@ impl Group {
         if !m.mask().intersects(bits) || self.muted_here() {
             return;
         }
-        let Some(mnt) = ev.mnt else { return };
-        let path = match (ev.dentry, ev.dir_dentry, ev.dir) {
-            (Some(d), _, _) => crate::core::path::dentry_path(mnt, d, guard),
-            (None, Some(dd), Some((_, name))) => {
+        // An event on the object alone (its link count: `fsnotify_inode`) has no path; a
+        // filesystem mark hears it by the object's identity, as fanotify's FID groups do.
+        let path = match (ev.mnt, ev.dentry, ev.dir_dentry, ev.dir) {
+            (None, ..) => None,
+            (Some(mnt), Some(d), _, _) => Some(crate::core::path::dentry_path(mnt, d, guard)),
+            (Some(mnt), None, Some(dd), Some((_, name))) => {
                 let mut p = crate::core::path::dentry_path(mnt, dd, guard);
                 if p.last() != Some(&b'/') {
                     p.push(b'/');
                 }
                 p.extend_from_slice(name);
-                p
+                Some(p)
             }
             _ => return,
         };
         let mut st = self.state.lock();
         let reported = (ev.mask & bits) | (ev.mask & EventMask::ISDIR);
-        let e = InotifyEvent { wd: m.wd, mask: reported, cookie: ev.cookie, name: None, path: Some(path) };
+        let object = Some((ev.inode.sb().dev(), ev.inode.ino().0));
+        let e = InotifyEvent { wd: m.wd, mask: reported, cookie: ev.cookie, name: None, path, object };
         self.push(&mut st, e);
     }
 
@@ -242,7 +259,7 @@ impl Group {
     pub(crate) fn remove_watch_locked(&self, st: &mut GroupState, wd: i32) -> Option<Arc<Mark>> {
         let m = st.watches.remove(&wd)?;
         unhook(&m);
-        let ev = InotifyEvent { wd, mask: EventMask::IGNORED, cookie: 0, name: None, path: None };
+        let ev = InotifyEvent { wd, mask: EventMask::IGNORED, cookie: 0, name: None, path: None, object: None };
         self.push(st, ev);
         Some(m)
     }
@@ -251,7 +268,8 @@ impl Group {
     pub(crate) fn unmounted(&self, m: &Arc<Mark>) {
         let mut st = self.state.lock();
         if st.watches.get(&m.wd).is_some_and(|w| Arc::ptr_eq(w, m)) {
-            let ev = InotifyEvent { wd: m.wd, mask: EventMask::UNMOUNT, cookie: 0, name: None, path: None };
+            let ev =
+                InotifyEvent { wd: m.wd, mask: EventMask::UNMOUNT, cookie: 0, name: None, path: None, object: None };
             self.push(&mut st, ev);
             let gone = self.remove_watch_locked(&mut st, m.wd);
             drop(st);
