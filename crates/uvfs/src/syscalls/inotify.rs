@@ -98,7 +98,9 @@ impl Task {
     }
 
     /// A mark on the whole mount or filesystem of `path` (fanotify's mark kinds): every
-    /// event of the kinds in `mask` on any object there is reported with its path.
+    /// event of the kinds in `mask` on any object there is reported with its path and the
+    /// object's identity ([`crate::InotifyEvent::object`]); a filesystem mark also hears
+    /// an event on an object alone (a link count change), which has no path.
     pub fn fanotify_mark(&self, ino: &Inotify, kind: MarkKind, path: &[u8], mask: EventMask) -> Result<i32> {
         if !mask.intersects(EventMask::EVENTS) {
             return Err(Errno::EINVAL);
