@@ -486,3 +486,8 @@ fn in_process_names_move_the_link_count_the_mount_sees() {
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+#[test]
+fn host_directory_revalidated_changed_in_process_too() {
+    mixed_sequences(Fs::HostRevalidated, MountOptions::host_changing(), 100);
+}
