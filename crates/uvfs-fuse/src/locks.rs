@@ -103,7 +103,10 @@ impl Server {
         let file = self.handles.get(arg.fh)?;
         let mut fl = flock_of(&arg.lk)?;
         let owner = self.locks.owners.owner(arg.owner);
-        let holder = self.tasks.base().fcntl_lock_as(&file, owner, 0, LockCmd::GetLk, &mut fl, &LockWait::default())?;
+        // A test of `F_UNLCK` is the kernel's `F_OFD_GETLK` of it (it refuses that type in
+        // any other GETLK): the description's own first lock over the range.
+        let cmd = if fl.l_type == Flock::UNLCK { LockCmd::OfdGetLk } else { LockCmd::GetLk };
+        let holder = self.tasks.base().fcntl_lock_as(&file, owner, 0, cmd, &mut fl, &LockWait::default())?;
         let lk = if fl.l_type == Flock::UNLCK {
             FileLock { start: 0, end: 0, typ: Flock::UNLCK as u32, pid: 0 }
         } else {

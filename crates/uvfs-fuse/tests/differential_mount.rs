@@ -170,6 +170,22 @@ fn fuse_view(op: &Op, o: Out, writeback: bool) -> Out {
     }
 }
 
+/// Where the server keeps the locks, FUSE's lock messages carry no OFD kind (README,
+/// "Deliberate differences"): a test that meets an OFD lock (-1 on the host) reports the
+/// pid of the process that took it, and an `F_OFD_GETLK` reports -1 for any lock (the
+/// kernel's FUSE client fills that in). Those pids are left out, on both sides.
+fn ofd_pids(ops: &[Op], ho: &mut [Out], mo: &mut [Out]) {
+    for ((op, h), m) in ops.iter().zip(ho.iter_mut()).zip(mo.iter_mut()) {
+        let op = if let Op::Child(o) | Op::Bg(o) = op { &**o } else { op };
+        let ofd_get = matches!(op, Op::Fcntl(_, libc::F_OFD_GETLK, _));
+        if let (Out::Lock(.., hp), Out::Lock(.., mp)) = (h, m)
+            && (ofd_get || *hp == -1)
+        {
+            (*hp, *mp) = (0, 0);
+        }
+    }
+}
+
 /// What a target cannot run of the generated calls, taken out of `ops`.
 fn runnable(t: &Target, who: Who, ops: &mut Vec<(Op, bool)>) {
     // FUSE passes no file flags on: not generated.
@@ -201,7 +217,10 @@ fn compare(t: &Target, who: Who, setup: &[Op], ops: &[(Op, bool)]) -> Result<(),
     let writeback = t.handle.as_ref().is_some_and(|h| h.levers().contains(Levers::WRITEBACK_CACHE));
     let view =
         |outs: Vec<Out>| -> Vec<Out> { plain.iter().zip(outs).map(|(op, o)| fuse_view(op, o, writeback)).collect() };
-    let (ho, mo) = (view(ho), view(mo));
+    let (mut ho, mut mo) = (view(ho), view(mo));
+    if t.handle.as_ref().is_some_and(|h| h.levers().contains(Levers::SERVER_LOCKS)) {
+        ofd_pids(&plain, &mut ho, &mut mo);
+    }
     let Some(bad) = diff::first_difference(who, setup, &plain, &ho, &mo) else { return Ok(()) };
     let mut msg = format!("{}, {who:?}: call {bad} differs\n", t.what);
     for (i, (op, in_process)) in ops.iter().enumerate() {
@@ -294,6 +313,25 @@ fn acl_sequences(fs: Fs, opts: MountOptions, mixed: bool, cases: u32) {
     let r = runner.run(&strategy, |(setup, who, mut ops)| {
         ops.extend(epilogue().into_iter().map(|o| (o, false)));
         check_mixed(&t, who, &setup, ops).map_err(TestCaseError::fail)
+    });
+    println!("{} sequences", t.cases.load(Ordering::Relaxed));
+    if let Err(e) = r {
+        panic!("{e}");
+    }
+}
+
+/// Generated file lock sequences of two processes (`uvfs`'s `differential_locks.rs`:
+/// `flock`, classic POSIX and OFD `fcntl` locks taken, tested and dropped, never
+/// waiting) through a mount of `fs` with `opts`, as root and as the unprivileged user.
+fn lock_sequences(fs: Fs, opts: MountOptions, cases: u32) {
+    use diff::generate_locks::{sequence, setup};
+    let t = Target::new(fs, opts);
+    println!("{}, locks", t.what);
+    let mut runner = TestRunner::new(config(cases));
+    let strategy = (prop::sample::select(vec![Who::Root, Who::User]), sequence());
+    let r = runner.run(&strategy, |(who, ops)| {
+        let ops: Vec<(Op, bool)> = ops.into_iter().map(|o| (o, false)).collect();
+        compare(&t, who, &setup(), &ops).map_err(TestCaseError::fail)
     });
     println!("{} sequences", t.cases.load(Ordering::Relaxed));
     if let Err(e) = r {
@@ -490,4 +528,50 @@ fn in_process_names_move_the_link_count_the_mount_sees() {
 #[test]
 fn host_directory_revalidated_changed_in_process_too() {
     mixed_sequences(Fs::HostRevalidated, MountOptions::host_changing(), 100);
+}
+
+#[test]
+fn memfs_locks_kept_by_the_kernel() {
+    lock_sequences(Fs::Memfs, MountOptions::default(), 200);
+}
+
+#[test]
+fn memfs_locks_kept_by_uvfs() {
+    let levers = (Levers::DEFAULT - Levers::NO_OPEN) | Levers::SERVER_LOCKS;
+    lock_sequences(Fs::Memfs, MountOptions { levers, ..MountOptions::default() }, 200);
+}
+
+#[test]
+fn host_directory_locks_kept_by_uvfs() {
+    let levers = Levers::DEFAULT | Levers::SERVER_LOCKS;
+    lock_sequences(Fs::HostUnchanged, MountOptions { levers, ..MountOptions::default() }, 200);
+}
+
+/// `F_OFD_GETLK` of `F_UNLCK` (Linux 6.10+) reports the description's own first lock
+/// over the range; where uvfs keeps the mount's locks it reaches the server as a GETLK
+/// of `F_UNLCK`, which no other call sends (it was EINVAL).
+#[test]
+fn an_ofd_test_of_unlock_finds_the_descriptions_own_lock() {
+    use diff::generate_locks::setup;
+    let fl = |ty: i16, start, len| diff::Fl { ty, whence: 0, start, len, pid: 0 };
+    let (wr, un) = (libc::F_WRLCK as i16, libc::F_UNLCK as i16);
+    let ops: Vec<(Op, bool)> = vec![
+        (Op::Open(D::Cwd, diff::p("/a"), libc::O_RDWR, 0), false),
+        (Op::Fcntl(0, libc::F_OFD_GETLK, fl(un, 0, 0)), false),
+        (Op::Fcntl(0, libc::F_OFD_SETLK, fl(wr, 5, 10)), false),
+        (Op::Fcntl(0, libc::F_OFD_GETLK, fl(un, 0, 0)), false),
+        (Op::Fcntl(0, libc::F_OFD_GETLK, fl(un, 20, 5)), false),
+    ];
+    let mut failed = Vec::new();
+    for (fs, levers) in [
+        (Fs::Memfs, (Levers::DEFAULT - Levers::NO_OPEN) | Levers::SERVER_LOCKS),
+        (Fs::HostUnchanged, Levers::DEFAULT | Levers::SERVER_LOCKS),
+        (Fs::Memfs, Levers::DEFAULT),
+    ] {
+        let t = Target::new(fs, MountOptions { levers, ..MountOptions::default() });
+        if let Err(e) = compare(&t, Who::Root, &setup(), &ops) {
+            failed.push(e);
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

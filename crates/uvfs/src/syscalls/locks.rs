@@ -103,9 +103,12 @@ impl Task {
     /// frontend acting for others: the FUSE server, for the kernel's `lock_owner`), with
     /// `pid` recorded as the lock's pid. The locks are classic POSIX locks in every other
     /// respect; they go with an explicit unlock, or with the file they were taken through
-    /// when it is released. EINVAL for an `F_OFD_*` command. For `GETLK`, returns the
-    /// conflicting lock's owner (if it is a [`LockOwner`] of `LockOwnerSpace` the caller
-    /// can tell whether `l_pid` is one it recorded).
+    /// when it is released. EINVAL for `F_OFD_SETLK` and `F_OFD_SETLKW`; `F_OFD_GETLK`
+    /// tests as Linux's does, which lets `F_UNLCK` ask for `owner`'s own first lock over
+    /// the range (a FUSE server receives the kernel's `F_OFD_GETLK` of `F_UNLCK` as a
+    /// GETLK of `F_UNLCK` for the description's owner: no other GETLK has that type).
+    /// For `GETLK`, returns the conflicting lock's owner (if it is a [`LockOwner`] of
+    /// `LockOwnerSpace` the caller can tell whether `l_pid` is one it recorded).
     pub fn fcntl_lock_as<'f>(
         &self,
         fd: impl Into<FileRef<'f>>,
@@ -115,7 +118,7 @@ impl Task {
         fl: &mut Flock,
         wait: &LockWait<'_>,
     ) -> Result<Option<LockOwner>> {
-        if cmd.is_ofd() {
+        if cmd.is_ofd() && cmd != LockCmd::OfdGetLk {
             return Err(Errno::EINVAL);
         }
         let file = self.lock_file(fd.into())?;

@@ -37,6 +37,7 @@
 
 pub mod generate;
 pub mod generate_acl;
+pub mod generate_locks;
 pub mod locks;
 
 use std::ffi::CString;
