@@ -280,21 +280,34 @@ fn check_mixed(t: &Target, who: Who, setup: &[Op], ops: Vec<(Op, bool)>) -> Resu
     compare(t, who, setup, &ops)
 }
 
-/// Generated mixed sequences (`check_mixed`) as root and as the unprivileged user.
-fn mixed_sequences(fs: Fs, opts: MountOptions, cases: u32) {
+/// Runs `cases` generated values of `strategy` through `each` on a fresh mount of `fs`
+/// with `opts` (`kind` says which suite in the output); panics with the first failure,
+/// shrunk.
+fn run_cases<S: Strategy>(
+    fs: Fs,
+    opts: MountOptions,
+    kind: &str,
+    cases: u32,
+    strategy: S,
+    each: impl Fn(&Target, S::Value) -> Result<(), String>,
+) {
     let t = Target::new(fs, opts);
-    println!("{}, mixed", t.what);
-    let mut runner = TestRunner::new(config(cases));
-    let who = prop::sample::select(vec![Who::Root, Who::User]);
-    let strategy = (who, umask(), prop::collection::vec((op(), prop::bool::weighted(0.4)), 1..25));
-    let r = runner.run(&strategy, |(who, umask, mut ops)| {
-        ops.insert(0, (Op::Umask(umask), false));
-        check_mixed(&t, who, &base_tree(), ops).map_err(TestCaseError::fail)
-    });
+    println!("{}{kind}", t.what);
+    let r = TestRunner::new(config(cases)).run(&strategy, |v| each(&t, v).map_err(TestCaseError::fail));
     println!("{} sequences", t.cases.load(Ordering::Relaxed));
     if let Err(e) = r {
         panic!("{e}");
     }
+}
+
+/// Generated mixed sequences (`check_mixed`) as root and as the unprivileged user.
+fn mixed_sequences(fs: Fs, opts: MountOptions, cases: u32) {
+    let who = prop::sample::select(vec![Who::Root, Who::User]);
+    let strategy = (who, umask(), prop::collection::vec((op(), prop::bool::weighted(0.4)), 1..25));
+    run_cases(fs, opts, ", mixed", cases, strategy, |t, (who, umask, mut ops)| {
+        ops.insert(0, (Op::Umask(umask), false));
+        check_mixed(t, who, &base_tree(), ops)
+    });
 }
 
 /// Generated extended attribute and POSIX ACL sequences (`uvfs`'s
@@ -305,19 +318,13 @@ fn mixed_sequences(fs: Fs, opts: MountOptions, cases: u32) {
 /// answer.
 fn acl_sequences(fs: Fs, opts: MountOptions, mixed: bool, cases: u32) {
     use diff::generate_acl::{epilogue, op as acl_op, setup_acls, who as acl_who};
-    let t = Target::new(fs, opts);
-    println!("{}, ACLs{}", t.what, if mixed { ", mixed" } else { "" });
-    let mut runner = TestRunner::new(config(cases));
     let in_process = prop::bool::weighted(if mixed { 0.4 } else { 0.0 });
     let strategy = (setup_acls(), acl_who(), prop::collection::vec((acl_op(), in_process), 1..16));
-    let r = runner.run(&strategy, |(setup, who, mut ops)| {
+    let kind = if mixed { ", ACLs, mixed" } else { ", ACLs" };
+    run_cases(fs, opts, kind, cases, strategy, |t, (setup, who, mut ops)| {
         ops.extend(epilogue().into_iter().map(|o| (o, false)));
-        check_mixed(&t, who, &setup, ops).map_err(TestCaseError::fail)
+        check_mixed(t, who, &setup, ops)
     });
-    println!("{} sequences", t.cases.load(Ordering::Relaxed));
-    if let Err(e) = r {
-        panic!("{e}");
-    }
 }
 
 /// Generated file lock sequences of two processes (`uvfs`'s `differential_locks.rs`:
@@ -325,35 +332,21 @@ fn acl_sequences(fs: Fs, opts: MountOptions, mixed: bool, cases: u32) {
 /// waiting) through a mount of `fs` with `opts`, as root and as the unprivileged user.
 fn lock_sequences(fs: Fs, opts: MountOptions, cases: u32) {
     use diff::generate_locks::{sequence, setup};
-    let t = Target::new(fs, opts);
-    println!("{}, locks", t.what);
-    let mut runner = TestRunner::new(config(cases));
     let strategy = (prop::sample::select(vec![Who::Root, Who::User]), sequence());
-    let r = runner.run(&strategy, |(who, ops)| {
+    run_cases(fs, opts, ", locks", cases, strategy, |t, (who, ops)| {
         let ops: Vec<(Op, bool)> = ops.into_iter().map(|o| (o, false)).collect();
-        compare(&t, who, &setup(), &ops).map_err(TestCaseError::fail)
+        compare(t, who, &setup(), &ops)
     });
-    println!("{} sequences", t.cases.load(Ordering::Relaxed));
-    if let Err(e) = r {
-        panic!("{e}");
-    }
 }
 
 /// Generated sequences as root (from the base tree or an empty root), as the
 /// unprivileged user and as a setuid-root program, through a mount of `fs` with `opts`.
 fn sequences(fs: Fs, opts: MountOptions, cases: u32) {
-    let t = Target::new(fs, opts);
-    println!("{}", t.what);
-    let mut runner = TestRunner::new(config(cases));
     let who = prop::sample::select(vec![Who::Root, Who::Root, Who::User, Who::User, Who::SetuidRoot]);
     let strategy = (who, prop::bool::weighted(0.8), umask(), prop::collection::vec(op(), 1..25));
-    let r = runner.run(&strategy, |(who, base, umask, ops)| {
-        check(&t, who, base || who != Who::Root, umask, ops).map_err(TestCaseError::fail)
+    run_cases(fs, opts, "", cases, strategy, |t, (who, base, umask, ops)| {
+        check(t, who, base || who != Who::Root, umask, ops)
     });
-    println!("{} sequences", t.cases.load(Ordering::Relaxed));
-    if let Err(e) = r {
-        panic!("{e}");
-    }
 }
 
 /// Every target of the generated runs, for the hand-written cases.

@@ -6,6 +6,7 @@
 
 use proptest::prelude::*;
 
+use super::generate::mkdir;
 use super::{D, Op, P, V, Who, X, p};
 
 use libc::{
@@ -138,22 +139,9 @@ pub fn acl_value() -> BoxedStrategy<V> {
 
 // ---------------------------------------------------------------- the starting tree
 
-pub fn creat(path: &str, mode: u32, owner: (u32, u32)) -> Vec<Op> {
-    vec![
-        Op::Open(D::Cwd, p(path), O_CREAT | O_WRONLY, mode),
-        Op::Write(0, 3),
-        Op::Close(0),
-        Op::Fchownat(D::Cwd, p(path), Some(owner.0), Some(owner.1), 0),
-        Op::Fchmodat(D::Cwd, p(path), mode, 0),
-    ]
-}
-
-pub fn mkdir(path: &str, mode: u32, owner: (u32, u32)) -> Vec<Op> {
-    vec![
-        Op::Mkdirat(D::Cwd, p(path), mode),
-        Op::Fchownat(D::Cwd, p(path), Some(owner.0), Some(owner.1), 0),
-        Op::Fchmodat(D::Cwd, p(path), mode, 0),
-    ]
+/// A file of 3 bytes, as `generate::creat` makes it.
+fn creat(path: &str, mode: u32, owner: (u32, u32)) -> Vec<Op> {
+    super::generate::creat(path, mode, 3, owner)
 }
 
 pub fn set(path: &str, name: &str, v: V) -> Op {
