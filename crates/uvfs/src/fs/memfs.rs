@@ -73,6 +73,13 @@ pub struct MemFsLimits {
     pub max_inodes: Option<u64>,
 }
 
+/// tmpfs's default size and inode count: the pages in half of RAM
+/// (`shmem_default_max_blocks`).
+pub(crate) fn half_ram_pages() -> u64 {
+    let si = rustix::system::sysinfo();
+    si.totalram.saturating_mul(u64::from(si.mem_unit)) / PAGE / 2
+}
+
 impl MemFsLimits {
     /// No limit at all (tmpfs `size=0,nr_inodes=0`).
     pub const UNLIMITED: MemFsLimits = MemFsLimits { max_bytes: Some(0), max_inodes: Some(0) };
@@ -80,10 +87,6 @@ impl MemFsLimits {
     /// The limits in force (`None`: unlimited), with tmpfs's defaults filled in
     /// (`shmem_default_max_blocks`, `shmem_default_max_inodes`: half of RAM in pages).
     fn resolve(self) -> (Option<u64>, Option<u64>) {
-        let half_ram_pages = || {
-            let si = rustix::system::sysinfo();
-            si.totalram.saturating_mul(u64::from(si.mem_unit)) / PAGE / 2
-        };
         let bytes = match self.max_bytes {
             None => Some(half_ram_pages() * PAGE),
             Some(0) => None,

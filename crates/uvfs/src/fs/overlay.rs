@@ -64,22 +64,26 @@ type UpperNames = Vec<(Box<[u8]>, Option<Arc<Inode>>)>;
 /// Names seen while listing: shown (inode number, type) or hidden by a whiteout (`None`).
 type Shown = BTreeMap<Box<[u8]>, Option<(u64, u8)>>;
 
+/// A page of zeros.
+fn zeroed() -> Box<[u8; PAGE as usize]> {
+    // SAFETY: an all-zero byte array is a valid `[u8; N]`.
+    unsafe { Box::new_zeroed().assume_init() }
+}
+
 /// The page of a copied-up file's range allocated by `fallocate` and never written:
 /// zeros, a hole to `SEEK_DATA` and `SEEK_HOLE` (as tmpfs's folios that are not
 /// uptodate), counted in the blocks. One page shared by all; the first write copies it
 /// (`Arc::make_mut`).
 fn unwritten() -> &'static PageBuf {
     static PAGE_BUF: OnceLock<PageBuf> = OnceLock::new();
-    // SAFETY: an all-zero byte array is a valid `[u8; N]`.
-    PAGE_BUF.get_or_init(|| Arc::new(unsafe { Box::new_zeroed().assume_init() }))
+    PAGE_BUF.get_or_init(|| Arc::new(zeroed()))
 }
 
 /// The page of a hole punched where the lower file would show through: as
-/// [`unwritten`], but no block (the space is freed).
+/// [`unwritten`] (another page, to tell them apart), but no block (the space is freed).
 fn punched() -> &'static PageBuf {
     static PAGE_BUF: OnceLock<PageBuf> = OnceLock::new();
-    // SAFETY: an all-zero byte array is a valid `[u8; N]`.
-    PAGE_BUF.get_or_init(|| Arc::new(unsafe { Box::new_zeroed().assume_init() }))
+    PAGE_BUF.get_or_init(|| Arc::new(zeroed()))
 }
 
 /// Whether `p` holds no data (allocated and never written, or punched).
@@ -526,8 +530,7 @@ impl OverlayFs {
     /// Page `idx` of the lower file up to `lower_len` (zeros after it), read with no lock
     /// held (the lower layer takes its own).
     fn lower_page(&self, inode: &Inode, idx: u64, lower_len: u64) -> Result<Box<[u8; PAGE as usize]>> {
-        // SAFETY: an all-zero byte array is a valid `[u8; N]`.
-        let mut page = unsafe { Box::<[u8; PAGE as usize]>::new_zeroed().assume_init() };
+        let mut page = zeroed();
         let start = idx * PAGE;
         if start < lower_len {
             let lower = node(inode).lower.as_ref().ok_or(Errno::EIO)?;
@@ -917,8 +920,7 @@ impl FileSystem for OverlayFs {
         }
         let (first, last) = (off / PAGE, end.div_ceil(PAGE));
         // No more than tmpfs's default size (half of RAM) at once.
-        let si = rustix::system::sysinfo();
-        if last - first > si.totalram.saturating_mul(u64::from(si.mem_unit)) / PAGE / 2 {
+        if last - first > crate::fs::memfs::half_ram_pages() {
             return Err(Errno::ENOSPC);
         }
         let mut st = n.state.lock();
@@ -1044,10 +1046,7 @@ impl FileSystem for OverlayFs {
             let pos = off + done as u64;
             let (idx, in_page) = (pos / PAGE, (pos % PAGE) as usize);
             let chunk = (buf.len() - done).min(PAGE as usize - in_page);
-            // SAFETY: an all-zero byte array is a valid `[u8; N]`.
-            let page = Arc::make_mut(
-                st.pages.entry(idx).or_insert_with(|| Arc::new(unsafe { Box::new_zeroed().assume_init() })),
-            );
+            let page = Arc::make_mut(st.pages.entry(idx).or_insert_with(|| Arc::new(zeroed())));
             page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
             done += chunk;
         }
