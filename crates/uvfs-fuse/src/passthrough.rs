@@ -161,8 +161,8 @@ impl Passthrough {
     }
 
     /// Handle `fh` was released (before its number can be reused): the node's backing id
-    /// is closed with its last handle. True if the handle had one.
-    pub(crate) fn release(&self, fh: u64) -> bool {
+    /// is closed with its last handle.
+    pub(crate) fn release(&self, fh: u64) {
         let mut b = self.backed.lock();
         if let Some(node) = b.cached_fh.remove(&fh) {
             if let Some(n) = b.cached.get_mut(&node) {
@@ -171,13 +171,13 @@ impl Passthrough {
                     b.cached.remove(&node);
                 }
             }
-            return false;
+            return;
         }
-        let Some(node) = b.by_fh.remove(&fh) else { return false };
-        let Some((id, n)) = b.nodes.get_mut(&node) else { return true };
+        let Some(node) = b.by_fh.remove(&fh) else { return };
+        let Some((id, n)) = b.nodes.get_mut(&node) else { return };
         *n -= 1;
         if *n > 0 {
-            return true;
+            return;
         }
         let id = *id;
         b.nodes.remove(&node);
@@ -187,7 +187,11 @@ impl Passthrough {
             // the lock: a concurrent OPEN of the node registers anew after this.
             unsafe { libc::ioctl(dev.as_raw_fd(), FUSE_DEV_IOC_BACKING_CLOSE, &id) };
         }
-        true
+    }
+
+    /// Whether handle `fh` has the kernel write to its host file directly.
+    pub(crate) fn backs_handle(&self, fh: u64) -> bool {
+        self.backed.lock().by_fh.contains_key(&fh)
     }
 
     /// Whether node `node` has a handle the kernel writes to directly.

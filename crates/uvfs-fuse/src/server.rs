@@ -677,14 +677,18 @@ impl Server {
             }
             Op::Release(r) => {
                 self.release_locks(r);
-                // The backing id goes before the handle: once the handle is free, another
-                // OPEN may take its number and record a backing id of its own.
-                let backed = self.passthrough.release(r.fh);
-                let f = self.handles.remove(r.fh)?;
-                if backed {
+                // What the kernel wrote to the host file directly becomes uvfs's size and
+                // times before the backing goes: a GETATTR that finds the node no longer
+                // backed answers from them.
+                if self.passthrough.backs_handle(r.fh)
+                    && let Ok(f) = self.handles.get(r.fh)
+                {
                     f.inode().sb().fs().host_changed(f.inode());
                 }
-                Ok(())
+                // The backing id goes before the handle: once the handle is free, another
+                // OPEN may take its number and record a backing id of its own.
+                self.passthrough.release(r.fh);
+                self.handles.remove(r.fh).map(drop)
             }
             Op::Releasedir(r) => self.handles.remove(r.fh).map(drop),
             Op::Fsync { fh, datasync } => {

@@ -472,6 +472,18 @@ fn host_directory_acls() {
     acl_sequences(Fs::HostUnchanged, MountOptions::default(), true, 200);
 }
 
+/// The ACL sequences of an unchanged host directory over `/dev/fuse` (the other runs take
+/// the tests' transport, io_uring): its workers answer a file's RELEASE and another
+/// request of it side by side, where a re-reading of the host file at the release, after
+/// the kernel wrote it through passthrough, undid a `chmod` or `chown` answered
+/// meanwhile (runs of 10,000 sequences, here and in `host_directory_unchanged`, failed
+/// after 2,492 and 3,794, shrinking included).
+#[test]
+fn host_directory_acls_over_dev_fuse() {
+    let opts = MountOptions { transport: uvfs_fuse::Transport::Dev, ..MountOptions::default() };
+    acl_sequences(Fs::HostUnchanged, opts, true, 200);
+}
+
 /// Link counts and change times that an in-process change of names moves, seen through
 /// the mount where the kernel holds the object by another name or an open descriptor:
 /// a hard link made or removed, a name renamed over, a directory removed. memfs, an

@@ -548,3 +548,41 @@ fn large_xattrs() {
     let t = vfs.root_task();
     assert_eq!(t.get_acl(DirFd::Cwd, b"/f", uvfs::AclType::Access, AtFlags::empty()), Ok(Some(acl)));
 }
+
+/// A re-reading of a host file's attributes (`FileSystem::host_changed`, what the FUSE
+/// server calls once the kernel wrote the file itself, through passthrough) racing
+/// `chmod`s through uvfs: every `stat` after a `chmod` shows its mode. The re-reading
+/// could read the host before a `chmod` and apply what it read after it, undoing it (a
+/// run of the mount's differential ACL sequences over `/dev/fuse` found it).
+#[test]
+fn a_host_rereading_never_undoes_a_chmod() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let dir = tmp("reread");
+    std::fs::write(dir.path().join("f"), b"x").unwrap();
+    let vfs = vfs_over(dir.path(), HostChanges::Never);
+    let t = vfs.root_task();
+    let f = t.openat_file(DirFd::Cwd, b"/f", OpenFlags::RDONLY, 0).unwrap();
+    let stop = AtomicBool::new(false);
+    let rereadings = std::sync::atomic::AtomicU32::new(0);
+    let wrong = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Relaxed) {
+                f.inode().sb().fs().host_changed(f.inode());
+                rereadings.fetch_add(1, Relaxed);
+            }
+        });
+        let mut wrong = Vec::new();
+        for i in 0..20_000u32 {
+            let mode = 0o600 | (i & 0o077);
+            t.fchmodat(DirFd::Cwd, b"/f", mode, AtFlags::empty()).unwrap();
+            let seen = t.stat(b"/f").unwrap().mode & 0o7777;
+            if seen != mode {
+                wrong.push((mode, seen));
+            }
+        }
+        stop.store(true, Relaxed);
+        wrong
+    });
+    assert!(rereadings.load(Relaxed) > 0);
+    assert!(wrong.is_empty(), "{} chmods undone, e.g. (set, seen): {:?}", wrong.len(), &wrong[..wrong.len().min(5)]);
+}

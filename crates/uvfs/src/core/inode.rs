@@ -569,6 +569,19 @@ impl Inode {
         self.size.load(Ordering::Relaxed)
     }
 
+    /// The attributes' generation: it moves with every update ([`Inode::update`]), so a
+    /// filesystem that reads attributes from elsewhere (hostfs: the host's `stat`) can tell
+    /// whether a change through uvfs was applied since it read them.
+    pub(crate) fn attr_generation(&self) -> u32 {
+        loop {
+            // Never poisoned (see `attrs`): None means a writer is inside, for a moment.
+            if let Some(s) = self.attr_seq.try_read_begin() {
+                return s;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
     /// A consistent copy of the attributes: lockless, retried while a writer is inside.
     #[inline]
     pub fn attrs(&self) -> Attrs {

@@ -91,7 +91,7 @@ use crate::abi::flags::Timespec;
 use crate::abi::stat::{DevIno, Ino};
 use crate::abi::stat::{FileType, StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclInit, AclType};
-use crate::core::inode::{Inode, NewInode};
+use crate::core::inode::{AttrWriter, Inode, NewInode};
 use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
 use crate::core::xattr::{XATTR_NAME_CAPS, XattrFlags};
 use crate::sync::{Mutex, counters};
@@ -567,32 +567,79 @@ fn key_of(st: &rustix::fs::Stat) -> DevIno {
 /// Copies host attributes into the inode (only when they differ: a write of the same
 /// values would still take the inode lock).
 fn apply_stat(inode: &Inode, st: &rustix::fs::Stat) {
+    if !stat_differs(inode, st) {
+        return;
+    }
+    inode.update(|w| write_stat(w, st));
+}
+
+/// `inode`'s attribute generation at a moment when no change through uvfs is under way,
+/// waiting for one that is: the VFS applies a change (a `chmod`) to the attributes and
+/// then to the host, both under the inode lock, so while it holds the lock the host may
+/// still show what the change replaced.
+fn settled_generation(inode: &Inode) -> u32 {
+    loop {
+        // The generation first: a writer that updated it before this load holds the lock
+        // until its host call is done, and the load below cannot miss that it does.
+        let since = inode.attr_generation();
+        if !inode.lock.is_locked() {
+            return since;
+        }
+        drop(inode.lock.lock());
+    }
+}
+
+/// Applies the host's `st` of `inode`, read after the inode's attribute generation was
+/// `since` ([`settled_generation`]), unless a change through uvfs was made since: a
+/// `chmod` or `chown` by another thread that `st` may predate, and would undo. False if
+/// so: nothing applied, the caller reads the host again.
+fn apply_stat_since(inode: &Inode, since: u32, st: &rustix::fs::Stat) -> bool {
+    if !stat_differs(inode, st) {
+        return true;
+    }
+    let _g = inode.lock.lock();
+    if inode.attr_generation() != since {
+        return false;
+    }
+    inode.update_locked(|w| write_stat(w, st));
+    true
+}
+
+/// Reads `inode`'s attributes from the host with `stat` and applies them, again while a
+/// change through uvfs overtakes the reading ([`apply_stat_since`]).
+fn refresh_with(inode: &Inode, stat: impl Fn() -> Result<rustix::fs::Stat>) -> Result<()> {
+    loop {
+        let since = settled_generation(inode);
+        if apply_stat_since(inode, since, &stat()?) {
+            return Ok(());
+        }
+    }
+}
+
+/// Whether the host's `st` differs from what uvfs has of `inode`.
+fn stat_differs(inode: &Inode, st: &rustix::fs::Stat) -> bool {
     let a = inode.attrs();
-    let (at, mt, ct) =
-        (ts(st.st_atime, st.st_atime_nsec), ts(st.st_mtime, st.st_mtime_nsec), ts(st.st_ctime, st.st_ctime_nsec));
-    if a.mode == st.st_mode
+    !(a.mode == st.st_mode
         && a.uid == st.st_uid
         && a.gid == st.st_gid
         && a.nlink == st.st_nlink as u32
         && a.size == st.st_size as u64
         && a.blocks == st.st_blocks as u64
-        && a.atime == at
-        && a.mtime == mt
-        && a.ctime == ct
-    {
-        return;
-    }
-    inode.update(|w| {
-        w.set_mode(st.st_mode);
-        w.set_uid(st.st_uid);
-        w.set_gid(st.st_gid);
-        w.set_nlink(st.st_nlink as u32);
-        w.set_size(st.st_size as u64);
-        w.set_blocks(st.st_blocks as u64);
-        w.set_atime(at);
-        w.set_mtime(mt);
-        w.set_ctime(ct);
-    });
+        && a.atime == ts(st.st_atime, st.st_atime_nsec)
+        && a.mtime == ts(st.st_mtime, st.st_mtime_nsec)
+        && a.ctime == ts(st.st_ctime, st.st_ctime_nsec))
+}
+
+fn write_stat(w: &mut AttrWriter<'_>, st: &rustix::fs::Stat) {
+    w.set_mode(st.st_mode);
+    w.set_uid(st.st_uid);
+    w.set_gid(st.st_gid);
+    w.set_nlink(st.st_nlink as u32);
+    w.set_size(st.st_size as u64);
+    w.set_blocks(st.st_blocks as u64);
+    w.set_atime(ts(st.st_atime, st.st_atime_nsec));
+    w.set_mtime(ts(st.st_mtime, st.st_mtime_nsec));
+    w.set_ctime(ts(st.st_ctime, st.st_ctime_nsec));
 }
 
 impl HostFs {
@@ -655,19 +702,26 @@ impl HostFs {
         max_age != 0 && at != 0 && self.now().saturating_sub(at) < max_age
     }
 
-    /// Attributes just read from the host for `inode`. Under `Revalidate`, a change of
-    /// ctime also drops the cached ACLs (they may have changed with it), and the check is
-    /// timestamped for `max_age`.
-    fn revalidated(&self, inode: &Inode, st: &rustix::fs::Stat) {
-        if let Some(max_age) = self.max_age() {
-            if inode.attrs().ctime != ts(st.st_ctime, st.st_ctime_nsec) {
-                inode.forget_cached_acls();
-            }
-            if max_age != 0 {
-                node(inode).checked.store(self.now(), Ordering::Relaxed);
-            }
+    /// Attributes just read from the host for `inode`, after its attribute generation was
+    /// `since` if known ([`apply_stat_since`]; false: a change through uvfs overtook the
+    /// reading, nothing applied). Under `Revalidate`, a change of ctime also drops the
+    /// cached ACLs (they may have changed with it), and the check is timestamped for
+    /// `max_age`.
+    fn revalidated(&self, inode: &Inode, since: Option<u32>, st: &rustix::fs::Stat) -> bool {
+        if self.max_age().is_some() && inode.attrs().ctime != ts(st.st_ctime, st.st_ctime_nsec) {
+            inode.forget_cached_acls();
         }
-        apply_stat(inode, st);
+        let applied = match since {
+            Some(since) => apply_stat_since(inode, since, st),
+            None => {
+                apply_stat(inode, st);
+                true
+            }
+        };
+        if applied && self.max_age().is_some_and(|a| a != 0) {
+            node(inode).checked.store(self.now(), Ordering::Relaxed);
+        }
+        applied
     }
 
     fn dir(inode: &Inode) -> Result<&Arc<HostDir>> {
@@ -779,7 +833,9 @@ impl HostFs {
                 Ok(Inode::new(sb, new, Box::new(n)))
             },
         )?;
-        self.revalidated(&inode, st);
+        // (A cached inode's attributes may be older than a change through uvfs made since
+        // the caller's `statat`: rare, a lookup of a name not in the dentry cache.)
+        self.revalidated(&inode, None, st);
         // The freshest name (it may have several, or have been renamed on the host): a
         // closed descriptor is reopened by it.
         let n = node(&inode);
@@ -888,9 +944,7 @@ impl HostFs {
 
     /// Re-reads the inode's attributes from the host.
     fn refresh(&self, inode: &Inode) -> Result<()> {
-        let st = self.with_fd(inode, |fd| rustix::fs::statat(fd, "", AtFlags::EMPTY_PATH).map_err(host))?;
-        apply_stat(inode, &st);
-        Ok(())
+        refresh_with(inode, || self.with_fd(inode, |fd| rustix::fs::statat(fd, "", AtFlags::EMPTY_PATH).map_err(host)))
     }
 
     /// The host's attributes of `inode` without opening it: through the descriptor it
@@ -942,7 +996,7 @@ impl HostFs {
         }
         let io = n.io.get();
         let refreshed = match (&n.dir, io.and_then(|s| s.get())) {
-            (None, Some(fd)) => rustix::fs::fstat(&fd).map(|st| apply_stat(inode, &st)).is_ok(),
+            (None, Some(fd)) => refresh_with(inode, || rustix::fs::fstat(&fd).map_err(host)).is_ok(),
             _ => false,
         };
         if !refreshed {
@@ -989,6 +1043,8 @@ impl FileSystem for HostFs {
         if self.recent(dentry.d_time().load(Ordering::Relaxed), max_age) {
             return Ok(true);
         }
+        // (Before the host is asked: see `apply_stat_since`.)
+        let since = dentry.inode().map_or(0, |i| settled_generation(i));
         // A directory that cannot be reopened (removed, or its name now another's) has
         // no names, as a removed directory's descriptor answers.
         let st = match Self::dir_fd(dir) {
@@ -1008,8 +1064,9 @@ impl FileSystem for HostFs {
                     // (Its `names` are not touched: a name that moved on the host fails this
                     // check under its old name, and the lookup under the new one updates
                     // it; a lock here would cost every cached walk.)
-                    if same {
-                        self.revalidated(inode, &st);
+                    if same && !self.revalidated(inode, Some(since), &st) {
+                        // A change through uvfs overtook the `statat`: read again.
+                        let _ = refresh_with(inode, || Self::stat_quietly(inode).ok_or(Errno::ESTALE));
                     }
                     same
                 }
@@ -1064,7 +1121,8 @@ impl FileSystem for HostFs {
     }
 
     fn host_changed(&self, inode: &Inode) {
-        // Best effort: a host file that cannot be read keeps what uvfs had.
+        // Best effort: a host file that cannot be read keeps what uvfs had. (A `chown` by
+        // another request meanwhile is not undone: see `apply_stat_since`.)
         let _ = self.refresh(inode);
     }
 
@@ -1083,10 +1141,13 @@ impl FileSystem for HostFs {
         }
         // Without opening it: the descriptor it has, else its name (checked to be it). An
         // inode the host cannot show any more keeps what it had.
-        if let Some(st) = Self::stat_quietly(inode) {
-            self.revalidated(inode, &st);
+        loop {
+            let since = settled_generation(inode);
+            match Self::stat_quietly(inode) {
+                Some(st) if !self.revalidated(inode, Some(since), &st) => continue,
+                _ => return Ok(()),
+            }
         }
-        Ok(())
     }
 
     fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>> {
