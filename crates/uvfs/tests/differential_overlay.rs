@@ -53,6 +53,8 @@ fn lower_tree() -> Vec<Op> {
         Op::Write(0, 3),
         Op::Close(0),
         Op::Symlinkat(p("a/f"), D::Cwd, p("s")),
+        // A body too long for tmpfs to keep inline: a page's blocks, also after copy-up.
+        Op::Symlinkat(P(vec![b'z'; 200]), D::Cwd, p("t")),
         Op::Linkat(D::Cwd, p("x"), D::Cwd, p("a/xl"), 0),
         Op::Setxattr(common::X::Path(p("a/f")), p("user.k"), common::V(b"v".to_vec()), 0),
     ]
@@ -152,10 +154,16 @@ fn tree_ops() -> Vec<Op> {
     v
 }
 
-const NAMES: [&str; 14] = ["a", "a/f", "a/b", "a/b/g", "a/xl", "x", "s", "e", "d", "d/h", "n", "n/f", "y", "e/z"];
+const NAMES: [&str; 15] = ["a", "a/f", "a/b", "a/b/g", "a/xl", "x", "s", "t", "e", "d", "d/h", "n", "n/f", "y", "e/z"];
 
 fn name() -> BoxedStrategy<P> {
     prop::sample::select(NAMES.to_vec()).prop_map(p).boxed()
+}
+
+/// A symlink's target: a name, or a body just short enough for tmpfs to keep inline
+/// (127 bytes and its NUL) or just too long (128).
+fn target() -> BoxedStrategy<P> {
+    prop_oneof![4 => name(), 1 => prop::sample::select(vec![127usize, 128]).prop_map(|n| P(vec![b'q'; n]))].boxed()
 }
 
 fn op() -> BoxedStrategy<Op> {
@@ -173,7 +181,7 @@ fn op() -> BoxedStrategy<Op> {
         3 => name().prop_map(|n| Op::Mkdirat(D::Cwd, n, 0o750)),
         3 => (name(), name(), prop::sample::select(vec![0u32, 0, 1, 2, 4])).prop_map(|(a, b, f)| Op::Renameat2(D::Cwd, a, D::Cwd, b, f)),
         2 => (name(), name()).prop_map(|(a, b)| Op::Linkat(D::Cwd, a, D::Cwd, b, 0)),
-        2 => (name(), name()).prop_map(|(t, n)| Op::Symlinkat(t, D::Cwd, n)),
+        2 => (target(), name()).prop_map(|(t, n)| Op::Symlinkat(t, D::Cwd, n)),
         2 => (name(), prop::sample::select(vec![0o600u32, 0o4755, 0o1777])).prop_map(|(n, m)| Op::Fchmodat(D::Cwd, n, m, 0)),
         1 => (name(), prop::sample::select(vec![Some(1000u32), None])).prop_map(|(n, u)| Op::Fchownat(D::Cwd, n, u, Some(1000), AT_SYMLINK_NOFOLLOW)),
         2 => name().prop_map(|n| Op::Fstatat(D::Cwd, n, AT_SYMLINK_NOFOLLOW)),

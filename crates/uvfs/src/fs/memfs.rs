@@ -73,6 +73,12 @@ pub struct MemFsLimits {
     pub max_inodes: Option<u64>,
 }
 
+/// The 512-byte blocks of a symlink with a `len`-byte target, as tmpfs counts them: a
+/// body that fits inline (with its NUL) takes none, a longer one a page.
+pub(crate) fn symlink_blocks(len: usize) -> u64 {
+    if len + 1 > SHORT_SYMLINK_LEN { PAGE / 512 } else { 0 }
+}
+
 /// tmpfs's default size and inode count: the pages in half of RAM
 /// (`shmem_default_max_blocks`).
 pub(crate) fn half_ram_pages() -> u64 {
@@ -442,7 +448,7 @@ impl MemFs {
             FileType::Directory => (2 * DIRENT_SIZE, 0, None),
             FileType::Symlink => {
                 let t = args.target.unwrap_or_default();
-                let blocks = if t.len() + 1 > SHORT_SYMLINK_LEN { PAGE / 512 } else { 0 };
+                let blocks = symlink_blocks(t.len());
                 // The body lives in the inode (`Inode::cached_link`), memfs's only copy.
                 (t.len() as u64, blocks, Some(t.into()))
             }

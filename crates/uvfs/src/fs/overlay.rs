@@ -349,10 +349,14 @@ impl OverlayFs {
     fn new_upper(&self, sb: &Arc<SuperBlock>, args: &CreateArgs<'_>, nlink: u32) -> Result<Arc<Inode>> {
         let ftype = FileType::from_mode(args.mode).ok_or(Errno::EINVAL)?;
         let now = current_time();
-        let (size, link) = match ftype {
-            FileType::Directory => (2 * DIRENT_SIZE, None),
-            FileType::Symlink => (args.target.unwrap_or_default().len() as u64, args.target.map(Into::into)),
-            _ => (0, None),
+        // The upper layer's sizes are tmpfs's (overlayfs's upper directory is usually one).
+        let (size, blocks, link) = match ftype {
+            FileType::Directory => (2 * DIRENT_SIZE, 0, None),
+            FileType::Symlink => {
+                let t = args.target.unwrap_or_default();
+                (t.len() as u64, crate::fs::memfs::symlink_blocks(t.len()), Some(t.into()))
+            }
+            _ => (0, 0, None),
         };
         let state = State {
             upper: true,
@@ -367,7 +371,7 @@ impl OverlayFs {
             gid: args.gid,
             nlink,
             size,
-            blocks: 0,
+            blocks,
             rdev: args.rdev,
             times: [now; 3],
             acl: AclInit::Known(args.acl.clone()),
@@ -458,8 +462,14 @@ impl OverlayFs {
             }
         } else {
             // The upper copy is a new file with one name: a lower hard link is broken
-            // (overlayfs without `index`).
-            let set = |w: &mut crate::core::inode::AttrWriter<'_>| w.set_nlink(1);
+            // (overlayfs without `index`). A symlink's body takes the upper layer's blocks.
+            let link_blocks = n.state.lock().target.as_ref().map(|t| crate::fs::memfs::symlink_blocks(t.len()));
+            let set = |w: &mut crate::core::inode::AttrWriter<'_>| {
+                w.set_nlink(1);
+                if let Some(b) = link_blocks {
+                    w.set_blocks(b);
+                }
+            };
             if locked {
                 this.update_locked(set);
             } else {
