@@ -724,6 +724,21 @@ impl HostFs {
         applied
     }
 
+    /// Reads `inode`'s attributes from the host and applies them as
+    /// [`HostFs::revalidated`], again while a change through uvfs overtakes the reading.
+    /// Without opening it: the descriptor it has, else its name (checked to be it). False
+    /// if the host cannot show it any more (it keeps what it had).
+    fn restat(&self, inode: &Inode) -> bool {
+        loop {
+            let since = settled_generation(inode);
+            match Self::stat_quietly(inode) {
+                Some(st) if !self.revalidated(inode, Some(since), &st) => continue,
+                Some(_) => return true,
+                None => return false,
+            }
+        }
+    }
+
     fn dir(inode: &Inode) -> Result<&Arc<HostDir>> {
         node(inode).dir.as_ref().ok_or(Errno::ENOTDIR)
     }
@@ -802,6 +817,7 @@ impl HostFs {
         let key = key_of(st);
         let ftype = FileType::from_mode(st.st_mode).ok_or(Errno::EIO)?;
         let mut io = io;
+        let mut made_here = false;
         let inode = sb.icache().iget(
             key,
             &sb.rcu(),
@@ -830,12 +846,10 @@ impl HostFs {
                 if let Some([access, default]) = acls {
                     (new.acl, new.default_acl) = (access, default);
                 }
+                made_here = true;
                 Ok(Inode::new(sb, new, Box::new(n)))
             },
         )?;
-        // (A cached inode's attributes may be older than a change through uvfs made since
-        // the caller's `statat`: rare, a lookup of a name not in the dentry cache.)
-        self.revalidated(&inode, None, st);
         // The freshest name (it may have several, or have been renamed on the host): a
         // closed descriptor is reopened by it.
         let n = node(&inode);
@@ -845,6 +859,12 @@ impl HostFs {
         }
         if let Some(fd) = io {
             self.io_slot(n).fill(fd, true);
+        }
+        // A cached inode whose attributes differ from the caller's `statat`, which may
+        // predate a change through uvfs made since (see `apply_stat_since`), is read
+        // again from a settled generation (by the name just recorded, if nothing else).
+        if made_here || !stat_differs(&inode, st) || !self.restat(&inode) {
+            self.revalidated(&inode, None, st);
         }
         Ok(inode)
     }
@@ -1066,7 +1086,7 @@ impl FileSystem for HostFs {
                     // it; a lock here would cost every cached walk.)
                     if same && !self.revalidated(inode, Some(since), &st) {
                         // A change through uvfs overtook the `statat`: read again.
-                        let _ = refresh_with(inode, || Self::stat_quietly(inode).ok_or(Errno::ESTALE));
+                        self.restat(inode);
                     }
                     same
                 }
@@ -1139,15 +1159,8 @@ impl FileSystem for HostFs {
         if self.recent(n.checked.load(Ordering::Relaxed), max_age) {
             return Ok(());
         }
-        // Without opening it: the descriptor it has, else its name (checked to be it). An
-        // inode the host cannot show any more keeps what it had.
-        loop {
-            let since = settled_generation(inode);
-            match Self::stat_quietly(inode) {
-                Some(st) if !self.revalidated(inode, Some(since), &st) => continue,
-                _ => return Ok(()),
-            }
-        }
+        self.restat(inode);
+        Ok(())
     }
 
     fn root_inode(&self, sb: &Arc<SuperBlock>) -> Result<Arc<Inode>> {
