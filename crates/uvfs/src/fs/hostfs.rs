@@ -630,6 +630,7 @@ fn stat_differs(inode: &Inode, st: &rustix::fs::Stat) -> bool {
         && a.ctime == ts(st.st_ctime, st.st_ctime_nsec))
 }
 
+/// Writes the host's `st` into the attributes (the caller holds the inode lock).
 fn write_stat(w: &mut AttrWriter<'_>, st: &rustix::fs::Stat) {
     w.set_mode(st.st_mode);
     w.set_uid(st.st_uid);
