@@ -435,6 +435,7 @@ impl OverlayFs {
         // The upper directory gained an entry; its times stay (overlayfs restores them).
         let entries = node(&parent).state.lock().entries.len() as u64;
         parent.update(|w| w.set_size(2 * DIRENT_SIZE + DIRENT_SIZE * entries));
+        let link_blocks = target.as_ref().map(|t| crate::fs::memfs::symlink_blocks(t.len()));
         let mut st = n.state.lock();
         st.upper = true;
         st.lower_len = inode.size();
@@ -463,7 +464,6 @@ impl OverlayFs {
         } else {
             // The upper copy is a new file with one name: a lower hard link is broken
             // (overlayfs without `index`). A symlink's body takes the upper layer's blocks.
-            let link_blocks = n.state.lock().target.as_ref().map(|t| crate::fs::memfs::symlink_blocks(t.len()));
             let set = |w: &mut crate::core::inode::AttrWriter<'_>| {
                 w.set_nlink(1);
                 if let Some(b) = link_blocks {
