@@ -35,6 +35,11 @@
 //!
 //! `--target` picks targets by name (built-in or `--target-cmd` names); by default all run.
 //!
+//! A `--hostdir` on an ext4 without a journal is named in the report
+//! ([`ext4_without_journal`]): there each create passes over the inodes deleted in the
+//! last minutes, so the host-backed untars, which follow the previous round's `rm -rf`,
+//! carry a scan whose length the rounds' order decides (BENCHMARKS.md measures it).
+//!
 //! `--as-user UID` starts every program of a round as that uid (gid the same number, no
 //! supplementary groups; the round gives it the target's directory first, and checks
 //! that the extracted tree is its): what a mount costs a caller other than root, whose
@@ -306,6 +311,24 @@ pub fn options(
     })
 }
 
+/// The device name of `dir`'s filesystem if it is an ext4 without a journal. There a
+/// create passes over the free inodes deleted in the last minute, one buffer lookup each
+/// (five minutes more while their inode table block is not written back:
+/// `recently_deleted` in Linux's fs/ext4/ialloc.c), so a host directory's creates right
+/// after many deletes (a round's untar after the previous round's `rm -rf`) cost more the
+/// more was deleted just before, in the host's own time.
+pub fn ext4_without_journal(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(dir).ok()?.dev();
+    let uevent =
+        std::fs::read_to_string(format!("/sys/dev/block/{}:{}/uevent", libc::major(dev), libc::minor(dev))).ok()?;
+    let name = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME="))?;
+    // Only filesystems of the ext4 driver have this directory; its `journal_task` names
+    // the journal's thread, or says `<none>`.
+    let journal = std::fs::read_to_string(format!("/sys/fs/ext4/{name}/journal_task")).ok()?;
+    (journal.trim() == "<none>").then(|| name.to_string())
+}
+
 /// The programs of `tools` that are not in `PATH`.
 pub fn missing_tools(tools: &[(&str, &str)]) -> Vec<(String, String)> {
     tools.iter().filter(|(t, _)| which(t).is_none()).map(|(t, p)| (t.to_string(), p.to_string())).collect()
@@ -468,6 +491,7 @@ pub fn run(o: &Options) -> Result<WorkloadsReport, String> {
         uvfs_bin: o.uvfs_bin.display().to_string(),
         tmpfs: o.tmpfs.display().to_string(),
         hostdir: o.hostdir.display().to_string(),
+        hostdir_ext4_no_journal: ext4_without_journal(&o.hostdir),
         drop_caches: env.can_drop,
         load_average: [load_before, load_average()],
     };
@@ -552,6 +576,14 @@ mod tests {
 
     fn names(o: &Options) -> Vec<(&str, bool)> {
         o.targets.iter().map(|p| (p.target.name.as_str(), p.skip.is_none())).collect()
+    }
+
+    #[test]
+    fn only_ext4_can_lack_a_journal() {
+        // tmpfs and procfs have no ext4 directory in /sys (and no block device).
+        assert_eq!(ext4_without_journal(Path::new("/dev/shm")), None);
+        assert_eq!(ext4_without_journal(Path::new("/proc")), None);
+        assert_eq!(ext4_without_journal(Path::new("/nonexistent-uvfs-dir")), None);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //!   "machine": { "cores", "kernel", "cpu", "uvfs_version" },
 //!   "config":  { "quick", "rounds", "tree": { "source", "seed", "dirs", "files", "symlinks", "bytes" },
 //!                "c_units", "make_jobs", "big_file_bytes", "random_reads", "mount_opts", "as_user",
-//!                "uvfs_bin", "tmpfs", "hostdir", "drop_caches", "load_average" },
+//!                "uvfs_bin", "tmpfs", "hostdir", "hostdir_ext4_no_journal", "drop_caches",
+//!                "load_average" },
 //!   "targets": [ { "target", "kind", "command", "cold", "host_backed", "skipped", "round_trip_us" } ],
 //!   "workloads": [ { "workload", "title",
 //!                    "results": [ { "target", "seconds", "n", "median", "min", "max",
@@ -19,6 +20,10 @@
 //! ```
 //! - `tree.source` is `"generated"` (then `seed` is set) or the `--tree` directory; the
 //!   counts are of the staged tree (the source tree plus the C project).
+//! - `hostdir_ext4_no_journal`: the device name when `hostdir` is on an ext4 without a
+//!   journal (else null). Its creates pass over every inode deleted in the last one to six
+//!   minutes, so a host-backed untar right after many deletes (the previous round's
+//!   `rm -rf`) takes longer, on the host's side, by however much was deleted before it.
 //! - `load_average`: the 1-minute load average before staging and after the last round
 //!   (other work on the machine while measuring).
 //! - `targets[].round_trip_us`: the median over rounds of an empty FUSE round trip on
@@ -97,6 +102,10 @@ pub struct WorkloadsConfig {
     pub tmpfs: String,
     /// Where the host-disk targets lived.
     pub hostdir: String,
+    /// The device of `hostdir`'s filesystem if it is an ext4 without a journal, whose
+    /// creates pass over recently deleted inodes one by one
+    /// ([`crate::workloads::ext4_without_journal`]).
+    pub hostdir_ext4_no_journal: Option<String>,
     /// Whether the cold steps could drop the kernel's caches.
     pub drop_caches: bool,
     /// 1-minute load average before and after.
@@ -412,6 +421,16 @@ pub fn render(r: &WorkloadsReport) -> String {
     if let [Some(a), Some(b)] = c.load_average {
         out.push_str(&format!("load average (1 min): {a:.2} before, {b:.2} after\n"));
     }
+    if let Some(dev) = &c.hostdir_ext4_no_journal
+        && ran.iter().any(|t| t.host_backed)
+    {
+        out.push_str(&format!(
+            "{} is on ext4 without a journal ({dev}): each create there passes over the inodes deleted 1 s to 6 min \
+             before, one by one, so the untars of hostdir and of every host-backed target, which follow the previous \
+             round's rm -rf, are slower than the disk (--hostdir on a journaled filesystem avoids it)\n",
+            c.hostdir
+        ));
+    }
     out.push_str("\nmedian seconds (x tmpfs; lower is better)\n");
     grid(&mut out, r, &ran, |_, x| {
         Some(match x.vs_tmpfs {
@@ -523,6 +542,7 @@ pub(crate) mod tests {
             uvfs_bin: "uvfs".into(),
             tmpfs: "/dev/shm".into(),
             hostdir: "/var/tmp".into(),
+            hostdir_ext4_no_journal: None,
             drop_caches: true,
             load_average: [Some(0.5), None],
         };
@@ -625,5 +645,19 @@ pub(crate) mod tests {
         assert_eq!(json["targets"][2]["round_trip_us"], 15.0);
         assert!(json["targets"][0]["round_trip_us"].is_null());
         assert_eq!(json["targets"][4]["skipped"], "not installed");
+        assert!(json["config"]["hostdir_ext4_no_journal"].is_null());
+        assert!(!text.contains("without a journal"), "{text}");
+    }
+
+    #[test]
+    fn a_host_directory_on_ext4_without_a_journal_is_named() {
+        let mut r = sample_report();
+        r.config.hostdir_ext4_no_journal = Some("vda".into());
+        let text = render(&r);
+        assert!(text.contains("/var/tmp is on ext4 without a journal (vda)"), "{text}");
+        assert_eq!(serde_json::to_value(&r).unwrap()["config"]["hostdir_ext4_no_journal"], "vda");
+        // Said only where a host-backed target ran.
+        r.targets.retain(|t| !t.host_backed);
+        assert!(!render(&r).contains("without a journal"));
     }
 }
