@@ -709,6 +709,50 @@ fn fifos() {
     );
 }
 
+/// `sendfile` between kinds of files. Linux returns 0 for a count of 0 from a directory
+/// (whose descriptor can seek; a count above 0 finds no `splice_read`: EINVAL), into a
+/// file or a pipe, but refuses an input that cannot seek (a fifo) into a file, and an
+/// `O_APPEND` output, before it looks at the count; into a pipe only the count is looked
+/// at first. A file's data goes into a fifo on the same filesystem too (found by the
+/// generated sequences: a count of 0 from a directory was EINVAL; the fifo then too).
+#[test]
+fn sendfile_between_kinds() {
+    same(
+        Who::Root,
+        &[
+            Op::Mkdirat(D::Cwd, p("d"), 0o755),
+            Op::Open(D::Cwd, p("f"), O_CREAT | O_WRONLY, 0o644),
+            Op::Write(0, 100),
+            Op::Close(0),
+            Op::Mknodat(D::Cwd, p("fifo"), S_IFIFO | 0o644, 0),
+            Op::Open(D::Cwd, p("d"), O_RDONLY, 0),
+            Op::Open(D::Cwd, p("f"), O_WRONLY, 0),
+            Op::Open(D::Cwd, p("fifo"), O_RDWR, 0),
+            Op::Open(D::Cwd, p("f"), O_RDONLY, 0),
+            Op::Open(D::Cwd, p("f"), O_WRONLY | O_APPEND, 0),
+            // From the directory: into the file, at its position and at an offset; into
+            // the fifo.
+            Op::Sendfile(1, 0, None, 0),
+            Op::Sendfile(1, 0, None, 1),
+            Op::Sendfile(1, 0, Some(0), 0),
+            Op::Sendfile(1, 0, Some(5), 1),
+            Op::Sendfile(2, 0, None, 0),
+            Op::Sendfile(2, 0, None, 1),
+            // From the fifo: into the file, into itself.
+            Op::Sendfile(1, 2, None, 0),
+            Op::Sendfile(2, 2, None, 0),
+            Op::Sendfile(2, 2, None, 1),
+            // From the file: into the fifo, into an O_APPEND descriptor.
+            Op::Sendfile(2, 3, None, 0),
+            Op::Sendfile(2, 3, None, 3),
+            Op::Sendfile(4, 3, None, 0),
+            Op::Sendfile(4, 3, Some(0), 1),
+            Op::Read(2, 10),
+            Op::Lseek(3, 0, W::Cur),
+        ],
+    );
+}
+
 /// Opens `path` read-only as descriptor 0, sets `flags` through it, closes it (what
 /// `chattr` does), in a setup run as root.
 fn chattr(path: &str, flags: u32) -> Vec<Op> {

@@ -515,13 +515,20 @@ impl Task {
         }
         let out_pos = *fout.pos.lock();
         rw_verify_area(out_pos, count)?;
-        if fout.flags().contains(OpenFlags::APPEND) && fout.pipe.is_none() {
+        // Into a file (`do_splice_direct`): no O_APPEND output, and an input that can
+        // seek (not a fifo), whatever the count. Into a pipe (`splice_file_to_pipe`) a
+        // count of 0 is looked at first. Then a count of 0 copies nothing from any input
+        // (a directory too); more needs a regular file (Linux: a `splice_read`).
+        if fout.pipe.is_none() && (fout.flags().contains(OpenFlags::APPEND) || fin.pipe.is_some()) {
             return Err(Errno::EINVAL);
+        }
+        if count == 0 {
+            return Ok(0);
         }
         if fin.inode().file_type() != FileType::Regular {
             return Err(Errno::EINVAL);
         }
-        let n = if count == 0 { 0 } else { self.copy_data(&fin, pos as u64, &fout, out_pos, count)? };
+        let n = self.copy_data(&fin, pos as u64, &fout, out_pos, count)?;
         match offset {
             Some(o) => *o = pos + n as i64,
             None => *fin.pos.lock() = pos as u64 + n as u64,
@@ -540,7 +547,10 @@ impl Task {
         // (`sendfile` within one file may overlap; a splice reads before it writes).
         let overlap =
             Arc::ptr_eq(fin.inode(), fout.inode()) && pos_out < pos_in + len as u64 && pos_in < pos_out + len as u64;
-        let same_sb = Arc::ptr_eq(fin.inode().sb(), fout.inode().sb()) && !overlap;
+        // Into a pipe (`sendfile` may write one) it goes through the buffer.
+        let same_sb = Arc::ptr_eq(fin.inode().sb(), fout.inode().sb())
+            && fout.inode().file_type() == FileType::Regular
+            && !overlap;
         if same_sb {
             file_remove_privs(self.creds.load(&guard).get(), fout.inode())?;
         }
