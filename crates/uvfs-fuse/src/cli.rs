@@ -51,7 +51,8 @@ pub struct MountArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub enable: Vec<Lever>,
     /// Who checks permissions: `kernel` (the kernel and uvfs, with caching) or `uvfs`
-    /// (uvfs alone; no entry caching)
+    /// (uvfs alone; no entry caching; `..` steps and opens of fifos and device nodes,
+    /// which never reach the server, go unchecked)
     #[arg(long, value_enum, default_value_t = Permissions::Kernel)]
     pub permissions: Permissions,
     /// Worker threads reading /dev/fuse (default: cores, 2 to 8)

@@ -54,7 +54,14 @@
 //!   server before it walks through a cached entry, so entries and misses are not cached
 //!   (their timeouts count as zero; attributes still are). Without `FUSE_POSIX_ACL` the
 //!   kernel applies the umask before the server sees a mode, also under a directory with
-//!   a default ACL (Linux would not).
+//!   a default ACL (Linux would not). Some steps never reach the server, so under `Uvfs`
+//!   nobody checks them: a `..` of a path (the kernel takes the parent it holds, so a
+//!   caller walks out of a directory it may not search), the open of a fifo, socket or
+//!   device node (the kernel opens those itself, so a caller opens a fifo whose mode
+//!   refuses it), and the search permission of the last directory of a rename's or
+//!   link's other path; and a call that fails for two reasons may fail with the one the
+//!   kernel checks itself first (EISDIR, ENOTDIR, the sticky bit's EPERM) where Linux
+//!   answers EACCES. `Kernel` has none of these.
 //!
 //! ## Kernel caching
 //! uvfs is the only writer of what a mount serves (memfs; hostfs promised unchanged), so
