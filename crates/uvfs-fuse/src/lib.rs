@@ -58,10 +58,9 @@
 //!   nobody checks them: a `..` of a path (the kernel takes the parent it holds, so a
 //!   caller walks out of a directory it may not search), the open of a fifo, socket or
 //!   device node (the kernel opens those itself, so a caller opens a fifo whose mode
-//!   refuses it), and the search permission of the last directory of a rename's or
-//!   link's other path; and a call that fails for two reasons may fail with the one the
-//!   kernel checks itself first (EISDIR, ENOTDIR, the sticky bit's EPERM) where Linux
-//!   answers EACCES. `Kernel` has none of these.
+//!   refuses it). And a call that fails for two reasons may fail with the one the kernel
+//!   finds first (EISDIR, ENOTDIR, the sticky bit's EPERM, or ENOENT of a rename's or
+//!   link's other path) where Linux answers EACCES. `Kernel` has none of these.
 //!
 //! ## Kernel caching
 //! uvfs is the only writer of what a mount serves (memfs; hostfs promised unchanged), so
