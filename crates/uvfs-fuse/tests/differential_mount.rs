@@ -188,8 +188,12 @@ fn ofd_pids(ops: &[Op], ho: &mut [Out], mo: &mut [Out]) {
 
 /// What a target cannot run of the generated calls, taken out of `ops`.
 fn runnable(t: &Target, who: Who, ops: &mut Vec<(Op, bool)>) {
-    // FUSE passes no file flags on: not generated.
-    ops.retain(|(o, _)| !o.uses_file_flags());
+    // FUSE passes no file flags on: not generated. Nor `RWF_NOAPPEND`: a WRITE carries
+    // the open's flags, not the call's, so the server appends for an `O_APPEND` open
+    // whatever the call said (README, "Deliberate differences").
+    ops.retain(|(o, _)| {
+        !o.uses_file_flags() && !matches!(o, Op::Pwritev2(.., f) if f & libc::RWF_NOAPPEND as u32 != 0)
+    });
     if t.fs == Fs::Overlay {
         // An overlay refuses `RENAME_WHITEOUT` (EINVAL, as overlayfs; compared with the
         // kernel's overlayfs by `uvfs`'s `differential_overlay.rs`), where tmpfs has it.
