@@ -185,6 +185,7 @@ fn op() -> BoxedStrategy<Op> {
         2 => (name(), prop::sample::select(vec![0o600u32, 0o4755, 0o1777])).prop_map(|(n, m)| Op::Fchmodat(D::Cwd, n, m, 0)),
         1 => (name(), prop::sample::select(vec![Some(1000u32), None])).prop_map(|(n, u)| Op::Fchownat(D::Cwd, n, u, Some(1000), AT_SYMLINK_NOFOLLOW)),
         2 => name().prop_map(|n| Op::Fstatat(D::Cwd, n, AT_SYMLINK_NOFOLLOW)),
+        1 => fd().prop_map(Op::Fstat),
         1 => (name(), prop::sample::select(vec![b"v".to_vec(), b"w2".to_vec()])).prop_map(|(n, v)| Op::Setxattr(common::X::Path(n), p("user.k"), common::V(v), 0)),
         1 => name().prop_map(|n| Op::Getxattr(common::X::Path(n), p("user.k"), 16)),
         1 => name().prop_map(|n| Op::Removexattr(common::X::Path(n), p("user.k"))),
@@ -213,6 +214,44 @@ proptest! {
     #[test]
     fn sequences_as_user(ops in prop::collection::vec(op(), 1..25)) {
         check(Who::User, &ops).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// A file still open after its name went: a lower file never copied up keeps the lower
+/// file's attributes (its link count and ctime), as overlayfs shows them; an upper file
+/// shows its own, which the unlink or the rename over it changed.
+#[test]
+fn open_files_after_their_names_went() {
+    let ops = vec![
+        Op::Open(D::Cwd, p("x"), O_RDONLY, 0),
+        Op::Unlinkat(D::Cwd, p("x"), 0),
+        Op::Fstat(0),
+        Op::Open(D::Cwd, p("d/h"), O_RDONLY, 0),
+        Op::Renameat2(D::Cwd, p("a/b/g"), D::Cwd, p("d/h"), 0),
+        Op::Fstat(1),
+        Op::Open(D::Cwd, p("a/f"), O_WRONLY, 0),
+        Op::Write(2, 10),
+        Op::Unlinkat(D::Cwd, p("a/f"), 0),
+        Op::Fstat(2),
+        Op::Open(D::Cwd, p("y"), O_WRONLY | O_CREAT, 0o640),
+        Op::Unlinkat(D::Cwd, p("y"), 0),
+        Op::Fstat(3),
+        Op::Fstat(0),
+        // Directories: only in the lower layer, merged with an upper one, only upper.
+        Op::Open(D::Cwd, p("e"), O_RDONLY | O_DIRECTORY, 0),
+        Op::Unlinkat(D::Cwd, p("e"), AT_REMOVEDIR),
+        Op::Fstat(4),
+        Op::Unlinkat(D::Cwd, p("d/h"), 0),
+        Op::Open(D::Cwd, p("d"), O_RDONLY | O_DIRECTORY, 0),
+        Op::Unlinkat(D::Cwd, p("d"), AT_REMOVEDIR),
+        Op::Fstat(5),
+        Op::Mkdirat(D::Cwd, p("n"), 0o755),
+        Op::Open(D::Cwd, p("n"), O_RDONLY | O_DIRECTORY, 0),
+        Op::Unlinkat(D::Cwd, p("n"), AT_REMOVEDIR),
+        Op::Fstat(6),
+    ];
+    if let Err(m) = check(Who::Root, &ops) {
+        panic!("{m}");
     }
 }
 

@@ -171,6 +171,11 @@ pub(crate) const I_IMMUTABLE: u32 = 1 << 1;
 pub(crate) const I_APPEND: u32 = 1 << 2;
 /// Inode flag (Linux's `S_NOATIME`, from `FS_NOATIME_FL`): no access-time updates.
 pub(crate) const I_NOATIME: u32 = 1 << 3;
+/// Inode flag: `stat` asks the filesystem for the link count it reports
+/// ([`crate::core::superblock::FileSystem::stat_nlink`]) instead of the inode's own, as
+/// Linux's `->getattr` of a stacking filesystem reports the object below: overlay sets it
+/// on a lower object it removed without copying it up. Never cleared.
+pub(crate) const I_STAT_BY_FS: u32 = 1 << 4;
 /// The `I_*` flags that mirror a filesystem's inode flags.
 const I_ATTR_FLAGS: u32 = I_IMMUTABLE | I_APPEND | I_NOATIME;
 /// Each of them with its `FS_*_FL`.
@@ -419,6 +424,12 @@ impl Inode {
         self.iflags.load(Ordering::Acquire) & I_NOSEC != 0
     }
 
+    /// Marks the inode (`I_STAT_BY_FS`): from now on `stat` reports the link count
+    /// [`crate::core::superblock::FileSystem::stat_nlink`] gives. Never undone.
+    pub fn set_stat_by_fs(&self) {
+        self.iflags.fetch_or(I_STAT_BY_FS, Ordering::Relaxed);
+    }
+
     /// Sets (`true`) or clears [`I_NOSEC`].
     pub(crate) fn set_nosec(&self, on: bool) {
         if on {
@@ -643,11 +654,16 @@ impl Inode {
     #[inline]
     pub(crate) fn stat_unseen(&self) -> Stat {
         let a = self.attrs();
+        // One flag test: only objects a stacking filesystem removed report another count.
+        let nlink = match self.iflags.load(Ordering::Relaxed) & I_STAT_BY_FS {
+            0 => a.nlink,
+            _ => self.nlink_by_fs(a.nlink),
+        };
         Stat {
             dev: self.sb.dev(),
             ino: self.ino.0,
             mode: a.mode,
-            nlink: a.nlink,
+            nlink,
             uid: a.uid,
             gid: a.gid,
             rdev: self.rdev_of(a.mode),
@@ -658,6 +674,11 @@ impl Inode {
             mtime: a.mtime,
             ctime: a.ctime,
         }
+    }
+
+    #[cold]
+    fn nlink_by_fs(&self, own: u32) -> u32 {
+        self.sb.fs().stat_nlink(self).unwrap_or(own)
     }
 
     /// Changes attributes: takes the inode lock and runs `f` inside the sequence count.

@@ -114,6 +114,15 @@ pub trait FileSystem: Send + Sync + 'static {
         Ok(())
     }
 
+    /// The link count `stat` reports for `inode`, which the filesystem marked with
+    /// [`Inode::set_stat_by_fs`] (`None`: the inode's own). Linux's `->getattr` of
+    /// overlayfs reports a lower object's count while the overlay inode's own drops:
+    /// an open lower file removed through the overlay shows the lower file's links. No
+    /// lock held; must not take the inode's.
+    fn stat_nlink(&self, _inode: &Inode) -> Option<u32> {
+        None
+    }
+
     /// Looks up `name` in `dir` (only for filesystems that are not dcache-complete).
     fn lookup(&self, _sb: &Arc<SuperBlock>, _dir: &Inode, _name: &[u8]) -> Result<Option<Arc<Inode>>> {
         Ok(None)

@@ -168,11 +168,21 @@ struct OvlNode {
     /// Set once, right after the inode is made: the inode itself, for its children to
     /// name as their parent.
     me: OnceLock<Weak<Inode>>,
+    /// Set once, when the object lost its last name, before the inode is marked for it
+    /// ([`Inode::set_stat_by_fs`]): the link count `stat` reports from then on.
+    shown_nlink: OnceLock<u32>,
 }
 
 impl OvlNode {
     fn new(lower: Option<Arc<Inode>>, lower_dirs: LowerDirs, origin: Origin, state: State) -> OvlNode {
-        OvlNode { lower, lower_dirs, origin: Mutex::new(origin), state: Mutex::new(state), me: OnceLock::new() }
+        OvlNode {
+            lower,
+            lower_dirs,
+            origin: Mutex::new(origin),
+            state: Mutex::new(state),
+            me: OnceLock::new(),
+            shown_nlink: OnceLock::new(),
+        }
     }
 }
 
@@ -328,6 +338,38 @@ impl OverlayFs {
             return Ok(false);
         }
         Ok(self.lookup_lower(&n.lower_dirs, name)?.is_some())
+    }
+
+    /// `inode` lost a name (unlink, rmdir, a rename over it): its link count drops (to
+    /// none for a directory), which decides when it is gone. What `stat` shows of it
+    /// afterwards is what overlayfs's `getattr` shows: an upper object its own attributes
+    /// (its change time moves; a removed directory is an empty one, and one that merged
+    /// lower directories still reports one link), a lower one not copied up the lower
+    /// object's, its link count too ([`FileSystem::stat_nlink`]).
+    fn lost_name(inode: &Inode, now: Timespec) {
+        let n = node(inode);
+        let upper = n.state.lock().upper;
+        let dir = inode.is_dir();
+        let shown = match (upper, &n.lower) {
+            (false, Some(lower)) => Some(lower.nlink()),
+            (true, _) if dir && !n.lower_dirs.is_empty() => Some(1),
+            _ => None,
+        };
+        if let Some(c) = shown
+            && n.shown_nlink.set(c).is_ok()
+        {
+            inode.set_stat_by_fs();
+        }
+        inode.update(|w| {
+            let a = w.get();
+            w.set_nlink(if dir { 0 } else { a.nlink.saturating_sub(1) });
+            if upper {
+                w.stamp_ctime(now);
+                if dir {
+                    w.set_size(2 * DIRENT_SIZE);
+                }
+            }
+        });
     }
 
     /// Takes `name` out of the merged `dir` (unlink, rmdir): `dir` is copied up, and the
@@ -742,11 +784,7 @@ impl FileSystem for OverlayFs {
     fn unlink(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
         self.remove_entry(dir, name)?;
         let now = current_time();
-        inode.update(|w| {
-            let a = w.get();
-            w.set_nlink(a.nlink.saturating_sub(1));
-            w.stamp_ctime(now);
-        });
+        OverlayFs::lost_name(inode, now);
         OverlayFs::dir_changed(dir, now, -1, false);
         Ok(())
     }
@@ -756,9 +794,13 @@ impl FileSystem for OverlayFs {
             return Err(Errno::ENOTEMPTY);
         }
         self.remove_entry(dir, name)?;
-        inode.update(|w| w.set_nlink(0));
+        OverlayFs::lost_name(inode, current_time());
         OverlayFs::dir_changed(dir, current_time(), -1, true);
         Ok(())
+    }
+
+    fn stat_nlink(&self, inode: &Inode) -> Option<u32> {
+        node(inode).shown_nlink.get().copied()
     }
 
     fn rename(&self, r: &RenameReq<'_>) -> Result<()> {
@@ -781,7 +823,11 @@ impl FileSystem for OverlayFs {
             return Err(Errno::ENOTEMPTY);
         }
         self.copy_up(r.inode)?;
-        if let Some(t) = r.target {
+        // The target of an exchange moves and is copied up; one that is replaced only
+        // loses its name, and a lower one stays below, as overlayfs leaves it.
+        if let Some(t) = r.target
+            && exchange
+        {
             self.copy_up(t)?;
         }
         self.copy_up(r.old_dir)?;
@@ -816,16 +862,16 @@ impl FileSystem for OverlayFs {
                 }
             }
             if let Some(t) = r.target {
-                let n = if t.is_dir() { 0 } else { t.stat().nlink.saturating_sub(1) };
-                t.update(|w| {
-                    w.set_nlink(n);
-                    w.stamp_ctime(now);
-                });
+                OverlayFs::lost_name(t, now);
                 if t.is_dir() {
                     OverlayFs::dir_changed(r.new_dir, now, -1, true);
                 }
             }
-            node(r.new_dir).state.lock().entries.insert(r.new_name.into(), Entry::Child(moving.clone()));
+            {
+                let mut st = node(r.new_dir).state.lock();
+                st.cache.remove(r.new_name);
+                st.entries.insert(r.new_name.into(), Entry::Child(moving.clone()));
+            }
             let d = if whiteout { 0 } else { -1 };
             OverlayFs::dir_changed(r.old_dir, now, d, moving.is_dir());
             OverlayFs::dir_changed(r.new_dir, now, 1, moving.is_dir());
