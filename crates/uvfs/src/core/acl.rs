@@ -614,15 +614,15 @@ pub(crate) fn set_posix_acl(creds: &Credentials, inode: &Inode, ty: AclType, acl
     let acl = acl.map(Arc::new);
     let fs = inode.sb().fs();
     fs.set_acl(inode, ty, acl.as_ref())?;
+    if mode != old_mode {
+        fs.setattr(inode, &SetAttr { mode: Some(mode & !S_IFMT), ..Default::default() })?;
+    }
     let now = crate::core::inode::current_time();
     inode.update_locked(|w| {
         w.set_mode(mode);
         w.stamp_ctime(now);
     });
     publish(inode, ty, acl);
-    if mode != old_mode {
-        fs.setattr(inode, &SetAttr { mode: Some(mode & !S_IFMT), ..Default::default() })?;
-    }
     Ok(())
 }
 

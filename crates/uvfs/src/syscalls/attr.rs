@@ -180,11 +180,12 @@ impl Task {
             m &= !S_ISGID;
         }
         let _g = inode.lock.lock();
+        // The storage first, as Linux's `->setattr`: a change it refuses is not shown.
+        inode.sb().fs().setattr(inode, &SetAttr { mode: Some(m), ..Default::default() })?;
         inode.update_locked(|w| {
             w.set_mode(m);
             w.stamp_ctime(current_time());
         });
-        inode.sb().fs().setattr(inode, &SetAttr { mode: Some(m), ..Default::default() })?;
         // The access ACL's mask (or group entry), owner and other entries follow the mode.
         crate::core::acl::posix_acl_chmod_locked(inode, m)
     }
@@ -267,18 +268,9 @@ impl Task {
             kill_priv(inode)?;
         }
         let now = current_time();
-        // Applied and persisted under the inode lock, as every `setattr` (`notify_change`).
+        // Persisted, then applied, under the inode lock, as every `setattr`
+        // (`notify_change`): a change the storage refuses is not shown.
         let _g = inode.lock.lock();
-        inode.update_locked(|w| {
-            w.set_mode(mode);
-            if let Some(u) = uid {
-                w.set_uid(u.0);
-            }
-            if let Some(g) = gid {
-                w.set_gid(g.0);
-            }
-            w.stamp_ctime(now);
-        });
         // The dropped bits are persisted with the owner: the storage's own chown may not
         // drop them (a host chown of `-1, -1`, or by a caller with CAP_FSETID).
         inode.sb().fs().setattr(
@@ -289,7 +281,18 @@ impl Task {
                 mode: (mode != old).then_some(mode & !crate::abi::stat::S_IFMT),
                 ..Default::default()
             },
-        )
+        )?;
+        inode.update_locked(|w| {
+            w.set_mode(mode);
+            if let Some(u) = uid {
+                w.set_uid(u.0);
+            }
+            if let Some(g) = gid {
+                w.set_gid(g.0);
+            }
+            w.stamp_ctime(now);
+        });
+        Ok(())
     }
 }
 

@@ -48,6 +48,7 @@ impl Task {
         let (a, m) = times.map_or((TimeSpec::Now, TimeSpec::Now), |[a, m]| (a, m));
         // Applied and persisted under the inode lock, as every `setattr` (`notify_change`).
         let g = inode.lock.lock();
+        let before = inode.attrs();
         let (at, mt) = inode.update_locked(|w| {
             // "Now" is the change's own stamp (`setattr_copy_mgtime`): a fine one if the
             // change time was seen, so that a `touch` right after a `stat` shows.
@@ -66,7 +67,16 @@ impl Task {
             }
             (at, mt)
         });
-        inode.sb().fs().setattr(inode, &SetAttr { atime: at, mtime: mt, ..Default::default() })?;
+        // The times are the stamp's, known only once applied: a change the storage
+        // refuses is taken back (under the same lock, so no other change came between).
+        if let Err(e) = inode.sb().fs().setattr(inode, &SetAttr { atime: at, mtime: mt, ..Default::default() }) {
+            inode.update_locked(|w| {
+                w.set_atime(before.atime);
+                w.set_mtime(before.mtime);
+                w.set_ctime(before.ctime);
+            });
+            return Err(e);
+        }
         drop(g);
         self.notify_attr(&p.mnt, &p.dentry, inode, crate::core::fsnotify::EventMask::ATTRIB);
         Ok(())
