@@ -186,6 +186,13 @@ fn op() -> BoxedStrategy<Op> {
         1 => (name(), prop::sample::select(vec![Some(1000u32), None])).prop_map(|(n, u)| Op::Fchownat(D::Cwd, n, u, Some(1000), AT_SYMLINK_NOFOLLOW)),
         2 => name().prop_map(|n| Op::Fstatat(D::Cwd, n, AT_SYMLINK_NOFOLLOW)),
         1 => fd().prop_map(Op::Fstat),
+        // Through a descriptor opened before: copy-up by fchmod or ftruncate of an open
+        // lower file, then what that descriptor and the others read.
+        1 => (fd(), prop::sample::select(vec![0o600u32, 0o4755])).prop_map(|(f, m)| Op::Fchmod(f, m)),
+        1 => (fd(), prop::sample::select(vec![0i64, 3, 6000])).prop_map(|(f, l)| Op::Ftruncate(f, l)),
+        1 => (fd(), prop::sample::select(vec![0i64, 4090])).prop_map(|(f, o)| Op::Pread(f, 20, o)),
+        1 => fd().prop_map(Op::Dup),
+        1 => (fd(), fd(), prop::sample::select(vec![1usize, 5000])).prop_map(|(a, b, n)| Op::CopyFileRange(a, Some(0), b, Some(2), n, 0)),
         1 => (name(), prop::sample::select(vec![b"v".to_vec(), b"w2".to_vec()])).prop_map(|(n, v)| Op::Setxattr(common::X::Path(n), p("user.k"), common::V(v), 0)),
         1 => name().prop_map(|n| Op::Getxattr(common::X::Path(n), p("user.k"), 16)),
         1 => name().prop_map(|n| Op::Removexattr(common::X::Path(n), p("user.k"))),
@@ -249,6 +256,33 @@ fn open_files_after_their_names_went() {
         Op::Open(D::Cwd, p("n"), O_RDONLY | O_DIRECTORY, 0),
         Op::Unlinkat(D::Cwd, p("n"), AT_REMOVEDIR),
         Op::Fstat(6),
+    ];
+    if let Err(m) = check(Who::Root, &ops) {
+        panic!("{m}");
+    }
+}
+
+/// A change through a descriptor of a lower file whose name went copies it up to that
+/// name, which a whiteout or another object holds now: EEXIST, as overlayfs.
+#[test]
+fn copy_up_of_a_removed_lower_file() {
+    let ops = vec![
+        Op::Open(D::Cwd, p("x"), O_RDONLY, 0),
+        Op::Unlinkat(D::Cwd, p("x"), 0),
+        Op::Fchmod(0, 0o600),
+        Op::Fchownat(D::Fd(0), p(""), Some(1000), Some(1000), libc::AT_EMPTY_PATH),
+        Op::Utimensat(D::Fd(0), p(""), common::Times::Null, libc::AT_EMPTY_PATH),
+        Op::Fstat(0),
+        Op::Open(D::Cwd, p("d/h"), O_RDONLY, 0),
+        Op::Renameat2(D::Cwd, p("a/f"), D::Cwd, p("d/h"), 0),
+        Op::Ftruncate(1, 1),
+        Op::Fchmod(1, 0o600),
+        Op::Open(D::Cwd, p("a/b/g"), O_RDONLY, 0),
+        Op::Unlinkat(D::Cwd, p("a/b/g"), 0),
+        Op::Unlinkat(D::Cwd, p("a/b"), AT_REMOVEDIR),
+        Op::Fchmod(2, 0o600),
+        Op::Fstat(2),
+        Op::Pread(2, 20, 0),
     ];
     if let Err(m) = check(Who::Root, &ops) {
         panic!("{m}");

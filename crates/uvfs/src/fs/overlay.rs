@@ -20,7 +20,9 @@
 //!
 //! As overlayfs without `redirect_dir`, `index` or `metacopy`: renaming a directory that
 //! has lower parts is EXDEV (tools copy instead); a copy-up breaks a lower hard link (the
-//! other names keep the lower file); a merged directory reports one link. Lower whiteouts
+//! other names keep the lower file); a merged directory reports one link; an open object
+//! whose name went reports what overlayfs's `getattr` does (a lower one not copied up, the
+//! lower object's link count: [`FileSystem::stat_nlink`]). Lower whiteouts
 //! (character devices 0/0) and opaque lower directories (`trusted.overlay.opaque` "y")
 //! are honoured, so stacked layers work. Inode numbers follow overlayfs's `xino` scheme:
 //! one `st_dev` for every object, a lower object's own inode number with its layer in the
@@ -469,7 +471,19 @@ impl OverlayFs {
         };
         let this = {
             let mut p = node(&parent).state.lock();
-            let this = p.cache.get(&name).and_then(Weak::upgrade).ok_or(Errno::ESTALE)?;
+            let found = p.cache.get(&name).and_then(Weak::upgrade).filter(|t| std::ptr::eq(&**t, inode));
+            let Some(this) = found else {
+                // Its name went while it stayed open: overlayfs copies it up to that name
+                // all the same, and fails where a whiteout or another object holds it
+                // now, or where the directory itself was removed.
+                return Err(if parent.nlink() == 0 {
+                    Errno::ENOENT
+                } else if p.entries.contains_key(&name) {
+                    Errno::EEXIST
+                } else {
+                    Errno::ESTALE
+                });
+            };
             p.cache.remove(&name);
             p.entries.insert(name, Entry::Child(this.clone()));
             this
