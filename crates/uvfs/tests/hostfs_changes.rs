@@ -586,3 +586,46 @@ fn a_host_rereading_never_undoes_a_chmod() {
     assert!(rereadings.load(Relaxed) > 0);
     assert!(wrong.is_empty(), "{} chmods undone, e.g. (set, seen): {:?}", wrong.len(), &wrong[..wrong.len().min(5)]);
 }
+
+/// A change the host refuses is not shown: the host's immutable flag, set behind uvfs's
+/// back on a file it has cached, makes the host's chmod, chown and utimes fail with EPERM;
+/// uvfs returns that error and its attributes stay the host's (the VFS used to apply a
+/// change to the inode before asking the filesystem to persist it).
+#[test]
+fn a_change_the_host_refuses_is_not_shown() {
+    /// The host file's immutable flag, set while alive (`FS_IOC_SETFLAGS`): cleared on
+    /// drop, also when the test fails, so that the directory can be removed.
+    struct Immutable(std::fs::File);
+    fn set_flags(f: &std::fs::File, on: bool) -> rustix::io::Result<()> {
+        use rustix::fs::IFlags;
+        let flags = rustix::fs::ioctl_getflags(f)?;
+        rustix::fs::ioctl_setflags(f, if on { flags | IFlags::IMMUTABLE } else { flags - IFlags::IMMUTABLE })
+    }
+    impl Drop for Immutable {
+        fn drop(&mut self) {
+            let _ = set_flags(&self.0, false);
+        }
+    }
+
+    let dir = tmp("refused");
+    let path = dir.path().join("f");
+    std::fs::write(&path, b"x").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let vfs = vfs_over(dir.path(), HostChanges::Never);
+    let t = vfs.root_task();
+    let before = t.stat(b"/f").unwrap();
+    let host = std::fs::File::open(&path).unwrap();
+    set_flags(&host, true).expect("FS_IOC_SETFLAGS on /dev/shm (tmpfs)");
+    let _flag = Immutable(host);
+
+    assert_eq!(t.fchmodat(DirFd::Cwd, b"/f", 0o600, AtFlags::empty()), Err(Errno::EPERM));
+    assert_eq!(t.fchownat(DirFd::Cwd, b"/f", Some(Uid(1000)), Some(Gid(1000)), AtFlags::empty()), Err(Errno::EPERM));
+    assert_eq!(t.utimensat(DirFd::Cwd, b"/f", None, AtFlags::empty()), Err(Errno::EPERM));
+    let after = t.stat(b"/f").unwrap();
+    assert_eq!(
+        (after.mode, after.uid, after.gid, after.atime, after.mtime, after.ctime),
+        (before.mode, before.uid, before.gid, before.atime, before.mtime, before.ctime)
+    );
+    let host_st = std::fs::metadata(&path).unwrap();
+    assert_eq!((host_st.mode(), host_st.uid(), host_st.gid()), (after.mode, after.uid, after.gid));
+}
