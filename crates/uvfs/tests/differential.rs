@@ -555,6 +555,30 @@ fn io_at_the_largest_offsets() {
     }
 }
 
+/// A page reserved by one `fallocate` and reserved again by another holds data from then
+/// on (tmpfs zeroes a folio an earlier call fallocated); one reserved once is a hole.
+#[test]
+fn space_reserved_twice() {
+    let f = |n: i32| Op::Fstat(n);
+    same(
+        Who::Root,
+        &[
+            Op::Open(D::Cwd, p("f"), O_CREAT | O_RDWR, 0o644),
+            Op::Fallocate(0, 0, 100, 4096),
+            Op::Lseek(0, 0, W::Data),
+            Op::Fallocate(0, 0, 0, 8000),
+            f(0),
+            Op::Lseek(0, 0, W::Data),
+            Op::Lseek(0, 0, W::Hole),
+            Op::Fallocate(0, 1, 12288, 4096),
+            Op::Fallocate(0, 1, 12288, 100),
+            Op::Lseek(0, 8000, W::Data),
+            Op::Pread(0, 20, 0),
+            f(0),
+        ],
+    );
+}
+
 /// Sparse files and copies, step by step (issue 13): reserved pages read as zeros and are
 /// holes to `SEEK_DATA`, punched pages give their blocks back, copies share whole pages
 /// and copy the rest, a copied hole holds data; sizes, blocks and bytes as tmpfs.

@@ -115,6 +115,9 @@ fn check(who: Who, ops: &[Op]) -> Result<(), String> {
     let vfs = Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap();
     let (_, uo) = uvfs_run_on(&vfs, who, &[], ops);
     if let Some(bad) = ho.iter().zip(&uo).position(|(h, u)| h != u) {
+        if dir_copy_up_over_a_new_dir(ops, &ho, &uo, bad) {
+            return Ok(());
+        }
         let mut msg = format!("{who:?}: call {bad} differs\n");
         for (i, op) in ops.iter().enumerate() {
             let mark = if i == bad { ">>" } else { "  " };
@@ -132,6 +135,47 @@ fn check(who: Who, ops: &[Op]) -> Result<(), String> {
         return Err(msg);
     }
     Ok(())
+}
+
+/// The one known difference: a directory removed while open, its name made a directory
+/// again, then changed through the old descriptor (`fchmod` copies it up). overlayfs
+/// renames the copy over the new directory (if empty: the call succeeds, and its dentry
+/// of the name goes on naming the replaced directory); uvfs refuses with EEXIST (see
+/// `OverlayFs::copy_up_as`). The two trees part there, so the comparison ends at that call.
+fn dir_copy_up_over_a_new_dir(ops: &[Op], ho: &[Out], uo: &[Out], bad: usize) -> bool {
+    let Op::Fchmod(fd, _) = ops[bad] else { return false };
+    if ho[bad] != Out::Unit || uo[bad] != Out::Err(libc::EEXIST) {
+        return false;
+    }
+    // The path each descriptor was opened by, from the kernel's results.
+    let mut fds = std::collections::HashMap::new();
+    for (op, out) in ops[..bad].iter().zip(ho) {
+        match (op, out) {
+            (Op::Open(D::Cwd, path, ..), Out::Num(n)) => {
+                fds.insert(*n, path.0.clone());
+            }
+            (Op::Dup(f), Out::Num(n)) => {
+                if let Some(path) = fds.get(&i64::from(*f)).cloned() {
+                    fds.insert(*n, path);
+                }
+            }
+            (Op::Close(f), Out::Unit) => {
+                fds.remove(&i64::from(*f));
+            }
+            _ => {}
+        }
+    }
+    let Some(path) = fds.get(&i64::from(fd)) else { return false };
+    let removed = ops[..bad]
+        .iter()
+        .zip(ho)
+        .position(|(op, out)| *out == Out::Unit && matches!(op, Op::Unlinkat(D::Cwd, q, AT_REMOVEDIR) if q.0 == *path));
+    removed.is_some_and(|r| {
+        ops[r..bad].iter().zip(&ho[r..bad]).any(|(op, out)| {
+            *out == Out::Unit
+                && matches!(op, Op::Mkdirat(D::Cwd, q, _) | Op::Renameat2(_, _, D::Cwd, q, _) if q.0 == *path)
+        })
+    })
 }
 
 /// Listing and stat of every name the sequences can make, and the bytes of files.
@@ -192,6 +236,7 @@ fn op() -> BoxedStrategy<Op> {
         1 => (fd(), prop::sample::select(vec![0i64, 3, 6000])).prop_map(|(f, l)| Op::Ftruncate(f, l)),
         1 => (fd(), prop::sample::select(vec![0i64, 4090])).prop_map(|(f, o)| Op::Pread(f, 20, o)),
         1 => fd().prop_map(Op::Dup),
+        1 => (fd(), name()).prop_map(|(f, n)| Op::Linkat(D::Fd(f), p(""), D::Cwd, n, libc::AT_EMPTY_PATH)),
         1 => (fd(), fd(), prop::sample::select(vec![1usize, 5000])).prop_map(|(a, b, n)| Op::CopyFileRange(a, Some(0), b, Some(2), n, 0)),
         1 => (name(), prop::sample::select(vec![b"v".to_vec(), b"w2".to_vec()])).prop_map(|(n, v)| Op::Setxattr(common::X::Path(n), p("user.k"), common::V(v), 0)),
         1 => name().prop_map(|n| Op::Getxattr(common::X::Path(n), p("user.k"), 16)),
@@ -219,7 +264,11 @@ proptest! {
     }
 
     #[test]
-    fn sequences_as_user(ops in prop::collection::vec(op(), 1..25)) {
+    fn sequences_as_user(mut ops in prop::collection::vec(op(), 1..25)) {
+        // Known discrepancy (as `differential.rs`): Linux 6.10+ lets a task link a file
+        // it opened itself by `linkat(fd, "", AT_EMPTY_PATH)`; uvfs asks for
+        // CAP_DAC_READ_SEARCH (ENOENT). Not generated for the unprivileged user.
+        ops.retain(|o| !matches!(o, Op::Linkat(D::Fd(_), _, _, _, f) if f & libc::AT_EMPTY_PATH != 0));
         check(Who::User, &ops).map_err(TestCaseError::fail)?;
     }
 }
@@ -263,7 +312,8 @@ fn open_files_after_their_names_went() {
 }
 
 /// A change through a descriptor of a lower file whose name went copies it up to that
-/// name, which a whiteout or another object holds now: EEXIST, as overlayfs.
+/// name, which a whiteout or another object holds now: EEXIST for a file, ENOTDIR for a
+/// directory, ENOENT where the directory it was in went too, as overlayfs.
 #[test]
 fn copy_up_of_a_removed_lower_file() {
     let ops = vec![
@@ -283,9 +333,53 @@ fn copy_up_of_a_removed_lower_file() {
         Op::Fchmod(2, 0o600),
         Op::Fstat(2),
         Op::Pread(2, 20, 0),
+        // A directory is renamed up to its name: ENOTDIR over a whiteout or a file.
+        Op::Open(D::Cwd, p("e"), O_RDONLY | O_DIRECTORY, 0),
+        Op::Unlinkat(D::Cwd, p("e"), AT_REMOVEDIR),
+        Op::Fchmod(3, 0o700),
+        Op::Open(D::Cwd, p("e"), O_RDWR | O_CREAT, 0o600),
+        Op::Fchmod(3, 0o700),
+        Op::Fstat(3),
     ];
     if let Err(m) = check(Who::Root, &ops) {
         panic!("{m}");
+    }
+    // The known difference (`dir_copy_up_over_a_new_dir`): the name made a directory
+    // again, overlayfs's copy-up replaces it; uvfs's EEXIST ends the comparison there.
+    let ops = vec![
+        Op::Open(D::Cwd, p("e"), O_RDONLY | O_DIRECTORY, 0),
+        Op::Unlinkat(D::Cwd, p("e"), AT_REMOVEDIR),
+        Op::Mkdirat(D::Cwd, p("e"), 0o755),
+        Op::Fchmod(0, 0o700),
+    ];
+    if let Err(m) = check(Who::Root, &ops) {
+        panic!("{m}");
+    }
+}
+
+/// Space reserved twice holds data, as the upper tmpfs's; `fallocate` drops the set-id
+/// bits before the upper filesystem answers, even a mode it refuses (`ovl_fallocate`).
+#[test]
+fn space_reserved_twice_and_set_id_bits() {
+    let ops = vec![
+        Op::Open(D::Cwd, p("y"), O_RDWR | O_CREAT, 0o640),
+        Op::Fallocate(0, 0, 100, 4096),
+        Op::Fallocate(0, 0, 0, 8000),
+        Op::Lseek(0, 0, W::Data),
+        Op::Lseek(0, 0, W::Hole),
+        Op::Fstat(0),
+        Op::Open(D::Cwd, p("a/f"), O_RDWR, 0),
+        Op::Fallocate(1, 1, 8192, 100),
+        Op::Fallocate(1, 1, 8192, 4096),
+        Op::Lseek(1, 5000, W::Data),
+        Op::Fchmodat(D::Cwd, p("y"), 0o4755, 0),
+        Op::Fallocate(0, 0x10, 0, 1),
+        Op::Fstat(0),
+    ];
+    for who in [Who::Root, Who::User] {
+        if let Err(m) = check(who, &ops) {
+            panic!("{m}");
+        }
     }
 }
 

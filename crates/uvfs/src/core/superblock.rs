@@ -191,6 +191,12 @@ pub trait FileSystem: Send + Sync + 'static {
     fn fallocate(&self, _inode: &Inode, _mode: FallocFlags, _off: u64, _len: u64) -> Result<()> {
         Err(Errno::EOPNOTSUPP)
     }
+    /// Whether `fallocate` drops the set-id bits (as a write does) before the filesystem
+    /// sees the call, whatever it answers: overlayfs's `ovl_fallocate` does, before the
+    /// upper filesystem refuses a mode; tmpfs's only after it allocated.
+    fn privs_before_fallocate(&self) -> bool {
+        false
+    }
     /// `SEEK_DATA` (`hole` false) or `SEEK_HOLE` (`hole` true) from `off`, which is below
     /// the size: the first offset of data or of a hole at or after it (ENXIO: no data).
     /// The default is Linux's generic answer: all data, and a hole at the end.

@@ -832,7 +832,20 @@ impl FileSystem for MemFs {
         let range = off / PAGE..end.div_ceil(PAGE);
         self.reserve_pages(&pages, range.clone())?;
         for idx in range {
-            pages.entry(idx).or_insert(None);
+            // A page reserved by an earlier call is zeroed and holds data from now on
+            // (tmpfs: `shmem_get_folio` with `SGP_FALLOC` on a folio fallocated before
+            // marks it uptodate, "lest undo on failure cancel our earlier guarantee"); one
+            // reserved now is a hole until written.
+            match pages.entry(idx) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(None);
+                }
+                std::collections::btree_map::Entry::Occupied(mut o) => {
+                    if o.get().is_none() {
+                        o.insert(Some(Page::zeros().clone()));
+                    }
+                }
+            }
         }
         MemFs::set_extent(inode, &pages, (!mode.contains(FallocFlags::KEEP_SIZE)).then_some(end));
         Ok(())

@@ -474,14 +474,21 @@ impl OverlayFs {
             let found = p.cache.get(&name).and_then(Weak::upgrade).filter(|t| std::ptr::eq(&**t, inode));
             let Some(this) = found else {
                 // Its name went while it stayed open: overlayfs copies it up to that name
-                // all the same, and fails where a whiteout or another object holds it
-                // now, or where the directory itself was removed.
+                // all the same, and fails where the directory itself was removed, or where
+                // a whiteout or another object holds the name now: a file is linked there
+                // (EEXIST), a directory renamed there (ENOTDIR over a whiteout or a
+                // non-directory; over an empty directory overlayfs's rename replaces it,
+                // which uvfs refuses with EEXIST: its dentry would go on naming the
+                // replaced one).
+                let held = p.entries.get(&name);
                 return Err(if parent.nlink() == 0 {
                     Errno::ENOENT
-                } else if p.entries.contains_key(&name) {
-                    Errno::EEXIST
-                } else {
+                } else if held.is_none() {
                     Errno::ESTALE
+                } else if inode.is_dir() && !matches!(held, Some(Entry::Child(c)) if c.is_dir()) {
+                    Errno::ENOTDIR
+                } else {
+                    Errno::EEXIST
                 });
             };
             p.cache.remove(&name);
@@ -945,6 +952,10 @@ impl FileSystem for OverlayFs {
         Ok(())
     }
 
+    fn privs_before_fallocate(&self) -> bool {
+        true
+    }
+
     fn fallocate(&self, inode: &Inode, mode: FallocFlags, off: u64, len: u64) -> Result<()> {
         // The upper layer's modes are tmpfs's, as overlayfs's over a tmpfs upper layer:
         // allocate (the size grows unless `KEEP_SIZE`) and punch a hole.
@@ -995,7 +1006,14 @@ impl FileSystem for OverlayFs {
         }
         let mut st = n.state.lock();
         let shown = st.lower_len.div_ceil(PAGE);
-        // Where the lower file shows, only punched pages need space again.
+        // A page an earlier call reserved is zeroed and holds data from now on, as
+        // tmpfs's; one reserved now is a hole until written. Where the lower file shows,
+        // only punched pages need space again.
+        for (_, p) in st.pages.range_mut(first..last) {
+            if Arc::ptr_eq(p, unwritten()) {
+                *p = Arc::new(zeroed());
+            }
+        }
         for (_, p) in st.pages.range_mut(first..last.min(shown).max(first)) {
             if Arc::ptr_eq(p, punched()) {
                 *p = unwritten().clone();

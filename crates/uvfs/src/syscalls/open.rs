@@ -599,9 +599,17 @@ impl Task {
         if end as u64 > crate::abi::limits::MAX_LFS_FILESIZE {
             return Err(Errno::EFBIG);
         }
-        inode.sb().fs().fallocate(inode, mode, off as u64, len as u64)?;
+        let fs = inode.sb().fs();
         let guard = self.vfs.rcu.pin();
-        crate::core::attr::file_remove_privs(self.creds.load(&guard).get(), inode)?;
+        let creds = self.creds.load(&guard).get();
+        let privs_first = fs.privs_before_fallocate();
+        if privs_first {
+            crate::core::attr::file_remove_privs(creds, inode)?;
+        }
+        fs.fallocate(inode, mode, off as u64, len as u64)?;
+        if !privs_first {
+            crate::core::attr::file_remove_privs(creds, inode)?;
+        }
         file.update_time();
         drop(guard);
         self.notify_attr(&file.mnt, &file.dentry, inode, EventMask::MODIFY);
