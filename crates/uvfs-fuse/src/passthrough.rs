@@ -8,10 +8,10 @@
 //! id at RELEASE (the kernel's open file holds its own reference to the host file by
 //! then). The kernel writes the host file behind uvfs's back, so uvfs re-reads what it
 //! caches of the file ([`uvfs::FileSystem::host_changed`]: size, times) when the kernel
-//! asks for its attributes while it is open and when the last such handle is released.
-//! In-process watches see no MODIFY events for those writes, and an in-process `stat`
-//! during them may show the size before them (with `--host-unchanged`, until the
-//! kernel's next GETATTR or the close).
+//! asks for its attributes while it is open, when the last such handle is released, and
+//! at every in-process `stat` meanwhile (the inode is marked while backed:
+//! [`uvfs::Inode::set_stat_by_fs`]). In-process watches see no MODIFY events for those
+//! writes.
 //!
 //! When the kernel or the host refuses (no `CAP_SYS_ADMIN`, a host filesystem that is
 //! itself stacked, a kernel without passthrough), one line says so and files are served
@@ -111,6 +111,9 @@ impl Passthrough {
         let id = if prefer_cache || b.cached.contains_key(&node) { None } else { self.register(file) };
         match id {
             Some(id) => {
+                // The kernel writes the host file behind uvfs from now on: an in-process
+                // `stat` re-reads it while the node is backed.
+                file.inode().set_stat_by_fs(true);
                 b.nodes.insert(node, (id, 1));
                 self.backed_nodes.store(b.nodes.len(), Ordering::Release);
                 b.by_fh.insert(fh, node);
@@ -160,9 +163,10 @@ impl Passthrough {
         }
     }
 
-    /// Handle `fh` was released (before its number can be reused): the node's backing id
-    /// is closed with its last handle.
-    pub(crate) fn release(&self, fh: u64) {
+    /// Handle `fh`, an open of `inode`, was released (before its number can be reused):
+    /// the node's backing id is closed with its last handle, and the inode's `stat` no
+    /// longer re-reads the host file.
+    pub(crate) fn release(&self, fh: u64, inode: Option<&uvfs::Inode>) {
         let mut b = self.backed.lock();
         if let Some(node) = b.cached_fh.remove(&fh) {
             if let Some(n) = b.cached.get_mut(&node) {
@@ -182,6 +186,9 @@ impl Passthrough {
         let id = *id;
         b.nodes.remove(&node);
         self.backed_nodes.store(b.nodes.len(), Ordering::Release);
+        if let Some(i) = inode {
+            i.set_stat_by_fs(false);
+        }
         if let Some(dev) = self.dev.get() {
             // SAFETY: FUSE_DEV_IOC_BACKING_CLOSE reads one u32 from a valid pointer. Under
             // the lock: a concurrent OPEN of the node registers anew after this.

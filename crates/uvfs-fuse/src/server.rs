@@ -680,14 +680,15 @@ impl Server {
                 // What the kernel wrote to the host file directly becomes uvfs's size and
                 // times before the backing goes: a GETATTR that finds the node no longer
                 // backed answers from them.
+                let file = self.handles.get(r.fh).ok();
                 if self.passthrough.backs_handle(r.fh)
-                    && let Ok(f) = self.handles.get(r.fh)
+                    && let Some(f) = &file
                 {
                     f.inode().sb().fs().host_changed(f.inode());
                 }
                 // The backing id goes before the handle: once the handle is free, another
                 // OPEN may take its number and record a backing id of its own.
-                self.passthrough.release(r.fh);
+                self.passthrough.release(r.fh, file.as_ref().map(|f| &**f.inode()));
                 self.handles.remove(r.fh).map(drop)
             }
             Op::Releasedir(r) => self.handles.remove(r.fh).map(drop),

@@ -584,3 +584,32 @@ fn an_ofd_test_of_unlock_finds_the_descriptions_own_lock() {
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+/// An in-process `stat` of a file that a process of the mount writes through
+/// passthrough (an unchanged host directory: uvfs trusts what it caches) shows the
+/// host file's size at once: the server marks the inode while the kernel writes the
+/// host file, and its `stat` re-reads the host (a write, an append, `RWF_APPEND`).
+#[test]
+fn in_process_stat_of_a_file_written_through_passthrough() {
+    let t = Target::new(Fs::HostUnchanged, MountOptions::default());
+    let open = |flags| (Op::Open(D::Cwd, diff::p("b"), flags, 0), false);
+    let stat = (Op::Fstatat(D::Cwd, diff::p("b"), 0), true);
+    let cases: Vec<Vec<(Op, bool)>> = vec![
+        vec![open(libc::O_WRONLY), (Op::Write(0, 5000), false), stat.clone(), (Op::Write(0, 10), false), stat.clone()],
+        vec![open(libc::O_WRONLY), (Op::Pwritev2(0, vec![1], -1, libc::RWF_APPEND as u32), false), stat.clone()],
+        vec![
+            open(libc::O_WRONLY | libc::O_APPEND),
+            (Op::Write(0, 1), false),
+            stat.clone(),
+            (Op::Close(0), false),
+            stat,
+        ],
+    ];
+    let mut failed = Vec::new();
+    for ops in &cases {
+        if let Err(e) = compare(&t, Who::Root, &base_tree(), ops) {
+            failed.push(e);
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

@@ -171,10 +171,12 @@ pub(crate) const I_IMMUTABLE: u32 = 1 << 1;
 pub(crate) const I_APPEND: u32 = 1 << 2;
 /// Inode flag (Linux's `S_NOATIME`, from `FS_NOATIME_FL`): no access-time updates.
 pub(crate) const I_NOATIME: u32 = 1 << 3;
-/// Inode flag: `stat` asks the filesystem for the link count it reports
-/// ([`crate::core::superblock::FileSystem::stat_nlink`]) instead of the inode's own, as
-/// Linux's `->getattr` of a stacking filesystem reports the object below: overlay sets it
-/// on a lower object it removed without copying it up. Never cleared.
+/// Inode flag: `stat` asks the filesystem first, as Linux's `->getattr` of a filesystem
+/// whose attributes change elsewhere: it re-reads what it caches
+/// ([`crate::core::superblock::FileSystem::host_changed`]: a host file the kernel writes
+/// through FUSE passthrough, marked by the FUSE server while such an open lasts) and may
+/// report another link count ([`crate::core::superblock::FileSystem::stat_nlink`]: a
+/// lower object overlay removed without copying it up, marked for good).
 pub(crate) const I_STAT_BY_FS: u32 = 1 << 4;
 /// The `I_*` flags that mirror a filesystem's inode flags.
 const I_ATTR_FLAGS: u32 = I_IMMUTABLE | I_APPEND | I_NOATIME;
@@ -424,10 +426,15 @@ impl Inode {
         self.iflags.load(Ordering::Acquire) & I_NOSEC != 0
     }
 
-    /// Marks the inode (`I_STAT_BY_FS`): from now on `stat` reports the link count
-    /// [`crate::core::superblock::FileSystem::stat_nlink`] gives. Never undone.
-    pub fn set_stat_by_fs(&self) {
-        self.iflags.fetch_or(I_STAT_BY_FS, Ordering::Relaxed);
+    /// Marks the inode (`on`) or clears the mark (`I_STAT_BY_FS`): while marked, `stat`
+    /// asks the filesystem first ([`crate::core::superblock::FileSystem::host_changed`],
+    /// then [`crate::core::superblock::FileSystem::stat_nlink`]).
+    pub fn set_stat_by_fs(&self, on: bool) {
+        if on {
+            self.iflags.fetch_or(I_STAT_BY_FS, Ordering::Release);
+        } else {
+            self.iflags.fetch_and(!I_STAT_BY_FS, Ordering::Release);
+        }
     }
 
     /// Sets (`true`) or clears [`I_NOSEC`].
@@ -653,17 +660,16 @@ impl Inode {
     /// the attributes and for a `statx` that does not ask for `mtime` or `ctime`.
     #[inline]
     pub(crate) fn stat_unseen(&self) -> Stat {
-        let a = self.attrs();
-        // One flag test: only objects a stacking filesystem removed report another count.
-        let nlink = match self.iflags.load(Ordering::Relaxed) & I_STAT_BY_FS {
-            0 => a.nlink,
-            _ => self.nlink_by_fs(a.nlink),
+        // One flag test: only inodes a filesystem or the FUSE server marked ask it.
+        let a = match self.iflags.load(Ordering::Relaxed) & I_STAT_BY_FS {
+            0 => self.attrs(),
+            _ => self.attrs_by_fs(),
         };
         Stat {
             dev: self.sb.dev(),
             ino: self.ino.0,
             mode: a.mode,
-            nlink,
+            nlink: a.nlink,
             uid: a.uid,
             gid: a.gid,
             rdev: self.rdev_of(a.mode),
@@ -676,9 +682,17 @@ impl Inode {
         }
     }
 
+    /// The attributes of a marked inode (`I_STAT_BY_FS`), read after the filesystem
+    /// re-read what it caches, with the link count it reports.
     #[cold]
-    fn nlink_by_fs(&self, own: u32) -> u32 {
-        self.sb.fs().stat_nlink(self).unwrap_or(own)
+    fn attrs_by_fs(&self) -> Attrs {
+        let fs = self.sb.fs();
+        fs.host_changed(self);
+        let mut a = self.attrs();
+        if let Some(n) = fs.stat_nlink(self) {
+            a.nlink = n;
+        }
+        a
     }
 
     /// Changes attributes: takes the inode lock and runs `f` inside the sequence count.

@@ -360,7 +360,7 @@ impl OverlayFs {
         if let Some(c) = shown
             && n.shown_nlink.set(c).is_ok()
         {
-            inode.set_stat_by_fs();
+            inode.set_stat_by_fs(true);
         }
         inode.update(|w| {
             let a = w.get();
