@@ -69,7 +69,9 @@
 //! - **Lockless walk, no shared write on lookup** (seed 004): `walk/namei.rs`. A stat, access,
 //!   readlink or failed open of cached names takes no lock, allocates nothing and writes
 //!   no shared memory (but a `stat`'s one mark of a change time it is the first to report,
-//!   below); the `Arc` counts of a dentry and of an inode share the first line
+//!   below; and an inode marked for it, [`Inode::set_stat_by_fs`], asks its filesystem
+//!   first: a host file the kernel writes through FUSE passthrough while it is open so,
+//!   an overlay object removed from below; one flag test for the others); the `Arc` counts of a dentry and of an inode share the first line
 //!   of their allocation only with what lookups and stat do not read (a dentry's first
 //!   name, an inode's open count, lock and filesystem data), away from the lookup fields
 //!   (`core/dentry.rs`, `core/inode.rs`, checked at compile time).
