@@ -76,7 +76,7 @@ pub(crate) struct Passthrough {
     /// Own lock; held across a registration so that a node gets one backing id.
     backed: Mutex<Backed>,
     /// Atomic, written under `backed`'s lock: its number of backed nodes, so that
-    /// [`Passthrough::backs`] (asked at every GETATTR, SETATTR and READDIRPLUS entry)
+    /// [`Passthrough::backs`] (asked at every READDIRPLUS entry)
     /// takes no lock while nothing is backed (a memfs mount, a tree not written).
     backed_nodes: AtomicUsize,
 }

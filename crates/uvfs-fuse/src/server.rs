@@ -470,12 +470,9 @@ impl Server {
                 Looked::Opened(f) => return Ok(self.register_new(f, &st)),
                 Looked::Held(inode) => {
                     if let Some(id) = self.nodes.lookup_again(key_of(&st), &inode) {
-                        // An entry's attributes become the kernel's too (see `setattr`).
-                        if self.refresh_backed(id, &inode)
-                            && let Some(f) = self.nodes.file(id)
-                        {
-                            return Ok(((id, self.attr(&self.base().fstat(&f)?)), false));
-                        }
+                        // An entry's attributes become the kernel's too (see `setattr`):
+                        // those of a file the kernel writes itself were read from the host
+                        // by the lookup's `stat` (the inode is marked while backed).
                         return Ok(((id, self.attr(&st)), false));
                     }
                 }
@@ -550,7 +547,8 @@ impl Server {
             Op::Lookup { name } => self.lookup(h, name, out),
             Op::Getattr { .. } => {
                 let node = self.nodes.file_marked(id, true).ok_or(Errno::ESTALE)?;
-                self.refresh_backed(id, node.inode());
+                // A file the kernel writes itself (passthrough) is read from the host by
+                // this `fstat`: its inode is marked while backed.
                 let st = self.base().fstat(&node)?;
                 out.push(&reply::attr_out(self.attr(&st), self.opts.attr_timeout))
             }
@@ -867,20 +865,9 @@ impl Server {
         }
         // The answer becomes the kernel's size and times: those of a file the kernel
         // writes itself are the host file's (as for GETATTR), not uvfs's cached ones (a
-        // `fchmod` after writes answered the size at open, and a `stat` showed 0).
-        self.refresh_backed(h.nodeid, node.inode());
+        // `fchmod` after writes answered the size at open, and a `stat` showed 0): the
+        // `fstat` of its marked inode reads them from the host.
         Ok(self.attr(&self.base().fstat(&node)?))
-    }
-
-    /// If node `id`, whose inode is `inode`, has a handle the kernel writes to directly
-    /// (passthrough), what uvfs caches of it is old: it is read from the host again, and
-    /// true is returned.
-    fn refresh_backed(&self, id: u64, inode: &Inode) -> bool {
-        let backed = self.passthrough.backs(id);
-        if backed {
-            inode.sb().fs().host_changed(inode);
-        }
-        backed
     }
 
     /// READDIR and READDIRPLUS: entries from the directory handle's offset, as many as fit

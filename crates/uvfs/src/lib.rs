@@ -71,10 +71,11 @@
 //!   no shared memory (but a `stat`'s one mark of a change time it is the first to report,
 //!   below; and an inode marked for it, [`Inode::set_stat_by_fs`], asks its filesystem
 //!   first: a host file the kernel writes through FUSE passthrough while it is open so,
-//!   an overlay object removed from below; one flag test for the others); the `Arc` counts of a dentry and of an inode share the first line
-//!   of their allocation only with what lookups and stat do not read (a dentry's first
-//!   name, an inode's open count, lock and filesystem data), away from the lookup fields
-//!   (`core/dentry.rs`, `core/inode.rs`, checked at compile time).
+//!   an overlay object removed from below; one flag test for the others); the `Arc`
+//!   counts of a dentry and of an inode share the first line of their allocation only
+//!   with what lookups and stat do not read (a dentry's first name, an inode's open
+//!   count, lock and filesystem data), away from the lookup fields (`core/dentry.rs`,
+//!   `core/inode.rs`, checked at compile time).
 //!   A directory's children are an open-addressed table (`core/dhash.rs`): a probe reads
 //!   one word of tags and the slot whose tag matches, where the hash and the name are
 //!   compared, before any dentry is touched. A create's lockless miss stands under the

@@ -815,8 +815,9 @@ impl FileSystem for OverlayFs {
             return Err(Errno::ENOTEMPTY);
         }
         self.remove_entry(dir, name)?;
-        OverlayFs::lost_name(inode, current_time());
-        OverlayFs::dir_changed(dir, current_time(), -1, true);
+        let now = current_time();
+        OverlayFs::lost_name(inode, now);
+        OverlayFs::dir_changed(dir, now, -1, true);
         Ok(())
     }
 
