@@ -980,3 +980,40 @@ fn a_name_made_after_a_listing_ended() {
     assert!(!late(&[("b", 8)]), "a name listed before");
     assert!(!late(&[("a", 4), ("c", 4)]), "one of them listed before");
 }
+
+/// `openat2`'s `RESOLVE_*` over the base tree's symlinks (`c/l2` -> `/a`, `l2` ->
+/// `l1/c`, `a/l1` -> `../b`) and `..` steps, from the root and from a directory. Among
+/// them Linux's `NO_XDEV` quirk: an absolute symlink is EXDEV unless the walk already
+/// set its root (an absolute path, a `..`, a scope), even on one mount.
+#[test]
+fn openat2_resolve_flags() {
+    check_host_sysctls();
+    let mut ops =
+        vec![Op::Open(D::Cwd, p("c"), O_RDONLY | libc::O_DIRECTORY, 0), Op::Open(D::Cwd, p("a"), libc::O_PATH, 0)];
+    let paths = ["c/l2", "/c/l2", "c/../c/l2", "./c/l2", "l2", "a/l1", "a/../c", "..", "/", "c/b/.."];
+    let in_c = ["l2", "../c/l2", "..", "b/..", "/a", "a", "l2/"];
+    for resolve in [0u64, 0x1, 0x2, 0x4, 0x8, 0x10, 0x11, 0x9, 0x18, 0x40] {
+        for path in paths {
+            ops.push(Op::Openat2(D::Cwd, p(path), libc::O_PATH, 0, resolve));
+            ops.push(Op::Close(2));
+        }
+        for path in in_c {
+            ops.push(Op::Openat2(D::Fd(0), p(path), O_RDONLY, 0, resolve));
+            ops.push(Op::Close(2));
+        }
+        // A file is no directory to start from.
+        ops.push(Op::Openat2(D::Fd(1), p("b"), libc::O_PATH, 0, resolve));
+    }
+    ops.extend([
+        // Flags and modes openat2 refuses where openat does not.
+        Op::Openat2(D::Cwd, p("b"), O_RDONLY | 0o4, 0, 0),
+        Op::Openat2(D::Cwd, p("b"), O_RDONLY, 0o644, 0),
+        Op::Openat2(D::Cwd, p("n"), O_CREAT | O_WRONLY, 0o10644, 0),
+        Op::Openat2(D::Cwd, p("b"), libc::O_PATH | O_RDWR, 0, 0),
+        Op::Openat2(D::Cwd, p("b"), libc::O_PATH | libc::O_CLOEXEC | O_NOFOLLOW, 0, 0),
+        Op::Openat2(D::Fd(0), p("n"), O_CREAT | O_WRONLY, 0o640, 0x8),
+        Op::Fstatat(D::Cwd, p("c/n"), 0),
+    ]);
+    same(Who::Root, &ops);
+    same(Who::User, &ops);
+}

@@ -433,6 +433,11 @@ struct Nameidata<'a, 't> {
     /// Where `..` stops and absolute symlinks start: the task's root, or for a scoped
     /// walk the start directory.
     root: Pos<'a>,
+    /// Whether Linux's walk would hold its root by now (`nd->root`, which it sets only
+    /// when it needs it: an absolute path, a scope, a `..`, an absolute symlink). Under
+    /// `NO_XDEV` an absolute symlink met before that is EXDEV, as `nd_jump_root` compares
+    /// the mount with a root it has not set yet.
+    root_set: bool,
     cur: Pos<'a>,
     links: usize,
     stack: SegStack<'a>,
@@ -581,6 +586,7 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
     /// descendant of the root meets the root first. Linux instead returns EAGAIN when `..`
     /// overlapped a rename; uvfs walks again (under the rename lock, at worst).
     fn dotdot(&mut self) -> std::result::Result<(), Stop> {
+        self.root_set = true;
         if self.cur.same(&self.root) {
             return self.dotdot_in_root();
         }
@@ -638,17 +644,21 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
         )
     }
 
-    /// Jumps to the root for an absolute symlink (`nd_jump_root`).
+    /// Jumps to the root for an absolute symlink (`nd_jump_root`). Under `NO_XDEV` Linux
+    /// refuses the jump unless the walk already holds a root on the same mount (see
+    /// `root_set`; checked on 6.18: `c/l2` to `/a` is EXDEV, `c/../c/l2` is not).
     fn jump_root(&mut self) -> std::result::Result<(), Stop> {
         if self.flags.contains(LookupFlags::BENEATH) {
             return Err(Stop::Err(Errno::EXDEV));
         }
-        if !self.cur.mnt.ptr_eq(self.root.mnt) {
-            if self.flags.contains(LookupFlags::NO_XDEV) {
-                return Err(Stop::Err(Errno::EXDEV));
-            }
+        let other_mount = !self.cur.mnt.ptr_eq(self.root.mnt);
+        if self.flags.contains(LookupFlags::NO_XDEV) && (other_mount || !self.root_set) {
+            return Err(Stop::Err(Errno::EXDEV));
+        }
+        if other_mount {
             self.cacheable = false;
         }
+        self.root_set = true;
         self.cur = self.root;
         Ok(())
     }
@@ -1162,6 +1172,7 @@ impl<'t> WalkCtx<'t> {
                 && !flags.contains(LookupFlags::LOCKED),
             flags,
             root,
+            root_set: path.first() == Some(&b'/') || flags.intersects(LookupFlags::SCOPED),
             cur: start,
             links: 0,
             stack: SegStack::new(path),

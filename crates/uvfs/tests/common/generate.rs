@@ -149,6 +149,28 @@ pub fn open_flags() -> BoxedStrategy<i32> {
     (acc, bits).prop_map(|(a, b)| b.into_iter().fold(a, |x, y| x | y)).boxed()
 }
 
+/// `openat2`'s flags: `openat`'s, and now and then a bit no flag has (EINVAL there,
+/// ignored by `openat`) or `O_CLOEXEC` (the one flag `O_PATH` may add).
+pub fn open2_flags() -> BoxedStrategy<i32> {
+    (open_flags(), prop::sample::select(vec![0, 0, 0, 0, 0o4, libc::O_CLOEXEC]))
+        .prop_map(|(f, extra)| f | extra)
+        .boxed()
+}
+
+/// `openat2`'s mode, which must be 0 unless the call creates: mostly 0, else a mode, or
+/// a bit beyond `07777`.
+pub fn open2_mode() -> BoxedStrategy<u32> {
+    prop_oneof![3 => Just(0u32), 3 => mode(), 1 => Just(0o10644)].boxed()
+}
+
+/// `RESOLVE_*`: none, each one the generated tree can tell apart (no mount point or
+/// magic link is in it, so `NO_XDEV` and `NO_MAGICLINKS` refuse nothing), pairs,
+/// `BENEATH` with `IN_ROOT` (EINVAL), an unknown bit. Never `RESOLVE_CACHED`, whose
+/// EAGAIN depends on what each side has cached.
+pub fn resolve() -> BoxedStrategy<u64> {
+    prop::sample::select(vec![0u64, 0x8, 0x8, 0x10, 0x10, 0x4, 0x1, 0x2, 0xc, 0x14, 0x9, 0x11, 0x18, 0x40]).boxed()
+}
+
 pub fn id() -> BoxedStrategy<Option<u32>> {
     prop::sample::select(vec![None, None, Some(0), Some(USER), Some(SUPP), Some(OTHER)]).boxed()
 }
@@ -208,6 +230,8 @@ pub fn op() -> BoxedStrategy<Op> {
         || at_flags(vec![0, 0, AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH, AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH, 0x1]);
     prop_oneof![
         12 => (dirfd(), path(), open_flags(), mode()).prop_map(|(d, p, f, m)| Op::Open(d, p, f, m)),
+        4 => (dirfd(), path(), open2_flags(), open2_mode(), resolve())
+            .prop_map(|(d, p, f, m, r)| Op::Openat2(d, p, f, m, r)),
         3 => fd().prop_map(Op::Close),
         1 => fd().prop_map(Op::Dup),
         1 => (fd(), fd()).prop_map(|(a, b)| Op::Dup2(a, b)),

@@ -109,6 +109,9 @@ pub enum W {
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Op {
     Open(D, P, i32, u32),
+    /// `openat2(dirfd, path, {flags, mode, resolve})`: `RESOLVE_*` without `CACHED`, whose
+    /// answer depends on what each side happens to hold in its caches.
+    Openat2(D, P, i32, u32, u64),
     Close(i32),
     Dup(i32),
     Dup2(i32, i32),
@@ -400,6 +403,52 @@ fn host_ts(t: T) -> libc::timespec {
     }
 }
 
+/// `struct open_how` as `openat2(2)` reads it.
+#[repr(C)]
+struct OpenHowRaw {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// What both sides add to an `openat2`'s flags so that a fifo's open does not block:
+/// `O_NONBLOCK`, but not with `O_PATH` (which never blocks, and which `openat2` allows
+/// only with `O_DIRECTORY`, `O_NOFOLLOW` and `O_CLOEXEC`).
+pub fn open2_nonblock(flags: i32) -> i32 {
+    if flags & libc::O_PATH != 0 { 0 } else { libc::O_NONBLOCK }
+}
+
+/// The answer of a host `openat` or `openat2` that returned `fd`, asked with `flags`.
+///
+/// # Safety
+/// `fd` is the call's return value (a new descriptor of this thread's table, or -1).
+unsafe fn host_opened(fd: libc::c_long, flags: i32) -> Out {
+    // SAFETY: fstat, fcntl and close of the descriptor the call just made.
+    unsafe {
+        if fd < 0 {
+            return Out::Err(errno());
+        }
+        if flags & libc::O_PATH == 0 {
+            let mut st: libc::stat = std::mem::zeroed();
+            libc::fstat(fd as i32, &mut st);
+            if matches!(st.st_mode & libc::S_IFMT, libc::S_IFSOCK | libc::S_IFCHR | libc::S_IFBLK) {
+                // uvfs design: sockets and devices cannot be opened in-process.
+                libc::close(fd as i32);
+                return Out::Err(libc::ENXIO);
+            }
+            // O_NONBLOCK was only there so that a fifo's open would not block:
+            // the open file gets the status flags the sequence asked for (F_GETFL).
+            // A fifo keeps it (on both sides), so that no read or write of the
+            // one-thread sequence waits for ever.
+            if flags & libc::O_NONBLOCK == 0 && st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+                let fl = libc::fcntl(fd as i32, libc::F_GETFL);
+                libc::fcntl(fd as i32, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+            }
+        }
+        Out::Num(fd)
+    }
+}
+
 /// Runs one call on the host (in the prepared thread). Raw syscalls throughout, so the
 /// errno is the kernel's, not a libc emulation's.
 pub fn host_op(op: &Op) -> Out {
@@ -410,27 +459,23 @@ pub fn host_op(op: &Op) -> Out {
             Op::Open(d, path, flags, mode) => {
                 let c = cstr(path);
                 let fd = libc::syscall(libc::SYS_openat, hd(*d), c.as_ptr(), flags | libc::O_NONBLOCK, *mode);
-                if fd < 0 {
-                    return Out::Err(errno());
-                }
-                if flags & libc::O_PATH == 0 {
-                    let mut st: libc::stat = std::mem::zeroed();
-                    libc::fstat(fd as i32, &mut st);
-                    if matches!(st.st_mode & libc::S_IFMT, libc::S_IFSOCK | libc::S_IFCHR | libc::S_IFBLK) {
-                        // uvfs design: sockets and devices cannot be opened in-process.
-                        libc::close(fd as i32);
-                        return Out::Err(libc::ENXIO);
-                    }
-                    // O_NONBLOCK was only there so that a fifo's open would not block:
-                    // the open file gets the status flags the sequence asked for (F_GETFL).
-                    // A fifo keeps it (on both sides), so that no read or write of the
-                    // one-thread sequence waits for ever.
-                    if flags & libc::O_NONBLOCK == 0 && st.st_mode & libc::S_IFMT != libc::S_IFIFO {
-                        let fl = libc::fcntl(fd as i32, libc::F_GETFL);
-                        libc::fcntl(fd as i32, libc::F_SETFL, fl & !libc::O_NONBLOCK);
-                    }
-                }
-                Out::Num(fd)
+                host_opened(fd, *flags)
+            }
+            Op::Openat2(d, path, flags, mode, resolve) => {
+                let c = cstr(path);
+                let how = OpenHowRaw {
+                    flags: (flags | open2_nonblock(*flags)) as u32 as u64,
+                    mode: u64::from(*mode),
+                    resolve: *resolve,
+                };
+                let fd = libc::syscall(
+                    libc::SYS_openat2,
+                    hd(*d),
+                    c.as_ptr(),
+                    &how as *const OpenHowRaw,
+                    std::mem::size_of::<OpenHowRaw>(),
+                );
+                host_opened(fd, *flags)
             }
             Op::Close(fd) => unit(libc::syscall(libc::SYS_close, *fd)),
             Op::Dup(fd) => num(libc::syscall(libc::SYS_dup, *fd)),
@@ -922,6 +967,21 @@ fn uts(t: T) -> TimeSpec {
     }
 }
 
+/// The answer of an in-process `openat` or `openat2` asked with `flags`, as
+/// [`host_opened`]'s.
+fn uvfs_opened(t: &Task, r: uvfs::Result<Fd>, flags: i32) -> Out {
+    if let Ok(fd) = r
+        && flags & libc::O_NONBLOCK == 0
+        && flags & libc::O_PATH == 0
+        && t.fstat(fd).is_ok_and(|s| s.file_type() != Some(uvfs::FileType::Fifo))
+    {
+        let fl = t.fcntl(fd, uvfs::FcntlCmd::GetFl).unwrap();
+        let fl = OpenFlags::from_bits_retain(fl as u32) - OpenFlags::NONBLOCK;
+        t.fcntl(fd, uvfs::FcntlCmd::SetFl(fl)).unwrap();
+    }
+    ures(r, |fd| Out::Num(fd.0 as i64))
+}
+
 pub fn uvfs_op(t: &Task, op: &Op) -> Out {
     let of = |f: i32| OpenFlags::from_bits_retain(f as u32);
     let af = |f: i32| AtFlags::from_bits_retain(f as u32);
@@ -929,16 +989,15 @@ pub fn uvfs_op(t: &Task, op: &Op) -> Out {
         Op::Open(d, path, flags, mode) => {
             // As the host side: opened without blocking, which a fifo keeps.
             let r = t.openat(ud(*d), &path.0, of(*flags | libc::O_NONBLOCK), *mode);
-            if let Ok(fd) = r
-                && *flags & libc::O_NONBLOCK == 0
-                && *flags & libc::O_PATH == 0
-                && t.fstat(fd).is_ok_and(|s| s.file_type() != Some(uvfs::FileType::Fifo))
-            {
-                let fl = t.fcntl(fd, uvfs::FcntlCmd::GetFl).unwrap();
-                let fl = OpenFlags::from_bits_retain(fl as u32) - OpenFlags::NONBLOCK;
-                t.fcntl(fd, uvfs::FcntlCmd::SetFl(fl)).unwrap();
-            }
-            ures(r, |fd| Out::Num(fd.0 as i64))
+            uvfs_opened(t, r, *flags)
+        }
+        Op::Openat2(d, path, flags, mode, resolve) => {
+            let how = uvfs::OpenHow {
+                flags: of(*flags | open2_nonblock(*flags)),
+                mode: *mode,
+                resolve: uvfs::ResolveFlags::from_bits_retain(*resolve),
+            };
+            uvfs_opened(t, t.openat2(ud(*d), &path.0, &how), *flags)
         }
         Op::Close(fd) => uunit(t.close(Fd(*fd))),
         Op::Dup(fd) => ures(t.dup(Fd(*fd)), |fd| Out::Num(fd.0 as i64)),
