@@ -1017,3 +1017,34 @@ fn openat2_resolve_flags() {
     same(Who::Root, &ops);
     same(Who::User, &ops);
 }
+
+/// `O_TMPFILE`'s flag rules, `openat` against `openat2`: `O_PATH` strips it in `openat`
+/// (an `O_PATH` open of the directory) and refuses it in `openat2`; access mode 3 asks
+/// for write permission, so it may make one; `O_NOFOLLOW` does not follow a symlink to
+/// the directory (ENOTDIR); `O_CREAT` or no write access is EINVAL.
+#[test]
+fn unnamed_file_flags() {
+    check_host_sysctls();
+    let tmp = libc::O_TMPFILE;
+    let mut ops = Vec::new();
+    for flags in [
+        tmp | libc::O_PATH,
+        tmp | libc::O_PATH | O_RDWR,
+        tmp | 3,
+        tmp | O_RDWR | O_NOFOLLOW,
+        tmp | O_WRONLY | O_CREAT,
+        tmp,
+        tmp | O_RDWR | libc::O_EXCL | O_TRUNC | O_APPEND,
+    ] {
+        for path in ["a", "l1", "missing", "b"] {
+            ops.push(Op::Open(D::Cwd, p(path), flags, 0o600));
+            ops.push(Op::Fstat(0));
+            ops.push(Op::FcntlFd(0, libc::F_GETFL, 0));
+            ops.push(Op::Close(0));
+            ops.push(Op::Openat2(D::Cwd, p(path), flags, 0o600, 0));
+            ops.push(Op::Close(0));
+        }
+    }
+    same(Who::Root, &ops);
+    same(Who::User, &ops);
+}

@@ -788,6 +788,13 @@ impl FileSystem for OverlayFs {
         Ok(inode)
     }
 
+    /// As overlayfs's `ovl_tmpfile` (Linux 6.6+): the directory is copied up and the
+    /// unnamed file made in the upper layer, where a `linkat` names it.
+    fn tmpfile(&self, sb: &Arc<SuperBlock>, dir: &Inode, args: &CreateArgs<'_>) -> Result<Arc<Inode>> {
+        self.copy_up(dir)?;
+        self.new_upper(sb, args, 0)
+    }
+
     fn link(&self, dir: &Inode, name: &[u8], inode: &Arc<Inode>) -> Result<()> {
         self.copy_up(inode)?;
         self.copy_up(dir)?;

@@ -353,7 +353,7 @@ impl Task {
         mode: u32,
         resolve: LookupFlags,
     ) -> Result<File> {
-        let dir = self.resolve(dirfd, path, resolve | LookupFlags::FOLLOW | LookupFlags::DIRECTORY)?;
+        let dir = self.resolve(dirfd, path, resolve | open_follow(flags) | LookupFlags::DIRECTORY)?;
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
         let dir_inode = dir.dentry.inode().ok_or(Errno::ENOENT)?;
@@ -471,7 +471,7 @@ impl Task {
         if flags.contains(OpenFlags::TMPFILE)
             && (flags & (OpenFlags::TMPFILE | OpenFlags::DIRECTORY | OpenFlags::CREAT)
                 != OpenFlags::TMPFILE | OpenFlags::DIRECTORY
-                || !flags.writable())
+                || !asks_write(flags))
         {
             return Err(Errno::EINVAL);
         }
@@ -507,14 +507,15 @@ impl Task {
 /// it walks (`LOOKUP_*`); EINVAL for combinations Linux refuses.
 fn build_open_flags(flags: OpenFlags, resolve: LookupFlags) -> Result<(OpenFlags, LookupFlags)> {
     let mut flags = flags;
-    if flags.contains(OpenFlags::TMPFILE) {
-        if !flags.contains(OpenFlags::DIRECTORY) || flags.contains(OpenFlags::CREAT) || !flags.writable() {
-            return Err(Errno::EINVAL);
-        }
-    } else if flags.contains(OpenFlags::PATH) {
+    // `O_PATH` beats everything else (`build_open_how`), `O_TMPFILE` too; `openat2`
+    // refused the other flags before.
+    if flags.contains(OpenFlags::PATH) {
         flags &= OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW | OpenFlags::PATH | OpenFlags::CLOEXEC;
     }
     if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
+        return Err(Errno::EINVAL);
+    }
+    if flags.contains(OpenFlags::TMPFILE) && (!flags.contains(OpenFlags::DIRECTORY) || !asks_write(flags)) {
         return Err(Errno::EINVAL);
     }
     let mut lf = resolve | open_follow(flags);
@@ -525,6 +526,12 @@ fn build_open_flags(flags: OpenFlags, resolve: LookupFlags) -> Result<(OpenFlags
         lf |= LookupFlags::MISSING_OK;
     }
     Ok((flags, lf))
+}
+
+/// Whether an open's access mode asks for write permission (`ACC_MODE`: write-only,
+/// read-write, and 3, which asks for both and then allows neither).
+fn asks_write(flags: OpenFlags) -> bool {
+    flags.access_mode() != 0
 }
 
 /// Whether an open follows a final symlink: unless `O_NOFOLLOW`, or `O_CREAT | O_EXCL`
