@@ -122,6 +122,11 @@ pub enum Op<'a> {
         arg: abi::CreateIn,
         name: &'a [u8],
     },
+    /// `O_TMPFILE` in the node's directory (the kernel's name for the new dentry, `/`,
+    /// follows the argument and means nothing to the server).
+    Tmpfile {
+        arg: abi::CreateIn,
+    },
     Interrupt {
         unique: u64,
     },
@@ -284,6 +289,7 @@ pub fn decode<'a>(header: InHeader, fixed: Option<&'a [u8]>, rest: &'a [u8]) -> 
             let arg = a.fixed()?;
             Op::Create { arg, name: a.name()? }
         }
+        opcode::TMPFILE => Op::Tmpfile { arg: a.fixed()? },
         opcode::INTERRUPT => Op::Interrupt { unique: a.fixed::<abi::InterruptIn>()?.unique },
         opcode::DESTROY => Op::Destroy,
         opcode::FALLOCATE => Op::Fallocate(a.fixed()?),

@@ -768,6 +768,7 @@ impl Server {
                 )
             }
             Op::Create { arg, name } => self.create(h, arg, name, out),
+            Op::Tmpfile { arg } => self.tmpfile(h, arg, out),
             Op::Fallocate(f) => self.fallocate(h, f),
             Op::Ioctl { arg, data } => self.ioctl(h, arg, data, out),
             Op::CopyFileRange(c) => {
@@ -994,6 +995,28 @@ impl Server {
         let f = self.handle_for(&path, f, fl)?;
         let (id, a) = self.register(path)?;
         // Created open: its writes follow (as an OPEN).
+        self.nodes.mark(id, false);
+        out.push(&self.entry_out((id, a)))?;
+        out.push(&self.open_reply(id, f, fl))
+    }
+
+    /// TMPFILE (`open(dir, O_TMPFILE)` on the mount): an unnamed file in the node's
+    /// directory, made and opened by the caller's task as CREATE's. Its node has no name
+    /// and 0 links; the kernel marks its inode linkable unless `O_EXCL`, and a later
+    /// `linkat` of it is a LINK of the node, which uvfs allows for the same reason.
+    fn tmpfile(&self, h: &InHeader, arg: &abi::CreateIn, out: &mut ReplyBuf<'_>) -> Result<()> {
+        let p = self.node(h.nodeid)?;
+        let t = self.tasks.get(&caller(h), arg.umask, false);
+        let fl = OpenFlags::from_bits_truncate(arg.flags) & !(OpenFlags::NOCTTY | OpenFlags::CLOEXEC);
+        if !fl.contains(OpenFlags::TMPFILE) {
+            return Err(Errno::EINVAL);
+        }
+        let f = t.openat_file(DirFd::File(&p), b".", fl, arg.mode & 0o7777)?;
+        let path = t.reopen_file(&f, OpenFlags::PATH)?;
+        // From here on it is an open regular file (the writeback cache's handle reopens it).
+        let fl = fl - (OpenFlags::TMPFILE | OpenFlags::DIRECTORY);
+        let f = self.handle_for(&path, f, fl)?;
+        let (id, a) = self.register(path)?;
         self.nodes.mark(id, false);
         out.push(&self.entry_out((id, a)))?;
         out.push(&self.open_reply(id, f, fl))

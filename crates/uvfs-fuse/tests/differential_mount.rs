@@ -401,6 +401,43 @@ fn a_writer_who_is_not_the_owner_truncates() {
     );
 }
 
+/// `open(dir, O_TMPFILE)` through the mount (the kernel's TMPFILE request): the unnamed
+/// file is written, read and stat'ed through its descriptor, named by `linkat(fd, "",
+/// AT_EMPTY_PATH)` (root; not with `O_EXCL`), and found by that name with its data; a
+/// directory the caller may not write, a file, and flags the kernel refuses.
+#[test]
+fn unnamed_files_made_and_named() {
+    let dp = diff::p;
+    let tmp = |dir: &str, flags: i32| Op::Open(D::Cwd, dp(dir), flags | libc::O_TMPFILE, 0o640);
+    let link = |fd: i32, to: &str| Op::Linkat(D::Fd(fd), dp(""), D::Cwd, dp(to), libc::AT_EMPTY_PATH);
+    same(
+        Who::Root,
+        &[
+            &[
+                tmp("a", libc::O_RDWR),
+                Op::Write(0, 5000),
+                Op::Fstat(0),
+                Op::Pread(0, 100, 4990),
+                Op::Getdents(0),
+                link(0, "a/named"),
+                Op::Fstat(0),
+                Op::Fstatat(D::Cwd, dp("a/named"), 0),
+                Op::Open(D::Cwd, dp("a/named"), libc::O_RDONLY, 0),
+                Op::Read(1, 6000),
+                link(0, "a/again"),
+                Op::Fstatat(D::Cwd, dp("a/again"), 0),
+            ],
+            &[tmp("a/c", libc::O_WRONLY | libc::O_EXCL), Op::Write(0, 3), link(0, "a/c/x"), Op::Fstat(0)],
+            &[tmp("a/c/b", libc::O_WRONLY), Op::Fstat(0), Op::Close(0), Op::Fstatat(D::Cwd, dp("a/c/b"), 0)],
+            &[tmp("b", libc::O_RDWR), tmp("a", libc::O_RDONLY), tmp("a", libc::O_RDWR | libc::O_CREAT)],
+        ],
+    );
+    same(
+        Who::User,
+        &[&[tmp("a", libc::O_RDWR), tmp("a/c", libc::O_RDWR), Op::Fstat(1), Op::Write(1, 10), Op::Fstat(1)]],
+    );
+}
+
 /// `chown(path, -1, -1)`: a no-op that still clears a setuid bit (so only the owner may
 /// do it on a setuid file: `c/c` is 04755, another user's).
 #[test]

@@ -213,7 +213,7 @@ fn target() -> BoxedStrategy<P> {
 fn op() -> BoxedStrategy<Op> {
     let fd = || prop_oneof![4 => 0..3i32, 1 => Just(5)].boxed();
     prop_oneof![
-        6 => (name(), prop::sample::select(vec![O_RDONLY, O_WRONLY, O_RDWR | O_CREAT, O_WRONLY | O_TRUNC, O_WRONLY | O_APPEND | O_CREAT, O_RDONLY | O_DIRECTORY]))
+        6 => (name(), prop::sample::select(vec![O_RDONLY, O_WRONLY, O_RDWR | O_CREAT, O_WRONLY | O_TRUNC, O_WRONLY | O_APPEND | O_CREAT, O_RDONLY | O_DIRECTORY, O_RDWR | libc::O_TMPFILE]))
             .prop_map(|(n, f)| Op::Open(D::Cwd, n, f, 0o640)),
         3 => fd().prop_map(Op::Close),
         3 => (fd(), prop::sample::select(vec![1usize, 100, 5000])).prop_map(|(f, n)| Op::Write(f, n)),

@@ -143,7 +143,17 @@ pub fn mode() -> BoxedStrategy<u32> {
 pub fn open_flags() -> BoxedStrategy<i32> {
     let acc = prop::sample::select(vec![O_RDONLY, O_RDONLY, O_WRONLY, O_RDWR, 3]);
     let bits = prop::collection::vec(
-        prop::sample::select(vec![O_CREAT, O_CREAT, O_EXCL, O_TRUNC, O_APPEND, O_NOFOLLOW, O_DIRECTORY, O_PATH]),
+        prop::sample::select(vec![
+            O_CREAT,
+            O_CREAT,
+            O_EXCL,
+            O_TRUNC,
+            O_APPEND,
+            O_NOFOLLOW,
+            O_DIRECTORY,
+            O_PATH,
+            libc::O_TMPFILE,
+        ]),
         0..3,
     );
     (acc, bits).prop_map(|(a, b)| b.into_iter().fold(a, |x, y| x | y)).boxed()
