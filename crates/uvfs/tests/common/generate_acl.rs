@@ -10,7 +10,8 @@ use super::generate::mkdir;
 use super::{D, Op, P, V, Who, X, p};
 
 use libc::{
-    AT_EACCESS, AT_SYMLINK_NOFOLLOW, O_CREAT, O_DIRECTORY, O_EXCL, O_PATH, O_RDONLY, O_RDWR, O_WRONLY, S_IFIFO,
+    AT_EACCESS, AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_CREAT, O_DIRECTORY, O_EXCL, O_PATH, O_RDONLY, O_RDWR, O_WRONLY,
+    S_IFIFO,
 };
 
 /// Owner of most of the tree.
@@ -246,6 +247,12 @@ pub fn op() -> BoxedStrategy<Op> {
         1 => (path(), mode()).prop_map(|(pa, m)| Op::Mknodat(D::Cwd, pa, S_IFIFO | m, 0)),
         4 => (path(), 0..8i32, prop::sample::select(vec![0, AT_EACCESS])).prop_map(|(pa, m, f)| Op::Faccessat(D::Cwd, pa, m, f)),
         3 => path().prop_map(|pa| Op::Fstatat(D::Cwd, pa, AT_SYMLINK_NOFOLLOW)),
+        // Names move, multiply and go while their ACLs stay with the inode; an unnamed
+        // file gets its directory's default ACL.
+        2 => (path(), path(), prop::sample::select(vec![0u32, 0, 2])).prop_map(|(a, b, f)| Op::Renameat2(D::Cwd, a, D::Cwd, b, f)),
+        1 => (path(), path()).prop_map(|(a, b)| Op::Linkat(D::Cwd, a, D::Cwd, b, 0)),
+        1 => (path(), prop::sample::select(vec![0, AT_REMOVEDIR])).prop_map(|(pa, f)| Op::Unlinkat(D::Cwd, pa, f)),
+        1 => (path(), mode()).prop_map(|(pa, m)| Op::Open(D::Cwd, pa, libc::O_TMPFILE | O_RDWR, m)),
         1 => (0..4i32).prop_map(Op::Close),
         1 => prop::sample::select(vec![0o022u32, 0o077, 0o002, 0]).prop_map(Op::Umask),
     ]
