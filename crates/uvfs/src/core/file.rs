@@ -176,6 +176,11 @@ impl File {
         self.announced.store(true, Ordering::Release);
     }
 
+    /// MODIFY of the truncation its open did (`O_TRUNC`), after its OPEN.
+    pub(crate) fn announce_truncated(&self, fast: crate::abi::config::FastPaths) {
+        self.notify(fast, EventMask::MODIFY);
+    }
+
     /// An event on the open file, if anyone may want it: only then is the reclamation
     /// domain reached (a count taken and dropped) and a guard pinned.
     fn notify(&self, fast: crate::abi::config::FastPaths, mask: EventMask) {

@@ -107,7 +107,7 @@ impl Task {
             Err(inode) => return Ok((st, Looked::Held(inode))),
         };
         let file = match self.do_open(p, OpenFlags::PATH) {
-            Ok(f) => Arc::new(f),
+            Ok((f, _)) => Arc::new(f),
             // It lost its last name meanwhile: what the open of that path finds now.
             Err(Errno::ESTALE) => {
                 let mut fl = OpenFlags::PATH;
@@ -157,9 +157,9 @@ impl Task {
         // Seed 003, general path: the file is allocated before the walk.
         let slow = !self.vfs.fast.contains(FastPaths::FAILED_OPEN);
         let prealloc = slow.then(Arc::<File>::new_uninit);
-        let (mut file, slot) = if flags.contains(OpenFlags::TMPFILE) {
+        let (mut file, slot, truncated) = if flags.contains(OpenFlags::TMPFILE) {
             let slot = if reserve { Some(self.files.reserve()?) } else { None };
-            (self.open_tmpfile(dirfd, path, flags, mode, resolve)?, slot)
+            (self.open_tmpfile(dirfd, path, flags, mode, resolve)?, slot, false)
         } else {
             let lf = if slow { lf | LookupFlags::LOCKED } else { lf };
             self.path_openat(dirfd, path, flags, mode, lf, reserve)?
@@ -178,6 +178,9 @@ impl Task {
             None => Arc::new(file),
         };
         file.announce_open(self.vfs.fast);
+        if truncated {
+            file.announce_truncated(self.vfs.fast);
+        }
         Ok((file, slot))
     }
 
@@ -212,7 +215,7 @@ impl Task {
         mode: u32,
         lf: LookupFlags,
         reserve: bool,
-    ) -> Result<(File, Option<crate::core::fdtable::Reservation<'_>>)> {
+    ) -> Result<(File, Option<crate::core::fdtable::Reservation<'_>>, bool)> {
         let creat = flags.contains(OpenFlags::CREAT);
         let mut reval = false;
         loop {
@@ -253,10 +256,10 @@ impl Task {
                     let slot = if reserves { Some(self.files.reserve()?) } else { None };
                     (self.do_open(p, flags).map(Some), slot)
                 }
-                OpenTarget::Created(made, slot) => (made, slot),
+                OpenTarget::Created(made, slot) => (made.map(|f| f.map(|f| (f, false))), slot),
             };
             match opened {
-                Ok(Some(f)) => return Ok((f, slot)),
+                Ok(Some((f, truncated))) => return Ok((f, slot, truncated)),
                 // Lost a race with a creator: open what is there now.
                 Ok(None) => {
                     drop(slot);
@@ -298,8 +301,12 @@ impl Task {
         if flags.contains(OpenFlags::DIRECTORY) && !p.dentry.inode().is_some_and(|i| i.is_dir()) {
             return Err(Errno::ENOTDIR);
         }
-        let file = Arc::new(self.do_open(p, flags)?);
+        let (file, truncated) = self.do_open(p, flags)?;
+        let file = Arc::new(file);
         file.announce_open(self.vfs.fast);
+        if truncated {
+            file.announce_truncated(self.vfs.fast);
+        }
         Ok(file)
     }
 
@@ -362,34 +369,42 @@ impl Task {
         let args =
             new_node_args(creds, dir_inode, (mode & S_IALLUGO) | FileType::Regular.mode_bits(), self.current_umask())?;
         let inode = dir.mnt.sb.fs().tmpfile(&dir.mnt.sb, dir_inode, &args)?;
+        // Named as `d_tmpfile` names it ("#" and the inode number): a watch on the
+        // directory reports the file's events with that name, as from any unlinked child.
+        let name = format!("#{}", inode.ino().0);
         let d = crate::core::dentry::Dentry::new_child(
             ArcBorrow::from_arc(&dir.dentry),
-            b"#tmpfile",
+            name.as_bytes(),
             Some(inode),
             &self.vfs.rcu,
         );
         d.set_flag(crate::core::dentry::DENTRY_DEAD | crate::core::dentry::DENTRY_LINKABLE);
+        crate::core::fsnotify::d_instantiate_flags(&dir.dentry, &d);
         File::new(dir.mnt.clone(), d, flags)
     }
 
     /// `do_open` + `may_open`: checks and opens an existing file.
-    fn do_open(&self, p: PathRef, flags: OpenFlags) -> Result<File> {
+    /// Also says whether the open truncated the file (`O_TRUNC` of a regular file), whose
+    /// MODIFY its caller reports after the open's OPEN, as Linux's `handle_truncate`
+    /// comes after `vfs_open`.
+    fn do_open(&self, p: PathRef, flags: OpenFlags) -> Result<(File, bool)> {
         if flags.contains(OpenFlags::PATH) {
-            return File::new(p.mnt, p.dentry, flags);
+            return Ok((File::new(p.mnt, p.dentry, flags)?, false));
         }
-        let fifo = self.may_open(&p, flags)?;
+        let (fifo, truncated) = self.may_open(&p, flags)?;
         let mut file = File::new(p.mnt, p.dentry, flags)?;
         if fifo {
             // `fifo_open`, which may wait for the other side (no guard is held across it).
             let nonblock = flags.contains(OpenFlags::NONBLOCK);
             file.pipe = Some(self.vfs.fifos.open(file.inode(), flags.readable(), flags.writable(), nonblock)?);
         }
-        Ok(file)
+        Ok((file, truncated))
     }
 
-    /// `may_open`, and the truncation of `O_TRUNC`: whether the file is a fifo. The inode
-    /// is borrowed from `p`'s dentry, which the file then takes.
-    fn may_open(&self, p: &PathRef, flags: OpenFlags) -> Result<bool> {
+    /// `may_open`, and the truncation of `O_TRUNC`: whether the file is a fifo, and
+    /// whether it was truncated. The inode is borrowed from `p`'s dentry, which the file
+    /// then takes.
+    fn may_open(&self, p: &PathRef, flags: OpenFlags) -> Result<(bool, bool)> {
         let inode = p.dentry.inode().ok_or(Errno::ENOENT)?;
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
@@ -438,11 +453,11 @@ impl Task {
             }
             _ => {}
         }
-        if trunc && inode.file_type() == FileType::Regular {
+        let truncated = trunc && inode.file_type() == FileType::Regular;
+        if truncated {
             self.do_truncate(creds, inode, 0, true)?;
-            fsnotify::notify_file(self.vfs.fast, &p.mnt, &p.dentry, inode, EventMask::MODIFY, &guard);
         }
-        Ok(inode.file_type() == FileType::Fifo)
+        Ok((inode.file_type() == FileType::Fifo, truncated))
     }
 }
 
