@@ -48,6 +48,16 @@ enum Op {
     HeldWrite,
     /// `close` of the last kept descriptor (EBADF if none).
     HeldClose,
+    /// Through the last kept descriptor: `pread` of a byte (`0`), `fchmod` 0600 (`1`),
+    /// `ftruncate` to 2 (`2`), `futimens(NULL)` (`3`), `fsetxattr("user.h")` (`4`):
+    /// which of their events a watch with `IN_EXCL_UNLINK` still gets after an unlink.
+    HeldCall(u8),
+    /// `inotify_add_watch(path, mask)` in the middle of the calls: a new watch, or
+    /// one changed (`IN_MASK_ADD`, `IN_MASK_CREATE`), or refused (`IN_ONLYDIR`,
+    /// `IN_DONT_FOLLOW` on a symlink); its descriptor is compared.
+    Watch(&'static str, u32),
+    /// `inotify_rm_watch(wd)`: IN_IGNORED, or EINVAL.
+    Unwatch(i32),
 }
 
 const NAMES: &[&str] = &["a", "b", "d/a", "d/b", "e/a", "f", "d", "e", "g"];
@@ -87,8 +97,23 @@ fn op() -> impl Strategy<Value = Op> {
         n().prop_map(Op::Hold),
         Just(Op::HeldWrite),
         Just(Op::HeldClose),
+        (0..5u8).prop_map(Op::HeldCall),
+        (
+            prop::sample::select(&["", "a", "d", "f", "d/a", "g"][..]),
+            prop::sample::select(MASKS),
+            prop::sample::select(
+                &[0u32, 0, IN_DONT_FOLLOW, IN_ONLYDIR, IN_MASK_ADD, IN_MASK_CREATE, IN_MASK_ADD | IN_MASK_CREATE][..]
+            ),
+        )
+            .prop_map(|(a, m, f)| Op::Watch(a, m | f)),
+        (1..6i32).prop_map(Op::Unwatch),
     ]
 }
+
+const IN_DONT_FOLLOW: u32 = 0x0200_0000;
+const IN_ONLYDIR: u32 = 0x0100_0000;
+const IN_MASK_ADD: u32 = 0x2000_0000;
+const IN_MASK_CREATE: u32 = 0x1000_0000;
 
 /// An event with its cookie replaced by the order in which cookies first appear.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -241,6 +266,18 @@ impl Host {
                     let fd = self.held.borrow_mut().pop().ok_or(libc::EBADF)?;
                     Self::errno(libc::close(fd))
                 }
+                Op::HeldCall(k) => {
+                    let fd = self.held.borrow().last().copied().ok_or(libc::EBADF)?;
+                    let mut b = [0u8; 1];
+                    match k {
+                        0 => Self::errno(libc::pread(fd, b.as_mut_ptr().cast(), 1, 0)),
+                        1 => Self::errno(libc::fchmod(fd, 0o600)),
+                        2 => Self::errno(libc::ftruncate(fd, 2)),
+                        3 => Self::errno(libc::futimens(fd, std::ptr::null())),
+                        _ => Self::errno(libc::fsetxattr(fd, c("user.h").as_ptr(), b"v".as_ptr().cast(), 1, 0)),
+                    }
+                }
+                Op::Watch(..) | Op::Unwatch(_) => unreachable!("compare runs them"),
             }
         }
     }
@@ -333,6 +370,14 @@ fn uvfs_run(t: &uvfs::Task, held: &mut Vec<Fd>, op: &Op) -> Result<(), i32> {
         Op::Hold(a) => t.open(&p(a), OpenFlags::RDWR | OpenFlags::NONBLOCK, 0).map(|fd| held.push(fd)),
         Op::HeldWrite => held.last().ok_or(Errno::EBADF).and_then(|&fd| t.write(fd, b"x")).map(drop),
         Op::HeldClose => held.pop().ok_or(Errno::EBADF).and_then(|fd| t.close(fd)),
+        Op::HeldCall(k) => held.last().copied().ok_or(Errno::EBADF).and_then(|fd| match k {
+            0 => t.pread(fd, &mut [0u8; 1], 0).map(drop),
+            1 => t.fchmod(fd, 0o600),
+            2 => t.ftruncate(fd, 2),
+            3 => t.utimensat(DirFd::Fd(fd), b"", None, AtFlags::EMPTY_PATH),
+            _ => t.fsetxattr(fd, b"user.h", b"v", uvfs::XattrFlags::empty()),
+        }),
+        Op::Watch(..) | Op::Unwatch(_) => unreachable!("compare runs them"),
         Op::Tmpfile(d, b) => {
             t.open(&p(d), OpenFlags::TMPFILE | OpenFlags::DIRECTORY | OpenFlags::WRONLY, 0o600).and_then(|fd| {
                 let _ = t.write(fd, b"x");
@@ -395,9 +440,26 @@ fn compare(fast: FastPaths, root: Root, masks: [u32; 3], ops: &[Op]) -> Result<(
         prop_assert_eq!(h, u, "add_watch {:?} {:#x}", name, m);
     }
     for op in ops {
-        let h = host.run(op);
-        let u = uvfs_run(&t, &mut held, op);
-        prop_assert_eq!(h, u, "result of {:?}", op);
+        match *op {
+            Op::Watch(name, m) => {
+                let h = host.watch(name, m);
+                let u = t
+                    .inotify_add_watch(&ino, format!("/{name}").as_bytes(), EventMask::from_bits_retain(m))
+                    .map_err(|e| e.raw());
+                prop_assert_eq!(h, u, "add_watch {:?} {:#x}", name, m);
+            }
+            Op::Unwatch(wd) => {
+                // SAFETY: plain syscall on this side's inotify descriptor.
+                let h = unsafe { Host::errno(libc::inotify_rm_watch(host.ifd, wd)) };
+                let u = t.inotify_rm_watch(&ino, wd).map_err(|e| e.raw());
+                prop_assert_eq!(h, u, "rm_watch {}", wd);
+            }
+            _ => {
+                let h = host.run(op);
+                let u = uvfs_run(&t, &mut held, op);
+                prop_assert_eq!(h, u, "result of {:?}", op);
+            }
+        }
     }
     // What is still held is closed, oldest first, on both sides: its events count too.
     host.close_held();
@@ -448,6 +510,27 @@ fn truncating_opens_unnamed_files_and_fifos() {
         Op::HeldWrite,
     ];
     for masks in [[0xfff; 3], [0xfff | 0x0400_0000; 3]] {
+        for (fast, root) in [
+            (FastPaths::all(), Root::Memfs),
+            (FastPaths::all() - FastPaths::NOTIFY, Root::Memfs),
+            (FastPaths::all(), Root::Hostfs),
+        ] {
+            compare(fast, root, masks, &ops).unwrap();
+        }
+    }
+}
+
+/// `IN_EXCL_UNLINK` after the name went: a watch of the directory and one of the file
+/// itself still get the events Linux carries by dentry (a `fchmod`'s, `ftruncate`'s,
+/// `futimens`'s and `fsetxattr`'s ATTRIB or MODIFY), not those it carries by path (a
+/// write's MODIFY, a read's ACCESS, the close), checked on 6.18.
+#[test]
+fn events_of_an_unlinked_file_with_excl_unlink() {
+    let mut ops = vec![Op::Hold("f"), Op::Hold("d/a"), Op::Unlink("f")];
+    ops.extend([1, 2, 3, 4, 0].map(Op::HeldCall));
+    ops.extend([Op::HeldWrite, Op::HeldClose, Op::HeldWrite, Op::HeldCall(0), Op::HeldCall(1)]);
+    let ops = [vec![Op::Create("d/a")], ops].concat();
+    for masks in [[0xfff | 0x0400_0000; 3], [0xfff; 3]] {
         for (fast, root) in [
             (FastPaths::all(), Root::Memfs),
             (FastPaths::all() - FastPaths::NOTIFY, Root::Memfs),

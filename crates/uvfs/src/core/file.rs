@@ -172,23 +172,24 @@ impl File {
 
     /// The open completed: `fsnotify_open`, and from now on its release is a close.
     pub(crate) fn announce_open(&self, fast: crate::abi::config::FastPaths) {
-        self.notify(fast, EventMask::OPEN);
+        self.notify(fast, EventMask::OPEN, true);
         self.announced.store(true, Ordering::Release);
     }
 
     /// MODIFY of the truncation its open did (`O_TRUNC`), after its OPEN.
     pub(crate) fn announce_truncated(&self, fast: crate::abi::config::FastPaths) {
-        self.notify(fast, EventMask::MODIFY);
+        // `notify_change`'s, carried by dentry.
+        self.notify(fast, EventMask::MODIFY, false);
     }
 
     /// An event on the open file, if anyone may want it: only then is the reclamation
     /// domain reached (a count taken and dropped) and a guard pinned.
-    fn notify(&self, fast: crate::abi::config::FastPaths, mask: EventMask) {
+    fn notify(&self, fast: crate::abi::config::FastPaths, mask: EventMask, by_path: bool) {
         let inode = self.inode();
         if !self.is_path() && fsnotify::file_event_wanted(fast, &self.mnt, &self.dentry, inode, mask) {
             let rcu = inode.sb().rcu();
             let guard = rcu.pin();
-            fsnotify::notify_file(fast, &self.mnt, &self.dentry, inode, mask, &guard);
+            fsnotify::notify_file(fast, &self.mnt, &self.dentry, inode, mask, by_path, &guard);
         }
     }
 
@@ -266,7 +267,11 @@ impl File {
         // Its OFD and `flock` locks (`locks_remove_file`; one pointer test if the inode
         // was never locked).
         crate::core::locks::remove_file(self.inode(), self.lock_id());
-        self.notify(fast, if self.flags().writable() { EventMask::CLOSE_WRITE } else { EventMask::CLOSE_NOWRITE });
+        self.notify(
+            fast,
+            if self.flags().writable() { EventMask::CLOSE_WRITE } else { EventMask::CLOSE_NOWRITE },
+            true,
+        );
         self.put_counts(fast);
     }
 }

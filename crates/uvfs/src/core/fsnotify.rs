@@ -245,6 +245,11 @@ pub(crate) struct Event<'a> {
     pub(crate) mnt: Option<&'a Mount>,
     /// Pairs MOVED_FROM with MOVED_TO.
     pub(crate) cookie: u32,
+    /// Linux carries it by path (`FSNOTIFY_EVENT_PATH`: an open file's open, read, write,
+    /// `fallocate`, close), not by dentry (`notify_change`'s ATTRIB and truncating
+    /// MODIFY): only such events of an unlinked file are left out for `IN_EXCL_UNLINK`,
+    /// by the watch of its directory and by its own.
+    pub(crate) by_path: bool,
 }
 
 static COOKIE: AtomicU32 = AtomicU32::new(1);
@@ -272,7 +277,7 @@ pub(crate) fn file_event_wanted(fast: FastPaths, mnt: &Mount, dentry: &Dentry, i
 }
 
 /// An event on a file (open, access, modify, close, attrib), after the fast check
-/// ([`file_event_wanted`]).
+/// ([`file_event_wanted`]); `by_path`: see [`Event::by_path`].
 #[inline]
 pub(crate) fn notify_file(
     fast: FastPaths,
@@ -280,6 +285,7 @@ pub(crate) fn notify_file(
     dentry: &Dentry,
     inode: &Inode,
     mask: EventMask,
+    by_path: bool,
     guard: &LocalGuard<'_>,
 ) {
     if !file_event_wanted(fast, mnt, dentry, inode, mask) {
@@ -295,6 +301,7 @@ pub(crate) fn notify_file(
             dir_dentry: None,
             mnt: Some(mnt),
             cookie: 0,
+            by_path,
         },
         fast,
         guard,
@@ -332,6 +339,7 @@ pub(crate) fn notify_name(
         dir_dentry: Some(dir.dentry.get()),
         mnt: Some(dir.mnt.get()),
         cookie,
+        by_path: false,
     };
     dispatch(&ev, fast, guard);
 }
@@ -353,7 +361,16 @@ pub(crate) fn notify_self(fast: FastPaths, inode: &Inode, mask: EventMask, guard
     // against the kernel by tests/notify.rs).
     let isdir = if inode.is_dir() && mask == EventMask::ATTRIB { EventMask::ISDIR } else { EventMask::empty() };
     dispatch(
-        &Event { mask: mask | isdir, inode, dir: None, dentry: None, dir_dentry: None, mnt: None, cookie: 0 },
+        &Event {
+            mask: mask | isdir,
+            inode,
+            dir: None,
+            dentry: None,
+            dir_dentry: None,
+            mnt: None,
+            cookie: 0,
+            by_path: false,
+        },
         fast,
         guard,
     );
@@ -376,8 +393,9 @@ fn dispatch(ev: &Event<'_>, fast: FastPaths, guard: &LocalGuard<'_>) {
         {
             report_to_parent(ev, d, bits, guard);
         }
+        let unlinked = ev.by_path && ev.dentry.is_some_and(Dentry::is_dead);
         for m in ev.inode.marks(guard) {
-            m.group.deliver(m, ev.mask, ev.cookie, None, bits, false);
+            m.group.deliver(m, ev.mask, ev.cookie, None, bits, unlinked);
         }
     }
     if let Some(mnt) = ev.mnt {
@@ -399,7 +417,7 @@ fn report_to_parent(ev: &Event<'_>, d: &Dentry, bits: EventMask, guard: &LocalGu
         // Nobody there wants child events any more: clear lazily, as Linux.
         d.clear_parent_watched();
     }
-    let unlinked = d.is_dead();
+    let unlinked = ev.by_path && d.is_dead();
     for m in marks {
         m.group.deliver(m, ev.mask, 0, Some(d.name(guard)), bits & EventMask::CHILD_EVENTS, unlinked);
     }

@@ -201,7 +201,7 @@ impl Group {
         if !mmask.intersects(bits) || self.muted_here() {
             return;
         }
-        if unlinked && name.is_some() && mmask.contains(EventMask::EXCL_UNLINK) {
+        if unlinked && mmask.contains(EventMask::EXCL_UNLINK) {
             return;
         }
         let mut st = self.state.lock();

@@ -31,7 +31,7 @@ impl Task {
         mask: EventMask,
     ) {
         let guard = self.vfs.rcu.pin();
-        fsnotify::notify_file(self.vfs.fast, mnt, dentry, inode, mask, &guard);
+        fsnotify::notify_file(self.vfs.fast, mnt, dentry, inode, mask, false, &guard);
     }
 
     /// `do_truncate`: sets the size, clears privilege bits, updates times.

@@ -633,8 +633,8 @@ impl Task {
             crate::core::attr::file_remove_privs(creds, inode)?;
         }
         file.update_time();
-        drop(guard);
-        self.notify_attr(&file.mnt, &file.dentry, inode, EventMask::MODIFY);
+        // `fsnotify_modify(file)`: by path, as a write's.
+        fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, inode, EventMask::MODIFY, true, &guard);
         Ok(())
     }
 }

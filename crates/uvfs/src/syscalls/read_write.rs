@@ -105,7 +105,7 @@ impl Task {
         // A fifo's reads and writes report nothing (its open and close do): Linux 6.18,
         // checked with inotify on a fifo in /dev/shm.
         if n > 0 && file.pipe.is_none() {
-            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, file.inode(), mask, guard);
+            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, file.inode(), mask, true, guard);
         }
     }
 
