@@ -88,6 +88,10 @@ bitflags! {
         /// server's lookup of a name, which the kernel caches itself), whose entry would
         /// only push out one that is asked again.
         const NO_PATH_CACHE = 1 << 12;
+        /// Set by the walk itself, under `NO_XDEV` only, at a `..`: Linux's walk holds its
+        /// root from then on (`nd->root`, which it sets only when it needs it: an absolute
+        /// path, a scope, a `..`, an absolute symlink; see `Nameidata::root_set`).
+        const ROOT_SET = 1 << 13;
     }
 }
 
@@ -283,6 +287,13 @@ impl<'a> SegStack<'a> {
         unsafe { self.items[self.len - 1].assume_init_ref() }
     }
 
+    /// The bottom segment: the path the walk was given.
+    #[inline]
+    fn bottom(&self) -> Option<&Seg<'a>> {
+        // SAFETY: slots below `len` are initialized.
+        (self.len > 0).then(|| unsafe { self.items[0].assume_init_ref() })
+    }
+
     /// The segments below the top one.
     #[inline]
     fn lower(&self) -> impl Iterator<Item = &Seg<'a>> {
@@ -433,11 +444,6 @@ struct Nameidata<'a, 't> {
     /// Where `..` stops and absolute symlinks start: the task's root, or for a scoped
     /// walk the start directory.
     root: Pos<'a>,
-    /// Whether Linux's walk would hold its root by now (`nd->root`, which it sets only
-    /// when it needs it: an absolute path, a scope, a `..`, an absolute symlink). Under
-    /// `NO_XDEV` an absolute symlink met before that is EXDEV, as `nd_jump_root` compares
-    /// the mount with a root it has not set yet.
-    root_set: bool,
     cur: Pos<'a>,
     links: usize,
     stack: SegStack<'a>,
@@ -586,7 +592,9 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
     /// descendant of the root meets the root first. Linux instead returns EAGAIN when `..`
     /// overlapped a rename; uvfs walks again (under the rename lock, at worst).
     fn dotdot(&mut self) -> std::result::Result<(), Stop> {
-        self.root_set = true;
+        if self.flags.contains(LookupFlags::NO_XDEV) {
+            self.flags |= LookupFlags::ROOT_SET;
+        }
         if self.cur.same(&self.root) {
             return self.dotdot_in_root();
         }
@@ -644,21 +652,35 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
         )
     }
 
+    /// Whether Linux's walk would hold its root by now (`nd->root`, which it sets only
+    /// when it needs it: an absolute path, a scope, a `..`, an absolute symlink). Under
+    /// `NO_XDEV` an absolute symlink met before that is EXDEV, as `nd_jump_root` compares
+    /// the mount with a root it has not set yet. Worked out when asked, so that the walks
+    /// that never ask pay nothing: the path's segment is the stack's bottom one for as
+    /// long as the walk runs (it is popped last).
+    #[cold]
+    fn root_set(&self) -> bool {
+        self.flags.intersects(LookupFlags::SCOPED.union(LookupFlags::ROOT_SET))
+            || self.stack.bottom().is_some_and(|s| s.bytes().first() == Some(&b'/'))
+    }
+
     /// Jumps to the root for an absolute symlink (`nd_jump_root`). Under `NO_XDEV` Linux
     /// refuses the jump unless the walk already holds a root on the same mount (see
-    /// `root_set`; checked on 6.18: `c/l2` to `/a` is EXDEV, `c/../c/l2` is not).
+    /// `LookupFlags::ROOT_SET`; checked on 6.18: `c/l2` to `/a` is EXDEV, `c/../c/l2` is
+    /// not).
     fn jump_root(&mut self) -> std::result::Result<(), Stop> {
         if self.flags.contains(LookupFlags::BENEATH) {
             return Err(Stop::Err(Errno::EXDEV));
         }
         let other_mount = !self.cur.mnt.ptr_eq(self.root.mnt);
-        if self.flags.contains(LookupFlags::NO_XDEV) && (other_mount || !self.root_set) {
-            return Err(Stop::Err(Errno::EXDEV));
-        }
-        if other_mount {
+        if self.flags.contains(LookupFlags::NO_XDEV) {
+            if other_mount || !self.root_set() {
+                return Err(Stop::Err(Errno::EXDEV));
+            }
+            self.flags |= LookupFlags::ROOT_SET;
+        } else if other_mount {
             self.cacheable = false;
         }
-        self.root_set = true;
         self.cur = self.root;
         Ok(())
     }
@@ -1172,7 +1194,6 @@ impl<'t> WalkCtx<'t> {
                 && !flags.contains(LookupFlags::LOCKED),
             flags,
             root,
-            root_set: path.first() == Some(&b'/') || flags.intersects(LookupFlags::SCOPED),
             cur: start,
             links: 0,
             stack: SegStack::new(path),
