@@ -417,3 +417,21 @@ fn copy_up_whiteouts_and_opaque_directories() {
         panic!("{m}");
     }
 }
+
+/// `linkat(fd, "", AT_EMPTY_PATH)` of a lower file opened before its name went: ENOENT,
+/// also when the lower file has another name (`x`, linked as `a/xl`), as overlayfs (its
+/// overlay inode lost its only name); removing the other name instead leaves it linkable,
+/// and the link copies it up.
+#[test]
+fn linking_an_open_file_whose_name_went() {
+    let link = |fd: i32| Op::Linkat(D::Fd(fd), p(""), D::Cwd, p("y"), libc::AT_EMPTY_PATH);
+    for ops in [
+        vec![Op::Open(D::Cwd, p("x"), O_RDONLY, 0), Op::Unlinkat(D::Cwd, p("x"), 0), link(0), Op::Fstat(0)],
+        vec![Op::Open(D::Cwd, p("x"), O_RDONLY, 0), Op::Unlinkat(D::Cwd, p("a/xl"), 0), link(0), Op::Fstat(0)],
+        vec![Op::Open(D::Cwd, p("a/f"), O_RDONLY, 0), Op::Unlinkat(D::Cwd, p("a/f"), 0), link(0), Op::Fstat(0)],
+    ] {
+        if let Err(m) = check(Who::Root, &ops) {
+            panic!("{m}");
+        }
+    }
+}

@@ -362,9 +362,13 @@ impl OverlayFs {
         {
             inode.set_stat_by_fs(true);
         }
+        // A lower object never copied up had this one name in the overlay (overlayfs
+        // unites no lower hard links here): it is gone, and `linkat` of an open
+        // descriptor of it is ENOENT as on overlayfs, whatever the lower count.
+        let only_name = dir || (!upper && n.lower.is_some());
         inode.update(|w| {
             let a = w.get();
-            w.set_nlink(if dir { 0 } else { a.nlink.saturating_sub(1) });
+            w.set_nlink(if only_name { 0 } else { a.nlink.saturating_sub(1) });
             if upper {
                 w.stamp_ctime(now);
                 if dir {
