@@ -991,10 +991,16 @@ impl Server {
         let fl =
             (OpenFlags::from_bits_truncate(arg.flags) & !(OpenFlags::NOCTTY | OpenFlags::CLOEXEC)) | OpenFlags::CREAT;
         let f = t.openat_file(DirFd::File(&p), name, fl, arg.mode & 0o7777)?;
+        self.reply_made(&t, f, fl, out)
+    }
+
+    /// The reply to CREATE or TMPFILE once `t` made and opened `f` (flags `fl`): its node
+    /// (an entry) and its handle (an open).
+    fn reply_made(&self, t: &Task, f: Arc<File>, fl: OpenFlags, out: &mut ReplyBuf<'_>) -> Result<()> {
         let path = t.reopen_file(&f, OpenFlags::PATH)?;
         let f = self.handle_for(&path, f, fl)?;
         let (id, a) = self.register(path)?;
-        // Created open: its writes follow (as an OPEN).
+        // Made open: its writes follow (as an OPEN).
         self.nodes.mark(id, false);
         out.push(&self.entry_out((id, a)))?;
         out.push(&self.open_reply(id, f, fl))
@@ -1012,14 +1018,8 @@ impl Server {
             return Err(Errno::EINVAL);
         }
         let f = t.openat_file(DirFd::File(&p), b".", fl, arg.mode & 0o7777)?;
-        let path = t.reopen_file(&f, OpenFlags::PATH)?;
         // From here on it is an open regular file (the writeback cache's handle reopens it).
-        let fl = fl - (OpenFlags::TMPFILE | OpenFlags::DIRECTORY);
-        let f = self.handle_for(&path, f, fl)?;
-        let (id, a) = self.register(path)?;
-        self.nodes.mark(id, false);
-        out.push(&self.entry_out((id, a)))?;
-        out.push(&self.open_reply(id, f, fl))
+        self.reply_made(&t, f, fl - (OpenFlags::TMPFILE | OpenFlags::DIRECTORY), out)
     }
 
     fn fallocate(&self, h: &InHeader, f: &abi::FallocateIn) -> Result<()> {

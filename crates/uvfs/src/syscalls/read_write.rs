@@ -102,10 +102,12 @@ impl Task {
     /// `fsnotify_access`/`fsnotify_modify` after a transfer of `n > 0` bytes.
     #[inline]
     fn notify_io(&self, file: &File, n: usize, mask: EventMask, guard: &LocalGuard<'_>) {
+        let (fast, inode) = (self.vfs.fast, file.inode());
         // A fifo's reads and writes report nothing (its open and close do): Linux 6.18,
-        // checked with inotify on a fifo in /dev/shm.
-        if n > 0 && file.pipe.is_none() {
-            fsnotify::notify_file(self.vfs.fast, &file.mnt, &file.dentry, file.inode(), mask, true, guard);
+        // checked with inotify on a fifo in /dev/shm. Asked only when someone may want
+        // the event, so unwatched I/O pays nothing for it.
+        if n > 0 && fsnotify::file_event_wanted(fast, &file.mnt, &file.dentry, inode, mask) && file.pipe.is_none() {
+            fsnotify::notify_file(fast, &file.mnt, &file.dentry, inode, mask, true, guard);
         }
     }
 
