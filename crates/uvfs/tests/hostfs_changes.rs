@@ -156,11 +156,15 @@ fn host_permission_changes() {
     assert_eq!(root.stat(b"/").unwrap().mode & 0o777, 0o711);
 }
 
-/// One step of the sequence: done on the host directly, or through uvfs.
+/// One step of the sequence: done on the host directly, or through uvfs; or a descriptor
+/// opened (on both sides at once: the host's and uvfs's then name the same host file) or
+/// closed.
 #[derive(Clone, Debug)]
 enum Step {
     Host(Op),
     Uvfs(Op),
+    Open(usize, usize, bool),
+    Close(usize),
 }
 
 #[derive(Clone, Debug)]
@@ -174,15 +178,29 @@ enum Op {
     Symlink(usize, usize),
     Link(usize, usize),
     Chmod(usize, u32),
+    Chown(usize, u32, u32),
+    Utimes(usize, i64, u32),
+    Truncate(usize, u64),
+    SetXattr(usize, usize),
+    RemoveXattr(usize),
+    /// A write of this many bytes at offset 0 through the held descriptor.
+    FdWrite(usize, usize),
+    FdTruncate(usize, u64),
+    FdChmod(usize, u32),
 }
 
 /// The names the sequences play with (parents before children).
 const NAMES: [&str; 7] = ["a", "b", "a/x", "a/y", "b/x", "a/x/z", "c"];
 /// What the probes look at besides the names: positions reached by `.` and `..`.
 const PROBES: [&str; 4] = ["a/.", "a/x/..", "b/x/../x", "."];
+/// Descriptors held across steps.
+const SLOTS: usize = 2;
+/// The extended attribute the sequences set and read.
+const XNAME: &str = "user.k";
 
 fn op() -> impl Strategy<Value = Op> {
     let n = || 0..NAMES.len();
+    let mode = || prop_oneof![Just(0o755u32), Just(0o700), Just(0o644), Just(0o000), Just(0o4755), Just(0o2711)];
     prop_oneof![
         (n(), 0..5usize).prop_map(|(a, l)| Op::Write(a, l)),
         n().prop_map(Op::Mkdir),
@@ -192,33 +210,84 @@ fn op() -> impl Strategy<Value = Op> {
         (n(), n()).prop_map(|(a, b)| Op::Exchange(a, b)),
         (n(), n()).prop_map(|(a, b)| Op::Symlink(a, b)),
         (n(), n()).prop_map(|(a, b)| Op::Link(a, b)),
-        (n(), prop_oneof![Just(0o755u32), Just(0o700), Just(0o644), Just(0o000)]).prop_map(|(a, m)| Op::Chmod(a, m)),
+        (n(), mode()).prop_map(|(a, m)| Op::Chmod(a, m)),
+        (n(), 0..3u32, 0..3u32).prop_map(|(a, u, g)| Op::Chown(a, u * 1000, g * 1000)),
+        (n(), 0..3i64, 0..3u32).prop_map(|(a, s, ns)| Op::Utimes(a, 1_000_000_000 + s, ns * 333_333_333)),
+        (n(), 0..9u64).prop_map(|(a, l)| Op::Truncate(a, l)),
+        (n(), 0..4usize).prop_map(|(a, l)| Op::SetXattr(a, l)),
+        n().prop_map(Op::RemoveXattr),
+        (0..SLOTS, 0..6usize).prop_map(|(s, l)| Op::FdWrite(s, l)),
+        (0..SLOTS, 0..9u64).prop_map(|(s, l)| Op::FdTruncate(s, l)),
+        (0..SLOTS, mode()).prop_map(|(s, m)| Op::FdChmod(s, m)),
     ]
 }
 
 fn step() -> impl Strategy<Value = Step> {
-    prop_oneof![op().prop_map(Step::Host), op().prop_map(Step::Uvfs)]
+    prop_oneof![
+        4 => op().prop_map(Step::Host),
+        4 => op().prop_map(Step::Uvfs),
+        1 => (0..NAMES.len(), 0..SLOTS, any::<bool>()).prop_map(|(a, s, rw)| Step::Open(a, s, rw)),
+        1 => (0..SLOTS).prop_map(Step::Close),
+    ]
 }
 
-fn host_do(root: &Path, op: &Op) {
+/// The descriptors held: slot `i`'s host descriptor and uvfs descriptor name one file.
+#[derive(Default)]
+struct Held {
+    host: [Option<std::os::fd::OwnedFd>; SLOTS],
+    uvfs: [Option<uvfs::Fd>; SLOTS],
+}
+
+fn host_do(root: &Path, held: &Held, op: &Op) {
+    use rustix::fs::{AtFlags as HAt, CWD, Timespec as HTs, Timestamps};
     let p = |i: usize| root.join(NAMES[i]);
-    let _ = match op {
+    let r: std::io::Result<()> = match op {
         Op::Write(a, l) => std::fs::write(p(*a), vec![b'w'; *l]),
         Op::Mkdir(a) => std::fs::create_dir(p(*a)),
         Op::Rmdir(a) => std::fs::remove_dir(p(*a)),
         Op::Unlink(a) => std::fs::remove_file(p(*a)),
         Op::Rename(a, b) => std::fs::rename(p(*a), p(*b)),
-        Op::Exchange(a, b) => {
-            rustix::fs::renameat_with(rustix::fs::CWD, p(*a), rustix::fs::CWD, p(*b), rustix::fs::RenameFlags::EXCHANGE)
-                .map_err(std::io::Error::from)
-        }
+        Op::Exchange(a, b) => rustix::fs::renameat_with(CWD, p(*a), CWD, p(*b), rustix::fs::RenameFlags::EXCHANGE)
+            .map_err(std::io::Error::from),
         Op::Symlink(a, b) => symlink(NAMES[*a], p(*b)),
         Op::Link(a, b) => std::fs::hard_link(p(*a), p(*b)),
         Op::Chmod(a, m) => std::fs::set_permissions(p(*a), std::fs::Permissions::from_mode(*m)),
+        Op::Chown(a, u, g) => rustix::fs::chownat(
+            CWD,
+            p(*a),
+            Some(rustix::fs::Uid::from_raw(*u)),
+            Some(rustix::fs::Gid::from_raw(*g)),
+            HAt::SYMLINK_NOFOLLOW,
+        )
+        .map_err(Into::into),
+        Op::Utimes(a, s, ns) => {
+            let t = HTs { tv_sec: *s, tv_nsec: *ns as _ };
+            let ts = Timestamps { last_access: t, last_modification: t };
+            rustix::fs::utimensat(CWD, p(*a), &ts, HAt::SYMLINK_NOFOLLOW).map_err(Into::into)
+        }
+        Op::Truncate(a, l) => std::fs::OpenOptions::new().write(true).open(p(*a)).and_then(|f| f.set_len(*l)),
+        Op::SetXattr(a, l) => {
+            rustix::fs::lsetxattr(p(*a), XNAME, &b"vvv"[..*l], rustix::fs::XattrFlags::empty()).map_err(Into::into)
+        }
+        Op::RemoveXattr(a) => rustix::fs::lremovexattr(p(*a), XNAME).map_err(Into::into),
+        Op::FdWrite(s, l) => match &held.host[*s] {
+            Some(fd) => rustix::io::pwrite(fd, &vec![b'f'; *l], 0).map(|_| ()).map_err(Into::into),
+            None => Ok(()),
+        },
+        Op::FdTruncate(s, l) => match &held.host[*s] {
+            Some(fd) => rustix::fs::ftruncate(fd, *l).map_err(Into::into),
+            None => Ok(()),
+        },
+        Op::FdChmod(s, m) => match &held.host[*s] {
+            Some(fd) => rustix::fs::fchmod(fd, rustix::fs::Mode::from_raw_mode(*m)).map_err(Into::into),
+            None => Ok(()),
+        },
     };
+    let _ = r;
 }
 
-fn uvfs_do(t: &uvfs::Task, op: &Op) {
+fn uvfs_do(t: &uvfs::Task, held: &Held, op: &Op) {
+    use uvfs::{TimeSpec, Timespec, XattrFlags};
     let p = |i: usize| format!("/{}", NAMES[i]).into_bytes();
     let _ = match op {
         Op::Write(a, l) => {
@@ -235,18 +304,114 @@ fn uvfs_do(t: &uvfs::Task, op: &Op) {
         Op::Symlink(a, b) => t.symlinkat(NAMES[*a].as_bytes(), DirFd::Cwd, &p(*b)),
         Op::Link(a, b) => t.linkat(DirFd::Cwd, &p(*a), DirFd::Cwd, &p(*b), AtFlags::empty()),
         Op::Chmod(a, m) => t.fchmodat(DirFd::Cwd, &p(*a), *m, AtFlags::empty()),
+        Op::Chown(a, u, g) => t.fchownat(DirFd::Cwd, &p(*a), Some(Uid(*u)), Some(Gid(*g)), AtFlags::SYMLINK_NOFOLLOW),
+        Op::Utimes(a, s, ns) => {
+            let ts = TimeSpec::At(Timespec { sec: *s, nsec: *ns });
+            t.utimensat(DirFd::Cwd, &p(*a), Some([ts, ts]), AtFlags::SYMLINK_NOFOLLOW)
+        }
+        Op::Truncate(a, l) => t.truncate(&p(*a), *l as i64),
+        Op::SetXattr(a, l) => t.lsetxattr(&p(*a), XNAME.as_bytes(), &b"vvv"[..*l], XattrFlags::empty()),
+        Op::RemoveXattr(a) => t.lremovexattr(&p(*a), XNAME.as_bytes()),
+        Op::FdWrite(s, l) => held.uvfs[*s].map_or(Ok(()), |fd| t.pwrite(fd, &vec![b'f'; *l], 0).map(|_| ())),
+        Op::FdTruncate(s, l) => held.uvfs[*s].map_or(Ok(()), |fd| t.ftruncate(fd, *l as i64)),
+        Op::FdChmod(s, m) => held.uvfs[*s].map_or(Ok(()), |fd| t.fchmod(fd, *m)),
     };
 }
 
-/// What a path shows: type and permission bits, inode, size, links, or the errno.
-fn host_view(root: &Path, rel: &str) -> Result<(u32, u64, u64, u64), i32> {
-    std::fs::symlink_metadata(root.join(rel))
-        .map(|m| (m.mode(), m.ino(), m.size(), m.nlink()))
-        .map_err(|e| e.raw_os_error().unwrap_or(0))
+/// Opens `NAMES[a]` on both sides into slot `s` (closing what it held); the two results
+/// must agree.
+fn open_both(root: &Path, t: &uvfs::Task, held: &mut Held, a: usize, s: usize, rw: bool) -> Result<(), String> {
+    close_both(t, held, s);
+    let (hf, uf) =
+        if rw { (rustix::fs::OFlags::RDWR, OpenFlags::RDWR) } else { (rustix::fs::OFlags::RDONLY, OpenFlags::RDONLY) };
+    let h = rustix::fs::open(root.join(NAMES[a]), hf | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty());
+    let u = t.open(format!("/{}", NAMES[a]).as_bytes(), uf, 0);
+    let (he, ue) = (h.as_ref().err().map(|e| e.raw_os_error()), u.as_ref().err().map(|e| e.raw()));
+    if he != ue {
+        return Err(format!("open {} rw={rw}: host {he:?}, uvfs {ue:?}", NAMES[a]));
+    }
+    held.host[s] = h.ok();
+    held.uvfs[s] = u.ok();
+    Ok(())
 }
 
-fn uvfs_view(t: &uvfs::Task, rel: &str) -> Result<(u32, u64, u64, u64), i32> {
-    t.lstat(format!("/{rel}").as_bytes()).map(|s| (s.mode, s.ino, s.size, s.nlink as u64)).map_err(|e| e.raw())
+fn close_both(t: &uvfs::Task, held: &mut Held, s: usize) {
+    held.host[s] = None;
+    if let Some(fd) = held.uvfs[s].take() {
+        t.close(fd).unwrap();
+    }
+}
+
+/// What a file shows: type and permission bits, inode, size, links, owner, group, data
+/// and status-change times.
+type View = (u32, u64, u64, u64, u32, u32, (i64, i64), (i64, i64));
+
+/// What a path shows (a [`View`] and the extended attribute's value or errno), or the
+/// errno.
+fn host_view(root: &Path, rel: &str) -> Result<(View, Result<Vec<u8>, i32>), i32> {
+    let m = std::fs::symlink_metadata(root.join(rel)).map_err(|e| e.raw_os_error().unwrap_or(0))?;
+    let v = (
+        m.mode(),
+        m.ino(),
+        m.size(),
+        m.nlink(),
+        m.uid(),
+        m.gid(),
+        (m.mtime(), m.mtime_nsec()),
+        (m.ctime(), m.ctime_nsec()),
+    );
+    let mut buf = [0u8; 16];
+    let x = rustix::fs::lgetxattr(root.join(rel), XNAME, &mut buf[..])
+        .map(|n| buf[..n].to_vec())
+        .map_err(|e| e.raw_os_error());
+    Ok((v, x))
+}
+
+fn uvfs_stat_view(s: &uvfs::Stat) -> View {
+    (
+        s.mode,
+        s.ino,
+        s.size,
+        s.nlink as u64,
+        s.uid,
+        s.gid,
+        (s.mtime.sec, s.mtime.nsec as i64),
+        (s.ctime.sec, s.ctime.nsec as i64),
+    )
+}
+
+fn uvfs_view(t: &uvfs::Task, rel: &str) -> Result<(View, Result<Vec<u8>, i32>), i32> {
+    let p = format!("/{rel}").into_bytes();
+    let s = t.lstat(&p).map_err(|e| e.raw())?;
+    let mut buf = [0u8; 16];
+    let x = t.lgetxattr(&p, XNAME.as_bytes(), &mut buf).map(|n| buf[..n].to_vec()).map_err(|e| e.raw());
+    Ok((uvfs_stat_view(&s), x))
+}
+
+/// What a held descriptor shows: its file's [`View`] and its first bytes (or the errno of
+/// reading them).
+fn host_fd_view(fd: &std::os::fd::OwnedFd) -> (View, Result<Vec<u8>, i32>) {
+    let s = rustix::fs::fstat(fd).unwrap();
+    let v = (
+        s.st_mode,
+        s.st_ino,
+        s.st_size as u64,
+        s.st_nlink,
+        s.st_uid,
+        s.st_gid,
+        (s.st_mtime, s.st_mtime_nsec as i64),
+        (s.st_ctime, s.st_ctime_nsec as i64),
+    );
+    let mut buf = [0u8; 16];
+    let d = rustix::io::pread(fd, &mut buf[..], 0).map(|n| buf[..n].to_vec()).map_err(|e| e.raw_os_error());
+    (v, d)
+}
+
+fn uvfs_fd_view(t: &uvfs::Task, fd: uvfs::Fd) -> (View, Result<Vec<u8>, i32>) {
+    let s = t.fstat(fd).unwrap();
+    let mut buf = [0u8; 16];
+    let d = t.pread(fd, &mut buf, 0).map(|n| buf[..n].to_vec()).map_err(|e| e.raw());
+    (uvfs_stat_view(&s), d)
 }
 
 fn host_list(root: &Path, rel: &str) -> Option<Vec<Vec<u8>>> {
@@ -271,11 +436,19 @@ fn uvfs_list(t: &uvfs::Task, rel: &str) -> Option<Vec<Vec<u8>>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    // PROPTEST_CASES overrides the count for a longer hunt.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     /// Host changes interleaved with uvfs's own: after every step, every name (and the
     /// positions reached by `.` and `..`) shows through uvfs exactly what the host shows
-    /// (type, mode, inode, size, links, or the errno), and listings agree.
+    /// (type, mode, inode, size, links, owner, group, times, an extended attribute, or the
+    /// errno), listings agree, and each descriptor held open shows what the host's
+    /// descriptor for the same file shows (its attributes and first bytes), whichever side
+    /// changed the file, by name or through a descriptor.
     #[test]
     fn uvfs_sees_what_the_host_holds(steps in proptest::collection::vec(step(), 1..24)) {
         let dir = tmp("seq");
@@ -285,10 +458,16 @@ proptest! {
         for n in NAMES {
             let _ = t.lstat(format!("/{n}").as_bytes());
         }
+        let mut held = Held::default();
         for (i, s) in steps.iter().enumerate() {
             match s {
-                Step::Host(op) => host_do(dir.path(), op),
-                Step::Uvfs(op) => uvfs_do(&t, op),
+                Step::Host(op) => host_do(dir.path(), &held, op),
+                Step::Uvfs(op) => uvfs_do(&t, &held, op),
+                Step::Open(a, slot, rw) => {
+                    let r = open_both(dir.path(), &t, &mut held, *a, *slot, *rw);
+                    prop_assert!(r.is_ok(), "after step {} ({:?}): {}", i, s, r.unwrap_err());
+                }
+                Step::Close(slot) => close_both(&t, &mut held, *slot),
             }
             for rel in NAMES.iter().chain(PROBES.iter()) {
                 prop_assert_eq!(uvfs_view(&t, rel), host_view(dir.path(), rel), "after step {} ({:?}): {}", i, s, rel);
@@ -296,6 +475,14 @@ proptest! {
             for rel in [".", "a", "b", "a/x"] {
                 prop_assert_eq!(uvfs_list(&t, rel), host_list(dir.path(), rel), "after step {} ({:?}): list {}", i, s, rel);
             }
+            for slot in 0..SLOTS {
+                if let (Some(h), Some(u)) = (&held.host[slot], held.uvfs[slot]) {
+                    prop_assert_eq!(uvfs_fd_view(&t, u), host_fd_view(h), "after step {} ({:?}): slot {}", i, s, slot);
+                }
+            }
+        }
+        for slot in 0..SLOTS {
+            close_both(&t, &mut held, slot);
         }
     }
 }
