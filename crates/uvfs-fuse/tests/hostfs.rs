@@ -280,3 +280,258 @@ fn passthrough_case(changes: uvfs::fs::hostfs::HostChanges, opts: MountOptions) 
     assert_eq!(vfs.root_task().stat(b"/old").unwrap().size, 14);
     handle.unmount().unwrap();
 }
+
+/// Host changes interleaved with changes through the mount, with the kernel's name and
+/// attribute caches off (timeouts 0, the levers of a host that may change): after every
+/// step each name shows through the mount what it shows on the host (type, mode, size,
+/// links, owner, group, data and status-change times, an extended attribute, or the
+/// errno), listings agree, and a descriptor held open through the mount shows what one
+/// held on the host for the same file shows (attributes and first bytes), whichever side
+/// wrote, truncated or chmodded through its descriptor.
+mod host_sequences {
+    use super::*;
+    use proptest::prelude::*;
+    use std::os::fd::OwnedFd;
+    use std::path::Path;
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        Host(Op),
+        Mount(Op),
+        Open(usize, usize, bool),
+        Close(usize),
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Write(usize, usize),
+        Mkdir(usize),
+        Rmdir(usize),
+        Unlink(usize),
+        Rename(usize, usize),
+        Exchange(usize, usize),
+        Symlink(usize, usize),
+        Link(usize, usize),
+        Chmod(usize, u32),
+        Chown(usize, u32, u32),
+        Utimes(usize, i64, u32),
+        Truncate(usize, u64),
+        SetXattr(usize, usize),
+        RemoveXattr(usize),
+        FdWrite(usize, usize),
+        FdTruncate(usize, u64),
+        FdChmod(usize, u32),
+    }
+
+    const NAMES: [&str; 7] = ["a", "b", "a/x", "a/y", "b/x", "a/x/z", "c"];
+    const SLOTS: usize = 2;
+    const XNAME: &str = "user.k";
+
+    fn op() -> impl Strategy<Value = Op> {
+        let n = || 0..NAMES.len();
+        let mode = || prop_oneof![Just(0o755u32), Just(0o700), Just(0o644), Just(0o000), Just(0o4755), Just(0o2711)];
+        prop_oneof![
+            (n(), 0..5usize).prop_map(|(a, l)| Op::Write(a, l)),
+            n().prop_map(Op::Mkdir),
+            n().prop_map(Op::Rmdir),
+            n().prop_map(Op::Unlink),
+            (n(), n()).prop_map(|(a, b)| Op::Rename(a, b)),
+            (n(), n()).prop_map(|(a, b)| Op::Exchange(a, b)),
+            (n(), n()).prop_map(|(a, b)| Op::Symlink(a, b)),
+            (n(), n()).prop_map(|(a, b)| Op::Link(a, b)),
+            (n(), mode()).prop_map(|(a, m)| Op::Chmod(a, m)),
+            (n(), 0..3u32, 0..3u32).prop_map(|(a, u, g)| Op::Chown(a, u * 1000, g * 1000)),
+            (n(), 0..3i64, 0..3u32).prop_map(|(a, s, ns)| Op::Utimes(a, 1_000_000_000 + s, ns * 333_333_333)),
+            (n(), 0..9u64).prop_map(|(a, l)| Op::Truncate(a, l)),
+            (n(), 0..4usize).prop_map(|(a, l)| Op::SetXattr(a, l)),
+            n().prop_map(Op::RemoveXattr),
+            (0..SLOTS, 0..6usize).prop_map(|(s, l)| Op::FdWrite(s, l)),
+            (0..SLOTS, 0..9u64).prop_map(|(s, l)| Op::FdTruncate(s, l)),
+            (0..SLOTS, mode()).prop_map(|(s, m)| Op::FdChmod(s, m)),
+        ]
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => op().prop_map(Step::Host),
+            4 => op().prop_map(Step::Mount),
+            1 => (0..NAMES.len(), 0..SLOTS, any::<bool>()).prop_map(|(a, s, rw)| Step::Open(a, s, rw)),
+            1 => (0..SLOTS).prop_map(Step::Close),
+        ]
+    }
+
+    /// Slot `i`: the descriptor opened on the host (`.0`) and through the mount (`.1`).
+    type Held = [Option<(OwnedFd, OwnedFd)>; SLOTS];
+
+    /// `op` under `root` (the host directory or the mount), through `fd` for the
+    /// descriptor ops; the result does not matter (the views after it are compared).
+    fn apply(root: &Path, fd: Option<&OwnedFd>, op: &Op) {
+        use rustix::fs::{AtFlags, CWD, Timespec, Timestamps};
+        let p = |i: usize| root.join(NAMES[i]);
+        let _: std::io::Result<()> = match op {
+            Op::Write(a, l) => std::fs::write(p(*a), vec![b'w'; *l]),
+            Op::Mkdir(a) => std::fs::create_dir(p(*a)),
+            Op::Rmdir(a) => std::fs::remove_dir(p(*a)),
+            Op::Unlink(a) => std::fs::remove_file(p(*a)),
+            Op::Rename(a, b) => std::fs::rename(p(*a), p(*b)),
+            Op::Exchange(a, b) => {
+                rustix::fs::renameat_with(CWD, p(*a), CWD, p(*b), rustix::fs::RenameFlags::EXCHANGE).map_err(Into::into)
+            }
+            Op::Symlink(a, b) => std::os::unix::fs::symlink(NAMES[*a], p(*b)),
+            Op::Link(a, b) => std::fs::hard_link(p(*a), p(*b)),
+            Op::Chmod(a, m) => rustix::fs::chmod(p(*a), rustix::fs::Mode::from_raw_mode(*m)).map_err(Into::into),
+            Op::Chown(a, u, g) => rustix::fs::chownat(
+                CWD,
+                p(*a),
+                Some(rustix::fs::Uid::from_raw(*u)),
+                Some(rustix::fs::Gid::from_raw(*g)),
+                AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(Into::into),
+            Op::Utimes(a, s, ns) => {
+                let t = Timespec { tv_sec: *s, tv_nsec: *ns as _ };
+                let ts = Timestamps { last_access: t, last_modification: t };
+                rustix::fs::utimensat(CWD, p(*a), &ts, AtFlags::SYMLINK_NOFOLLOW).map_err(Into::into)
+            }
+            Op::Truncate(a, l) => std::fs::OpenOptions::new().write(true).open(p(*a)).and_then(|f| f.set_len(*l)),
+            Op::SetXattr(a, l) => {
+                rustix::fs::lsetxattr(p(*a), XNAME, &b"vvv"[..*l], rustix::fs::XattrFlags::empty()).map_err(Into::into)
+            }
+            Op::RemoveXattr(a) => rustix::fs::lremovexattr(p(*a), XNAME).map_err(Into::into),
+            Op::FdWrite(_, l) => {
+                fd.map_or(Ok(()), |fd| rustix::io::pwrite(fd, &vec![b'f'; *l], 0).map(|_| ()).map_err(Into::into))
+            }
+            Op::FdTruncate(_, l) => fd.map_or(Ok(()), |fd| rustix::fs::ftruncate(fd, *l).map_err(Into::into)),
+            Op::FdChmod(_, m) => {
+                fd.map_or(Ok(()), |fd| rustix::fs::fchmod(fd, rustix::fs::Mode::from_raw_mode(*m)).map_err(Into::into))
+            }
+        };
+    }
+
+    fn slot_of(op: &Op) -> Option<usize> {
+        match op {
+            Op::FdWrite(s, _) | Op::FdTruncate(s, _) | Op::FdChmod(s, _) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// Type and mode, size, links, owner, group, mtime, ctime.
+    type View = (u32, u64, u64, u32, u32, (i64, u64), (i64, u64));
+
+    fn view_of(s: &rustix::fs::Stat) -> View {
+        (
+            s.st_mode,
+            s.st_size as u64,
+            s.st_nlink,
+            s.st_uid,
+            s.st_gid,
+            (s.st_mtime, s.st_mtime_nsec),
+            (s.st_ctime, s.st_ctime_nsec),
+        )
+    }
+
+    fn path_view(root: &Path, rel: &str) -> Result<(View, Result<Vec<u8>, i32>), i32> {
+        let p = root.join(rel);
+        let s = rustix::fs::lstat(&p).map_err(|e| e.raw_os_error())?;
+        let mut buf = [0u8; 16];
+        let x = rustix::fs::lgetxattr(&p, XNAME, &mut buf[..]).map(|n| buf[..n].to_vec()).map_err(|e| e.raw_os_error());
+        Ok((view_of(&s), x))
+    }
+
+    fn fd_view(fd: &OwnedFd) -> (View, Result<Vec<u8>, i32>) {
+        let s = rustix::fs::fstat(fd).unwrap();
+        let mut buf = [0u8; 16];
+        let d = rustix::io::pread(fd, &mut buf[..], 0).map(|n| buf[..n].to_vec()).map_err(|e| e.raw_os_error());
+        (view_of(&s), d)
+    }
+
+    fn list(root: &Path, rel: &str) -> Option<Vec<Vec<u8>>> {
+        if !std::fs::symlink_metadata(root.join(rel)).ok()?.is_dir() {
+            return None;
+        }
+        let mut v: Vec<Vec<u8>> =
+            std::fs::read_dir(root.join(rel)).ok()?.map(|e| e.unwrap().file_name().into_encoded_bytes()).collect();
+        v.sort();
+        Some(v)
+    }
+
+    fn open(root: &Path, a: usize, rw: bool) -> Result<OwnedFd, i32> {
+        use rustix::fs::OFlags;
+        let fl = if rw { OFlags::RDWR } else { OFlags::RDONLY };
+        rustix::fs::open(root.join(NAMES[a]), fl | OFlags::CLOEXEC, rustix::fs::Mode::empty())
+            .map_err(|e| e.raw_os_error())
+    }
+
+    proptest! {
+        // Each case mounts anew; PROPTEST_CASES overrides the count for a longer hunt.
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn the_mount_shows_what_the_host_holds(steps in proptest::collection::vec(step(), 1..20)) {
+            let host = TempDir::new("hostseq");
+            let fs = uvfs::fs::hostfs::HostFs::new(host.path()).unwrap();
+            let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
+            let mnt = TempDir::new("hostseqmnt");
+            let zero = std::time::Duration::ZERO;
+            let opts = MountOptions {
+                entry_timeout: zero,
+                attr_timeout: zero,
+                negative_timeout: zero,
+                ..MountOptions::host_changing()
+            };
+            let (handle, _uring) = common::spawn(&vfs, mnt.path(), opts);
+            let (h, m) = (host.path(), mnt.path());
+            let mut held: Held = Default::default();
+            let mut failure = None;
+            'steps: for (i, s) in steps.iter().enumerate() {
+                match s {
+                    Step::Host(op) => apply(h, slot_of(op).and_then(|s| held[s].as_ref()).map(|p| &p.0), op),
+                    Step::Mount(op) => apply(m, slot_of(op).and_then(|s| held[s].as_ref()).map(|p| &p.1), op),
+                    Step::Open(a, slot, rw) => {
+                        held[*slot] = None;
+                        match (open(h, *a, *rw), open(m, *a, *rw)) {
+                            (Ok(hf), Ok(mf)) => held[*slot] = Some((hf, mf)),
+                            (Err(he), Err(me)) if he == me => {}
+                            (hr, mr) => {
+                                failure = Some(format!("step {i} ({s:?}): host {:?}, mount {:?}", hr.err(), mr.err()));
+                                break 'steps;
+                            }
+                        }
+                    }
+                    Step::Close(slot) => held[*slot] = None,
+                }
+                for rel in NAMES.iter().chain([".", "a/x/.."].iter()) {
+                    let (hv, mv) = (path_view(h, rel), path_view(m, rel));
+                    if hv != mv {
+                        failure = Some(format!("after step {i} ({s:?}): {rel}: host {hv:?}, mount {mv:?}"));
+                        break 'steps;
+                    }
+                }
+                for rel in [".", "a", "b", "a/x"] {
+                    let (hl, ml) = (list(h, rel), list(m, rel));
+                    if hl != ml {
+                        failure = Some(format!("after step {i} ({s:?}): list {rel}: host {hl:?}, mount {ml:?}"));
+                        break 'steps;
+                    }
+                }
+                for (slot, p) in held.iter().enumerate() {
+                    if let Some((hf, mf)) = p {
+                        let (hv, mv) = (fd_view(hf), fd_view(mf));
+                        if hv != mv {
+                            failure = Some(format!("after step {i} ({s:?}): slot {slot}: host {hv:?}, mount {mv:?}"));
+                            break 'steps;
+                        }
+                    }
+                }
+            }
+            // Descriptors closed and the mount gone before the case's verdict.
+            drop(held);
+            handle.unmount().unwrap();
+            prop_assert!(failure.is_none(), "{}", failure.unwrap());
+        }
+    }
+}
