@@ -435,3 +435,21 @@ fn linking_an_open_file_whose_name_went() {
         }
     }
 }
+
+/// A copied-up file cut short inside a punched hole keeps the hole: no block comes back
+/// for the zeros of the new last page (overlayfs over tmpfs: `a/f`'s 5000 bytes, the
+/// first page punched, cut to 3 bytes: 0 blocks). Also cut inside data, and where a hole
+/// was punched over the lower file's whole length.
+#[test]
+fn cutting_a_copied_up_file_inside_a_hole() {
+    let punch = |len: i64| Op::Fallocate(0, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, 0, len);
+    for ops in [
+        vec![Op::Open(D::Cwd, p("a/f"), O_WRONLY, 0), punch(4096), Op::Ftruncate(0, 3), Op::Fstat(0)],
+        vec![Op::Open(D::Cwd, p("a/f"), O_WRONLY, 0), punch(4096), Op::Ftruncate(0, 4097), Op::Fstat(0)],
+        vec![Op::Open(D::Cwd, p("a/f"), O_WRONLY, 0), punch(8192), Op::Ftruncate(0, 3), Op::Fstat(0)],
+    ] {
+        if let Err(m) = check(Who::Root, &ops) {
+            panic!("{m}");
+        }
+    }
+}

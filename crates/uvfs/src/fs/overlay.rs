@@ -945,8 +945,11 @@ impl FileSystem for OverlayFs {
         if size <= inode.size() {
             let keep = size.div_ceil(PAGE);
             st.pages.split_off(&keep);
+            // The new last page's tail is zeroed, unless it is a hole (zeros already:
+            // a copy would turn it into a written page with a block).
             if !size.is_multiple_of(PAGE)
                 && let Some(p) = st.pages.get_mut(&(size / PAGE))
+                && !is_hole(p)
             {
                 let p = Arc::make_mut(p);
                 p[(size % PAGE) as usize..].fill(0);
