@@ -5,9 +5,11 @@
 //!
 //! What an entry becomes follows GNU tar's extraction: paths are relative to the root
 //! (`./` and `/` prefixes dropped, `..` refused), a later entry of a name replaces an
-//! earlier one (a directory keeps its children), missing parent directories appear with
-//! mode 0755, hard links share one inode, PAX `SCHILY.xattr.*` records are the file's
-//! extended attributes, and a `./` entry gives the root its metadata. GNU sparse files
+//! earlier one (a directory keeps its children and its xattrs, and gains the new entry's),
+//! missing parent directories appear with mode 0755, hard links share one inode (a link
+//! of a name to what it already names is nothing), symlinks have mode 0777, PAX
+//! `SCHILY.xattr.*` records are the file's extended attributes and `uid`, `gid` and
+//! `mtime` records override the header, and a `./` entry gives the root its metadata. GNU sparse files
 //! are held in memory (their data is not contiguous in the archive). Times have the
 //! archive's one-second resolution; directories report tmpfs's sizes (20 bytes an entry
 //! plus 40), files their data's 512-byte blocks.
@@ -123,6 +125,30 @@ fn components(path: &[u8]) -> Result<Vec<&[u8]>> {
     Ok(out)
 }
 
+/// A directory named again gets the new entry's xattrs and keeps its others, as GNU tar
+/// sets each on the directory it finds there and removes none.
+fn merge_xattrs(have: &mut Vec<Xattr>, new: Vec<Xattr>) {
+    for (k, v) in new {
+        match have.iter_mut().find(|(h, _)| *h == k) {
+            Some(slot) => slot.1 = v,
+            None => have.push((k, v)),
+        }
+    }
+}
+
+/// A PAX time record (`mtime=1234567890.5`, maybe negative) in whole seconds, rounded
+/// down as the kernel stores a time before 1970 with a fraction (-1.5 is -2 s + 0.5 s).
+fn pax_seconds(v: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(v).ok()?;
+    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let sec: i64 = whole.parse().ok()?;
+    let fraction = frac.bytes().any(|b| b != b'0');
+    Some(if whole.starts_with('-') && fraction { sec - 1 } else { sec })
+}
+
 /// Parses the map that starts a PAX 1.0 sparse member's data (`raw`, at `start` in the
 /// archive): decimal lines, the number of stretches then each one's offset and length,
 /// padded to 512 bytes, then the stretches' bytes one after another. Returns each
@@ -182,9 +208,9 @@ impl TarFs {
             let path = entry.path_bytes().into_owned();
             let h = entry.header();
             let perm = h.mode().map_err(|_| Errno::EINVAL)? & 0o7777;
-            let uid = h.uid().map_err(|_| Errno::EINVAL)? as u32;
-            let gid = h.gid().map_err(|_| Errno::EINVAL)? as u32;
-            let mtime = h.mtime().map_err(|_| Errno::EINVAL)? as i64;
+            let mut uid = h.uid().map_err(|_| Errno::EINVAL)? as u32;
+            let mut gid = h.gid().map_err(|_| Errno::EINVAL)? as u32;
+            let mut mtime = h.mtime().map_err(|_| Errno::EINVAL)? as i64;
             let kind = h.entry_type();
             let major = h.device_major().ok().flatten().unwrap_or(0);
             let minor = h.device_minor().ok().flatten().unwrap_or(0);
@@ -198,7 +224,13 @@ impl TarFs {
                     if let Some(name) = k.strip_prefix(b"SCHILY.xattr.") {
                         xattrs.push((name.into(), v.into()));
                     }
+                    // What the header's fields cannot hold (an id above 2^21 - 1, a time
+                    // outside 0..8^11) PAX gives in records that override them.
+                    let number = || std::str::from_utf8(v).ok().and_then(|s| s.parse::<u32>().ok());
                     match k {
+                        b"uid" => uid = number().ok_or(Errno::EINVAL)?,
+                        b"gid" => gid = number().ok_or(Errno::EINVAL)?,
+                        b"mtime" => mtime = pax_seconds(v).ok_or(Errno::EINVAL)?,
                         b"GNU.sparse.major" => sparse_major = Some(v.to_vec()),
                         b"GNU.sparse.name" => sparse_name = Some(v.to_vec()),
                         b"GNU.sparse.realsize" => {
@@ -249,6 +281,9 @@ impl TarFs {
                 // `./`: the root's own metadata.
                 let root = &mut nodes[0];
                 (root.perm, root.uid, root.gid, root.mtime) = (perm, uid, gid, mtime);
+                // GNU tar does not make the root: its xattrs are set when the last `./`
+                // entry's delayed metadata is (the other directories keep those they
+                // were made with, see `merge_xattrs`).
                 root.xattrs = xattrs;
                 continue;
             };
@@ -257,6 +292,11 @@ impl TarFs {
                 let mut at = 0usize;
                 for c in components(&target)? {
                     at = *nodes[at].children.get(c).ok_or(Errno::EINVAL)?;
+                }
+                // A link of a name to what it already names changes nothing (GNU tar's
+                // `extract_link` takes the EEXIST as done), a directory too.
+                if nodes[parent].children.get(name) == Some(&at) {
+                    continue;
                 }
                 if nodes[at].ftype == FileType::Directory {
                     return Err(Errno::EINVAL);
@@ -271,7 +311,8 @@ impl TarFs {
                     && nodes[i].ftype == FileType::Directory
                 {
                     let n = &mut nodes[i];
-                    (n.perm, n.uid, n.gid, n.mtime, n.xattrs) = (perm, uid, gid, mtime, xattrs);
+                    (n.perm, n.uid, n.gid, n.mtime) = (perm, uid, gid, mtime);
+                    merge_xattrs(&mut n.xattrs, xattrs);
                     continue;
                 }
                 (FileType::Directory, Data::None, 0, None, 0)
@@ -310,6 +351,9 @@ impl TarFs {
                 // other kind (a volume label, ...) names nothing.
                 continue;
             };
+            // A symlink's permission bits are 0777 whatever the header says (`symlink(2)`
+            // takes no mode; GNU tar extracts it so).
+            let perm = if ftype == FileType::Symlink { 0o777 } else { perm };
             let mut node = Node::dir(parent, perm, mtime);
             (node.ftype, node.uid, node.gid, node.size, node.data, node.target, node.rdev) =
                 (ftype, uid, gid, size, data, target, rdev);
