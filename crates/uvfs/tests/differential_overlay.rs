@@ -5,6 +5,7 @@
 //! copy-up, whiteouts, opaque directories, merged listings, renames. Needs root (mount).
 
 mod common;
+mod tree;
 
 use std::ffi::CString;
 
@@ -13,7 +14,8 @@ use libc::{AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_APPEND, O_CREAT, O_DIRECTORY, O_
 use proptest::prelude::*;
 use uvfs::fs::hostfs::HostFs;
 use uvfs::fs::overlay::OverlayFs;
-use uvfs::{Vfs, VfsConfig};
+use uvfs::fs::tarfs::TarFs;
+use uvfs::{DirFd, OpenFlags, Vfs, VfsConfig};
 
 /// A fresh directory on /dev/shm, removed on drop.
 struct Scratch(String);
@@ -134,7 +136,41 @@ fn check(who: Who, ops: &[Op]) -> Result<(), String> {
         }
         return Err(msg);
     }
-    Ok(())
+    exported_layer_check(&vfs, &lower, &s.0).map_err(|m| format!("after {ops:?}:\n{m}"))
+}
+
+/// What the sequence changed, exported as an OCI layer (`OverlayFs::export_changes`) and
+/// mounted over the same lower directory in a new overlay, is the tree the sequence left:
+/// every name with its type, mode, owner, size, bytes and `user.` xattrs (link counts,
+/// times and devices are each layer's own).
+fn exported_layer_check(vfs: &Vfs, lower: &str, scratch: &str) -> Result<(), String> {
+    let t = vfs.root_task();
+    let root = t.openat_file(DirFd::Cwd, b"/", OpenFlags::PATH, 0).unwrap();
+    let layer = format!("{scratch}/layer.tar");
+    OverlayFs::export_changes(root.inode(), std::fs::File::create(&layer).unwrap())
+        .map_err(|e| format!("export: {e:?}"))?;
+    let want = tree::contents_only(&tree::uvfs_tree(&t));
+    let layers: Vec<Box<dyn uvfs::fs::FileSystem>> = vec![
+        Box::new(TarFs::open_layer(&layer).map_err(|e| format!("the layer: {e:?}"))?),
+        Box::new(HostFs::new(lower).unwrap()),
+    ];
+    let b = Vfs::with_root(VfsConfig::default(), Box::new(OverlayFs::new(layers).unwrap())).unwrap();
+    let got = tree::contents_only(&tree::uvfs_tree(&b.root_task()));
+    if got == want {
+        return Ok(());
+    }
+    let mut msg = String::from("the exported layer over the lower directory differs:\n");
+    for k in want.keys().chain(got.keys()).collect::<std::collections::BTreeSet<_>>() {
+        if want.get(k) != got.get(k) {
+            msg += &format!(
+                "  {}: session {:?}\n      layer   {:?}\n",
+                String::from_utf8_lossy(k),
+                want.get(k),
+                got.get(k)
+            );
+        }
+    }
+    Err(msg)
 }
 
 /// The one known difference: a directory removed while open, its name made a directory
