@@ -269,12 +269,15 @@ impl OverlayFs {
     ) -> Arc<Inode> {
         let st = lower.stat();
         let link = if lower.file_type() == FileType::Symlink { lower.cached_link().map(Into::into) } else { None };
+        // A directory that merges more than one lower directory reports one link, as a
+        // merged one with an upper part does (`ovl_getattr`, `OVL_TYPE_MERGE`).
+        let nlink = if lower_dirs.len() > 1 { 1 } else { st.nlink };
         let n = NewInode {
             ino: Ino(((layer as u64 + 1) << 56) | (st.ino & ((1 << 56) - 1))),
             mode: st.mode,
             uid: st.uid,
             gid: st.gid,
-            nlink: st.nlink,
+            nlink,
             size: st.size,
             blocks: st.blocks,
             rdev: st.rdev,
