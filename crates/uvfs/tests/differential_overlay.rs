@@ -155,7 +155,54 @@ fn check_layers(who: Who, top: &[Op], ops: &[Op]) -> Result<(), String> {
         }
         return Err(msg);
     }
-    exported_layer_check(&vfs, layers(), &s.0).map_err(|m| format!("after {ops:?}:\n{m}"))
+    exported_layer_check(&vfs, layers(), &s.0).map_err(|m| format!("after {ops:?}:\n{m}"))?;
+    snapshot_check(&layers, who, ops).map_err(|m| format!("after {ops:?}:\n{m}"))
+}
+
+/// A snapshot taken half-way through the sequence (`OverlayFs::snapshot`, file pages
+/// shared copy-on-write) and mounted as the lower layer of a fork shows the tree as it
+/// was then, also after the original ran the rest of the sequence; and the fork running
+/// the rest too changes nothing of the original, which ends as an overlay that ran the
+/// sequence in the same two halves without a snapshot. (Contents, modes, owners and
+/// xattrs; each half runs in a task of its own.)
+fn snapshot_check(layers: &dyn Fn() -> Vec<Box<dyn uvfs::fs::FileSystem>>, who: Who, ops: &[Op]) -> Result<(), String> {
+    let (first, rest) = ops.split_at(ops.len() / 2);
+    let ovl = |l: Vec<Box<dyn uvfs::fs::FileSystem>>| {
+        Vfs::with_root(VfsConfig::default(), Box::new(OverlayFs::new(l).unwrap())).unwrap()
+    };
+    let tree_of = |v: &Vfs| tree::contents_only(&tree::uvfs_tree(&v.root_task()));
+    let (orig, control) = (ovl(layers()), ovl(layers()));
+    uvfs_run_on(&orig, who, &[], first);
+    uvfs_run_on(&control, who, &[], first);
+    let then = tree_of(&orig);
+    let root = orig.root_task().openat_file(DirFd::Cwd, b"/", OpenFlags::PATH, 0).unwrap();
+    let fork = ovl(vec![Box::new(OverlayFs::snapshot(root.inode()).map_err(|e| format!("snapshot: {e:?}"))?)]);
+    let differs = |what: &str, got: &tree::Tree, want: &tree::Tree| {
+        let mut msg = format!("snapshot after {} calls: {what}:\n", first.len());
+        for k in want.keys().chain(got.keys()).collect::<std::collections::BTreeSet<_>>() {
+            if want.get(k) != got.get(k) {
+                msg +=
+                    &format!("  {}: want {:?}\n      got  {:?}\n", String::from_utf8_lossy(k), want.get(k), got.get(k));
+            }
+        }
+        msg
+    };
+    let now = tree_of(&fork);
+    if now != then {
+        return Err(differs("the fork does not show the tree", &now, &then));
+    }
+    uvfs_run_on(&orig, who, &[], rest);
+    let now = tree_of(&fork);
+    if now != then {
+        return Err(differs("the original's changes reached the fork", &now, &then));
+    }
+    uvfs_run_on(&fork, who, &[], rest);
+    uvfs_run_on(&control, who, &[], rest);
+    let (got, want) = (tree_of(&orig), tree_of(&control));
+    if got != want {
+        return Err(differs("the original is not what the same calls make without a snapshot", &got, &want));
+    }
+    Ok(())
 }
 
 /// What the sequence changed, exported as an OCI layer (`OverlayFs::export_changes`) and
