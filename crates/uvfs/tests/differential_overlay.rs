@@ -9,6 +9,7 @@ mod tree;
 
 use std::ffi::CString;
 
+use common::generate_acl::{ACCESS, DEFAULT, valid_acl};
 use common::{D, Op, Out, P, W, Who, host_run_at, p, uvfs_run_on};
 use libc::{AT_REMOVEDIR, AT_SYMLINK_NOFOLLOW, O_APPEND, O_CREAT, O_DIRECTORY, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
 use proptest::prelude::*;
@@ -295,6 +296,8 @@ fn tree_ops() -> Vec<Op> {
     for name in NAMES {
         v.push(Op::Fstatat(D::Cwd, p(name), AT_SYMLINK_NOFOLLOW));
         v.push(Op::Readlinkat(D::Cwd, p(name), 64));
+        v.push(Op::Getxattr(common::X::LPath(p(name)), p(ACCESS), 256));
+        v.push(Op::Getxattr(common::X::LPath(p(name)), p(DEFAULT), 256));
     }
     for dir in [".", "a", "a/b", "e", "d", "n"] {
         v.push(Op::Open(D::Cwd, p(dir), O_RDONLY | O_DIRECTORY, 0));
@@ -352,6 +355,11 @@ fn op() -> BoxedStrategy<Op> {
         1 => (name(), prop::sample::select(vec![b"v".to_vec(), b"w2".to_vec()])).prop_map(|(n, v)| Op::Setxattr(common::X::Path(n), p("user.k"), common::V(v), 0)),
         1 => name().prop_map(|n| Op::Getxattr(common::X::Path(n), p("user.k"), 16)),
         1 => name().prop_map(|n| Op::Removexattr(common::X::Path(n), p("user.k"))),
+        // POSIX ACLs: copied up with the file, a directory's default inherited by what is
+        // made in it, the mode's group bits as the mask.
+        2 => (name(), prop::sample::select(vec![ACCESS, ACCESS, DEFAULT]), valid_acl())
+            .prop_map(|(n, k, a)| Op::Setxattr(common::X::Path(n), p(k), common::V(a.bytes()), 0)),
+        1 => (name(), prop::sample::select(vec![ACCESS, DEFAULT])).prop_map(|(n, k)| Op::Removexattr(common::X::Path(n), p(k))),
         2 => fd().prop_map(Op::Getdents),
         // Space and holes: tmpfs's modes (allocate, keep size, punch) and one it refuses.
         2 => (fd(), prop::sample::select(vec![0i32, 1, 3, 3, 0x10]), prop::sample::select(vec![0i64, 100, 4096, 8192]), prop::sample::select(vec![1i64, 100, 4096, 8000, 12288]))
@@ -615,6 +623,30 @@ fn cutting_a_copied_up_file_inside_a_hole() {
         vec![Op::Open(D::Cwd, p("a/f"), O_WRONLY, 0), punch(4096), Op::Ftruncate(0, 3), Op::Fstat(0)],
         vec![Op::Open(D::Cwd, p("a/f"), O_WRONLY, 0), punch(4096), Op::Ftruncate(0, 4097), Op::Fstat(0)],
         vec![Op::Open(D::Cwd, p("a/f"), O_WRONLY, 0), punch(8192), Op::Ftruncate(0, 3), Op::Fstat(0)],
+    ] {
+        if let Err(m) = check(Who::Root, &ops) {
+            panic!("{m}");
+        }
+    }
+}
+
+/// Removing an ACL a lower object does not have is ENODATA and copies nothing up
+/// (`ovl_set_or_remove_acl`); a minimal access ACL, which the filesystem keeps as the mode
+/// alone, is set all the same; once copied up, a removal of nothing succeeds (tmpfs).
+#[test]
+fn removing_an_acl_a_lower_object_lacks() {
+    let minimal = common::V(
+        common::generate_acl::AclSpec(vec![(0x01, 7, u32::MAX), (0x04, 5, u32::MAX), (0x20, 0, u32::MAX)]).bytes(),
+    );
+    let remove = |n: &str, k: &str| Op::Removexattr(common::X::Path(p(n)), p(k));
+    for ops in [
+        vec![remove("a/b", ACCESS), remove("a", DEFAULT), remove("a/f", ACCESS), Op::Fstatat(D::Cwd, p("a/b"), 0)],
+        vec![
+            Op::Setxattr(common::X::Path(p("a")), p(ACCESS), minimal, 0),
+            Op::Fstatat(D::Cwd, p("a"), 0),
+            remove("a", ACCESS),
+        ],
+        vec![Op::Fchmodat(D::Cwd, p("a/f"), 0o600, 0), remove("a/f", ACCESS)],
     ] {
         if let Err(m) = check(Who::Root, &ops) {
             panic!("{m}");

@@ -599,6 +599,9 @@ pub(crate) fn set_posix_acl(creds: &Credentials, inode: &Inode, ty: AclType, acl
         a.valid()?;
     }
     let _g = inode.lock.lock();
+    if acl.is_none() {
+        inode.sb().fs().remove_acl_check(inode, ty)?;
+    }
     let old_mode = inode.mode();
     let mut mode = old_mode;
     let acl = match ty {

@@ -245,6 +245,13 @@ pub trait FileSystem: Send + Sync + 'static {
     fn get_acl(&self, _inode: &Inode, _ty: AclType) -> Result<Option<Arc<Acl>>> {
         Ok(None)
     }
+    /// Whether an ACL asked to be removed (`removexattr`, not a minimal ACL reduced to
+    /// the mode) can be, after the VFS's checks and before [`FileSystem::set_acl`]. The
+    /// default removes what is not there without a word (tmpfs's `simple_set_acl`);
+    /// overlay's lower objects say ENODATA. Called with the inode lock held.
+    fn remove_acl_check(&self, _inode: &Inode, _ty: AclType) -> Result<()> {
+        Ok(())
+    }
     /// Stores (`Some`) or removes an ACL, already validated and reduced (a minimal access
     /// ACL arrives as `None`; the VFS has updated the mode and persists it with
     /// [`FileSystem::setattr`]). Called with the inode lock held.

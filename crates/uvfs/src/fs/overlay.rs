@@ -1188,6 +1188,15 @@ impl FileSystem for OverlayFs {
         if lower.sb().fs().posix_acl() { lower.sb().fs().get_acl(lower, ty) } else { Ok(None) }
     }
 
+    fn remove_acl_check(&self, inode: &Inode, ty: AclType) -> Result<()> {
+        // Removing an ACL the lower object does not have copies nothing up: ENODATA
+        // (`ovl_set_or_remove_acl`); an upper object's goes without a check, as tmpfs's.
+        if !node(inode).state.lock().upper && self.get_acl(inode, ty)?.is_none() {
+            return Err(Errno::ENODATA);
+        }
+        Ok(())
+    }
+
     fn set_acl(&self, inode: &Inode, ty: AclType, acl: Option<&Arc<Acl>>) -> Result<()> {
         self.copy_up_as(inode, true)?;
         let i = match ty {
