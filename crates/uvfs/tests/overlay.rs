@@ -197,3 +197,258 @@ fn merged_listing_cursors_survive_changes() {
     let now: Vec<Vec<u8>> = t.getdents(fd, usize::MAX).unwrap().into_iter().map(|e| e.name).collect();
     assert!(now.contains(&b"new3".to_vec()) && !now.contains(&b"f3".to_vec()));
 }
+
+/// Generated OCI image layers (`.wh.` whiteouts, `.wh..wh..opq` opaque markers, files,
+/// directories, symlinks, hard links, names given again, missing parents), stacked by
+/// uvfs as tarfs layers in an overlay, show what overlayfs shows of the same layers
+/// extracted by GNU tar and converted as an image tool does for overlayfs (a whiteout
+/// becomes a character device 0/0, an opaque marker the `trusted.overlay.opaque` xattr of
+/// its directory). Needs root (mount, mknod, trusted xattrs).
+mod layers {
+    use super::*;
+    use proptest::prelude::*;
+    use std::io::Write;
+
+    #[derive(Clone, Debug)]
+    struct Member {
+        /// `f` file, `d` directory, `s` symlink, `h` hard link.
+        kind: char,
+        name: &'static str,
+        target: &'static str,
+        size: usize,
+        mode: u32,
+    }
+
+    const NAMES: [&str; 16] = [
+        "a",
+        "b",
+        "a/f",
+        "a/g",
+        "a/c",
+        "a/c/f",
+        "b/f",
+        "c",
+        ".wh.a",
+        "a/.wh.f",
+        "a/.wh.c",
+        "a/c/.wh.f",
+        ".wh.b",
+        "a/.wh..wh..opq",
+        "b/.wh..wh..opq",
+        "a/c/.wh..wh..opq",
+    ];
+
+    fn member() -> impl Strategy<Value = Member> {
+        (
+            prop::sample::select(vec!['f', 'f', 'd', 'd', 's', 'h']),
+            prop::sample::select(NAMES.to_vec()),
+            prop::sample::select(vec!["a/f", "b/f", "../x", "a/c/f"]),
+            prop::sample::select(vec![0usize, 3, 5000]),
+            prop::sample::select(vec![0o755u32, 0o644, 0o700, 0o4755]),
+        )
+            .prop_map(|(kind, name, target, size, mode)| {
+                // A marker is an empty file.
+                let marker = name.rsplit('/').next().unwrap().starts_with(".wh.");
+                Member {
+                    kind: if marker { 'f' } else { kind },
+                    name,
+                    target,
+                    size: if marker { 0 } else { size },
+                    mode,
+                }
+            })
+    }
+
+    /// A layer: its members, hard links pointed at a non-directory made earlier in it, and
+    /// no whiteout of a name the same layer has (OCI: a whiteout hides the layers below;
+    /// overlayfs's directory cannot hold both).
+    fn layer() -> impl Strategy<Value = Vec<Member>> {
+        prop::collection::vec(member(), 0..9).prop_map(|ms| {
+            let mut out: Vec<Member> = Vec::new();
+            for mut m in ms {
+                if m.kind == 'h' {
+                    match out.iter().rev().find(|o| matches!(o.kind, 'f' | 's') && !is_marker(o.name)) {
+                        Some(o) => m.target = o.name,
+                        None => continue,
+                    }
+                }
+                out.push(m);
+            }
+            let named: Vec<String> = out.iter().map(|m| m.name.to_string()).collect();
+            out.retain(|m| match m.name.rsplit_once('/').map_or(("", m.name), |(d, b)| (d, b)) {
+                (dir, base) if base != ".wh..wh..opq" && base.starts_with(".wh.") => {
+                    let hidden = if dir.is_empty() { base[4..].to_string() } else { format!("{dir}/{}", &base[4..]) };
+                    !named.iter().any(|n| *n == hidden || n.starts_with(&format!("{hidden}/")))
+                }
+                _ => true,
+            });
+            out
+        })
+    }
+
+    fn is_marker(name: &str) -> bool {
+        name.rsplit('/').next().unwrap().starts_with(".wh.")
+    }
+
+    fn write_layer(path: &Path, members: &[Member]) {
+        let mut spec = String::new();
+        for m in members {
+            spec += &format!("{}\t{}\t{}\t{}\t{}\n", m.kind, m.name, m.target, m.size, m.mode);
+        }
+        let script = r#"
+import sys, tarfile, io
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    for i, line in enumerate(sys.stdin.read().splitlines()):
+        kind, name, target, size, mode = line.split("\t")
+        ti = tarfile.TarInfo(name)
+        ti.mode, ti.mtime = int(mode), 1000000000
+        data = None
+        if kind == "f":
+            ti.size = int(size)
+            data = io.BytesIO(bytes([65 + i % 26]) * int(size))
+        elif kind == "d":
+            ti.type = tarfile.DIRTYPE
+        elif kind == "s":
+            ti.type, ti.linkname = tarfile.SYMTYPE, target
+        else:
+            ti.type, ti.linkname = tarfile.LNKTYPE, target
+        t.addfile(ti, data)
+"#;
+        let mut child = Command::new("python3")
+            .args(["-c", script])
+            .arg(path)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        child.stdin.take().unwrap().write_all(spec.as_bytes()).unwrap();
+        assert!(child.wait().unwrap().success(), "writing a layer");
+    }
+
+    /// Extracts `tar` into `dir` and converts its markers for overlayfs; false where GNU
+    /// tar does not extract it cleanly (a file under a file, a directory over one with
+    /// children).
+    fn apply_for_overlayfs(tar: &Path, dir: &Path) -> bool {
+        let out = Command::new("tar")
+            .args(["--same-owner", "--warning=no-timestamp", "-xpf"])
+            .arg(tar)
+            .arg("-C")
+            .arg(dir)
+            .output()
+            .unwrap();
+        if !out.status.success() || !out.stderr.is_empty() {
+            return false;
+        }
+        let listing = sh(dir, "find . -name '.wh.*' -print0 | xargs -0 -r -n1 echo");
+        for p in listing.lines() {
+            let p = dir.join(p);
+            let (parent, base) =
+                (p.parent().unwrap().to_path_buf(), p.file_name().unwrap().to_str().unwrap().to_string());
+            std::fs::remove_file(&p).unwrap();
+            if base == ".wh..wh..opq" {
+                rustix::fs::setxattr(&parent, "trusted.overlay.opaque", b"y", rustix::fs::XattrFlags::empty()).unwrap();
+            } else {
+                let hidden = parent.join(&base[4..]);
+                rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    &hidden,
+                    rustix::fs::FileType::CharacterDevice,
+                    rustix::fs::Mode::empty(),
+                    0,
+                )
+                .unwrap();
+            }
+        }
+        true
+    }
+
+    /// What overlayfs shows of `dirs` (top first) as lower layers, read in a mount
+    /// namespace of a thread of its own (the mount goes with it).
+    fn overlayfs_tree(dirs: Vec<std::path::PathBuf>, merged: std::path::PathBuf) -> tree::Tree {
+        std::thread::spawn(move || {
+            let lowers = dirs.iter().map(|d| d.to_str().unwrap()).collect::<Vec<_>>().join(":");
+            let opts = std::ffi::CString::new(format!("lowerdir={lowers}")).unwrap();
+            let target = std::ffi::CString::new(merged.to_str().unwrap()).unwrap();
+            // SAFETY: plain syscalls with NUL-terminated strings that outlive them; the
+            // namespace is this thread's own after unshare.
+            unsafe {
+                assert_eq!(libc::unshare(libc::CLONE_NEWNS), 0, "unshare: {}", std::io::Error::last_os_error());
+                let rc = libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                );
+                assert_eq!(rc, 0, "private: {}", std::io::Error::last_os_error());
+                let rc = libc::mount(
+                    c"overlay".as_ptr(),
+                    target.as_ptr(),
+                    c"overlay".as_ptr(),
+                    libc::MS_RDONLY,
+                    opts.as_ptr().cast(),
+                );
+                assert_eq!(rc, 0, "mount overlay: {}", std::io::Error::last_os_error());
+            }
+            let t = tree::host_tree_found(&merged);
+            // SAFETY: as above.
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+            t
+        })
+        .join()
+        .expect("the overlayfs side")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
+            max_global_rejects: 1 << 20,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn stacked_layers_show_what_overlayfs_shows(layers in prop::collection::vec(layer(), 1..4)) {
+            let tmp = tempfile::tempdir_in("/dev/shm").unwrap();
+            let mut dirs = Vec::new();
+            let mut tars = Vec::new();
+            // Top first; an empty bottom layer, as overlayfs wants two lower layers without
+            // an upper one.
+            for (i, l) in layers.iter().enumerate() {
+                let tar = tmp.path().join(format!("l{i}.tar"));
+                write_layer(&tar, l);
+                let dir = tmp.path().join(format!("l{i}"));
+                std::fs::create_dir(&dir).unwrap();
+                prop_assume!(apply_for_overlayfs(&tar, &dir));
+                dirs.push(dir);
+                tars.push(tar);
+            }
+            let empty = tmp.path().join("empty");
+            std::fs::create_dir(&empty).unwrap();
+            dirs.push(empty.clone());
+            let merged = tmp.path().join("merged");
+            std::fs::create_dir(&merged).unwrap();
+            let want = contents_only(&overlayfs_tree(dirs, merged));
+
+            let mut fs: Vec<Box<dyn uvfs::fs::FileSystem>> = Vec::new();
+            for tar in &tars {
+                fs.push(Box::new(TarFs::open_layer(tar).unwrap()));
+            }
+            fs.push(Box::new(HostFs::new(&empty).unwrap()));
+            let vfs = Vfs::with_root(VfsConfig::default(), Box::new(OverlayFs::new(fs).unwrap())).unwrap();
+            let got = uvfs_tree(&vfs.root_task());
+            // The roots differ by what each made them from (the empty directory's mode
+            // here, tarfs's own root there): compared below them.
+            let below = |t: tree::Tree| -> tree::Tree { t.into_iter().filter(|(k, _)| !k.is_empty()).collect() };
+            let (want, got) = (below(want), below(got));
+            prop_assert!(want == got, "{}", {
+                let mut msg = String::new();
+                for k in want.keys().chain(got.keys()).collect::<std::collections::BTreeSet<_>>() {
+                    if want.get(k) != got.get(k) {
+                        msg += &format!("{}: overlayfs {:?}\n    uvfs {:?}\n", String::from_utf8_lossy(k), want.get(k), got.get(k));
+                    }
+                }
+                msg
+            });
+        }
+    }
+}

@@ -41,10 +41,23 @@ fn user_xattrs(names: &[u8], get: impl Fn(&[u8]) -> Vec<u8>) -> Vec<(Vec<u8>, Ve
 }
 
 pub fn host_tree(root: &Path) -> Tree {
+    host_tree_of(root, false)
+}
+
+/// As [`host_tree`], leaving out names a listing shows and a lookup does not find: what
+/// overlayfs shows of a whiteout in a directory of one layer, which it lists as it is.
+pub fn host_tree_found(root: &Path) -> Tree {
+    host_tree_of(root, true)
+}
+
+fn host_tree_of(root: &Path, found_only: bool) -> Tree {
     let mut out = Tree::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(p) = stack.pop() {
-        let m = std::fs::symlink_metadata(&p).unwrap();
+        let m = match std::fs::symlink_metadata(&p) {
+            Err(e) if found_only && e.raw_os_error() == Some(libc::ENOENT) => continue,
+            m => m.unwrap(),
+        };
         let rel = p.strip_prefix(root).unwrap().as_os_str().as_bytes().to_vec();
         let ft = m.file_type();
         let body = if ft.is_symlink() {
