@@ -174,6 +174,11 @@ fn read_sized(f: impl Fn(&mut [u8]) -> Result<usize>) -> Result<Vec<u8>> {
     }
 }
 
+/// Whether `name` is one of the POSIX ACL xattrs.
+fn is_acl_name(name: &[u8]) -> bool {
+    name == b"system.posix_acl_access" || name == b"system.posix_acl_default"
+}
+
 /// An xattr reply: the size when the caller asked for it (`size` 0), else the value.
 fn xattr_reply(size: u32, data: &[u8], out: &mut ReplyBuf<'_>) -> Result<()> {
     if size == 0 {
@@ -719,7 +724,17 @@ impl Server {
                 let t = self.task(h);
                 let v = read_sized(|buf| {
                     t.getxattrat(DirFd::File(&node), b"", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW, name, buf)
-                })?;
+                });
+                // With `FUSE_POSIX_ACL` the kernel asks for a file's ACL in its permission
+                // checks and takes any answer but ENODATA (or a value) as the check's
+                // error: a filesystem without ACLs (tarfs, a host directory on one that
+                // has none) has none, not an open that fails with EOPNOTSUPP.
+                let v = match v {
+                    Err(Errno::EOPNOTSUPP) if self.kernel_acl.load(Ordering::Relaxed) && is_acl_name(name) => {
+                        Err(Errno::ENODATA)
+                    }
+                    v => v,
+                }?;
                 xattr_reply(*size, &v, out)
             }
             Op::Listxattr { size } => {

@@ -3,6 +3,7 @@
 //! owner, size, byte, link target and `user.` xattr back; hard links stay links; what is
 //! excluded is left out. Needs root (to extract owners) and GNU tar.
 
+mod common;
 #[path = "../../uvfs/tests/tree/mod.rs"]
 mod tree;
 
@@ -64,4 +65,83 @@ fn a_memfs_tree_exports_as_tar() {
     assert_eq!(ino("f"), ino("d/hard"), "a hard link stays one file");
     assert_eq!(e("fifo").mode, 0o010600);
     assert_eq!(std::fs::symlink_metadata(dst.join("null")).unwrap().rdev(), libc::makedev(1, 3));
+}
+
+/// A file of another owner with group permission bits reads through a tar mount: the
+/// kernel's permission check asks for its ACL (`FUSE_POSIX_ACL`), and tarfs, which has
+/// none, answers ENODATA, not EOPNOTSUPP (which failed the open).
+#[test]
+fn another_owners_file_reads_through_a_tar_mount() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tar = tmp.path().join("t.tar");
+    let members = [tree::archives::Member {
+        kind: 'f',
+        name: "a/f",
+        target: "",
+        size: 5,
+        mode: 0o644,
+        uid: 1000,
+        mtime: 1_000_000_000,
+        xattr: None,
+    }];
+    assert!(tree::archives::write_archive(&tar, "gnu", &members));
+    let vfs = Vfs::with_root(VfsConfig::default(), Box::new(uvfs::fs::tarfs::TarFs::open(&tar).unwrap())).unwrap();
+    let mnt = common::TempDir::new("tarowner");
+    let (handle, _uring) = common::spawn(&vfs, mnt.path(), uvfs_fuse::MountOptions::default());
+    let read = std::fs::read(mnt.path().join("a/f"));
+    let acl = rustix::fs::getxattr(mnt.path().join("a/f"), "system.posix_acl_access", &mut [0u8; 64][..]);
+    handle.unmount().unwrap();
+    assert_eq!(read.unwrap(), b"AAAAA");
+    assert_eq!(acl.unwrap_err(), rustix::io::Errno::NODATA);
+}
+
+/// Generated archives (`tree::archives`) mounted with `--fs tar:FILE` (tarfs through
+/// FUSE, the kernel's caches on) show what GNU tar extracts from them: every path's type,
+/// mode, owner, size, links, time (where the extraction does not leave it to chance),
+/// bytes, link target and `user.` xattrs, as the kernel reports them through the mount.
+mod generated {
+    use super::*;
+    use proptest::prelude::*;
+    use tree::archives::{case, extract, mask_untimed, write_archive};
+
+    proptest! {
+        // Rejected cases (archives tar does not extract cleanly) are bounded, so that a
+        // setup that rejects every case fails instead of looping.
+        #![proptest_config(ProptestConfig {
+            cases: cases(24),
+            max_global_rejects: 16 * cases(24),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn generated_archives_mount_as_their_extraction((members, format) in case()) {
+            let tmp = tempfile::tempdir().unwrap();
+            let tar = tmp.path().join("t.tar");
+            prop_assume!(write_archive(&tar, format, &members));
+            let dst = tmp.path().join("dst");
+            std::fs::create_dir(&dst).unwrap();
+            prop_assume!(extract(&tar, &dst));
+            let fs = uvfs::fs::tarfs::TarFs::open(&tar).unwrap();
+            let vfs = Vfs::with_root(VfsConfig::default(), Box::new(fs)).unwrap();
+            let mnt = common::TempDir::new("tarmnt");
+            let (handle, _uring) = common::spawn(&vfs, mnt.path(), uvfs_fuse::MountOptions::default());
+            let got = tree::host_tree(mnt.path());
+            handle.unmount().unwrap();
+            let (want, got) = (mask_untimed(&members, tree::host_tree(&dst)), mask_untimed(&members, got));
+            // The mount's root is the mount point's directory as tarfs made it; the rest
+            // compares whole.
+            let below = |t: tree::Tree| -> tree::Tree { t.into_iter().filter(|(k, _)| !k.is_empty()).collect() };
+            let (want, got) = (below(want), below(got));
+            prop_assert_eq!(want.keys().collect::<Vec<_>>(), got.keys().collect::<Vec<_>>());
+            for (k, w) in &want {
+                prop_assert_eq!(w, &got[k], "{}", String::from_utf8_lossy(k));
+            }
+        }
+    }
+}
+
+/// PROPTEST_CASES, or `default`: the count of a generated test, longer for a hunt.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }

@@ -399,9 +399,11 @@ with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
     }
 
     proptest! {
+        // Rejected cases (archives tar does not extract cleanly) are bounded, so that a
+        // setup that rejects every case fails instead of looping.
         #![proptest_config(ProptestConfig {
-            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
-            max_global_rejects: 1 << 20,
+            cases: cases(48),
+            max_global_rejects: 16 * cases(48),
             failure_persistence: None,
             ..ProptestConfig::default()
         })]
@@ -451,4 +453,9 @@ with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
             });
         }
     }
+}
+
+/// PROPTEST_CASES, or `default`: the count of a generated test, longer for a hunt.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }

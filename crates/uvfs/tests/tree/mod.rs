@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod archives;
+
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
