@@ -727,8 +727,8 @@ impl Server {
                 });
                 // With `FUSE_POSIX_ACL` the kernel asks for a file's ACL in its permission
                 // checks and takes any answer but ENODATA (or a value) as the check's
-                // error: a filesystem without ACLs (tarfs, a host directory on one that
-                // has none) has none, not an open that fails with EOPNOTSUPP.
+                // error: a filesystem without ACLs (tarfs) has none, not an open that fails
+                // with EOPNOTSUPP.
                 let v = match v {
                     Err(Errno::EOPNOTSUPP) if self.kernel_acl.load(Ordering::Relaxed) && is_acl_name(name) => {
                         Err(Errno::ENODATA)
