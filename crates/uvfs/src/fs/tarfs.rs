@@ -5,14 +5,14 @@
 //!
 //! What an entry becomes follows GNU tar's extraction: paths are relative to the root
 //! (`./` and `/` prefixes dropped, `..` refused), a later entry of a name replaces an
-//! earlier one (a directory keeps its children and its xattrs, and gains the new entry's),
-//! missing parent directories appear with mode 0755, hard links share one inode (a link
-//! of a name to what it already names is nothing), symlinks have mode 0777, PAX
-//! `SCHILY.xattr.*` records are the file's extended attributes and `uid`, `gid` and
-//! `mtime` records override the header, and a `./` entry gives the root its metadata. GNU sparse files
-//! are held in memory (their data is not contiguous in the archive). Times have the
-//! archive's one-second resolution; directories report tmpfs's sizes (20 bytes an entry
-//! plus 40), files their data's 512-byte blocks.
+//! earlier one (a directory keeps its children and its xattrs, and gains the new
+//! entry's), missing parent directories appear with mode 0755, hard links share one
+//! inode (a link of a name to what it already names is nothing), symlinks have mode 0777,
+//! PAX `SCHILY.xattr.*` records are the file's extended attributes and `uid`, `gid` and
+//! `mtime` records override the header, and a `./` entry gives the root its metadata. GNU
+//! sparse files are held in memory (their data is not contiguous in the archive). Times
+//! have the archive's one-second resolution; directories report tmpfs's sizes (20 bytes
+//! an entry plus 40), files their data's 512-byte blocks.
 //!
 //! Plain (uncompressed) archives only: data is read from the file at its offset.
 //! Directories are listed from the index ("." and ".." first, then names in byte order),
