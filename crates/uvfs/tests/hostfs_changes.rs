@@ -3,10 +3,13 @@
 //! every step; `HostChanges::Never` trusts the cache; `max_age` lets a check stand.
 //! Also: names uvfs has not walked to yet can be removed, renamed and collide.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+mod hostops;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
 
+use hostops::{NAMES, Op, SLOTS, XNAME, apply, op, slot_of};
 use proptest::prelude::*;
 use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
 use uvfs::{
@@ -167,61 +170,8 @@ enum Step {
     Close(usize),
 }
 
-#[derive(Clone, Debug)]
-enum Op {
-    Write(usize, usize),
-    Mkdir(usize),
-    Rmdir(usize),
-    Unlink(usize),
-    Rename(usize, usize),
-    Exchange(usize, usize),
-    Symlink(usize, usize),
-    Link(usize, usize),
-    Chmod(usize, u32),
-    Chown(usize, u32, u32),
-    Utimes(usize, i64, u32),
-    Truncate(usize, u64),
-    SetXattr(usize, usize),
-    RemoveXattr(usize),
-    /// A write of this many bytes at offset 0 through the held descriptor.
-    FdWrite(usize, usize),
-    FdTruncate(usize, u64),
-    FdChmod(usize, u32),
-}
-
-/// The names the sequences play with (parents before children).
-const NAMES: [&str; 7] = ["a", "b", "a/x", "a/y", "b/x", "a/x/z", "c"];
 /// What the probes look at besides the names: positions reached by `.` and `..`.
 const PROBES: [&str; 4] = ["a/.", "a/x/..", "b/x/../x", "."];
-/// Descriptors held across steps.
-const SLOTS: usize = 2;
-/// The extended attribute the sequences set and read.
-const XNAME: &str = "user.k";
-
-fn op() -> impl Strategy<Value = Op> {
-    let n = || 0..NAMES.len();
-    let mode = || prop_oneof![Just(0o755u32), Just(0o700), Just(0o644), Just(0o000), Just(0o4755), Just(0o2711)];
-    prop_oneof![
-        (n(), 0..5usize).prop_map(|(a, l)| Op::Write(a, l)),
-        n().prop_map(Op::Mkdir),
-        n().prop_map(Op::Rmdir),
-        n().prop_map(Op::Unlink),
-        (n(), n()).prop_map(|(a, b)| Op::Rename(a, b)),
-        (n(), n()).prop_map(|(a, b)| Op::Exchange(a, b)),
-        (n(), n()).prop_map(|(a, b)| Op::Symlink(a, b)),
-        (n(), n()).prop_map(|(a, b)| Op::Link(a, b)),
-        (n(), mode()).prop_map(|(a, m)| Op::Chmod(a, m)),
-        (n(), 0..3u32, 0..3u32).prop_map(|(a, u, g)| Op::Chown(a, u * 1000, g * 1000)),
-        (n(), 0..3i64, 0..3u32).prop_map(|(a, s, ns)| Op::Utimes(a, 1_000_000_000 + s, ns * 333_333_333)),
-        (n(), 0..9u64).prop_map(|(a, l)| Op::Truncate(a, l)),
-        (n(), 0..4usize).prop_map(|(a, l)| Op::SetXattr(a, l)),
-        n().prop_map(Op::RemoveXattr),
-        (0..SLOTS, 0..6usize).prop_map(|(s, l)| Op::FdWrite(s, l)),
-        (0..SLOTS, 0..9u64).prop_map(|(s, l)| Op::FdTruncate(s, l)),
-        (0..SLOTS, mode()).prop_map(|(s, m)| Op::FdChmod(s, m)),
-    ]
-}
-
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => op().prop_map(Step::Host),
@@ -236,54 +186,6 @@ fn step() -> impl Strategy<Value = Step> {
 struct Held {
     host: [Option<std::os::fd::OwnedFd>; SLOTS],
     uvfs: [Option<uvfs::Fd>; SLOTS],
-}
-
-fn host_do(root: &Path, held: &Held, op: &Op) {
-    use rustix::fs::{AtFlags as HAt, CWD, Timespec as HTs, Timestamps};
-    let p = |i: usize| root.join(NAMES[i]);
-    let r: std::io::Result<()> = match op {
-        Op::Write(a, l) => std::fs::write(p(*a), vec![b'w'; *l]),
-        Op::Mkdir(a) => std::fs::create_dir(p(*a)),
-        Op::Rmdir(a) => std::fs::remove_dir(p(*a)),
-        Op::Unlink(a) => std::fs::remove_file(p(*a)),
-        Op::Rename(a, b) => std::fs::rename(p(*a), p(*b)),
-        Op::Exchange(a, b) => rustix::fs::renameat_with(CWD, p(*a), CWD, p(*b), rustix::fs::RenameFlags::EXCHANGE)
-            .map_err(std::io::Error::from),
-        Op::Symlink(a, b) => symlink(NAMES[*a], p(*b)),
-        Op::Link(a, b) => std::fs::hard_link(p(*a), p(*b)),
-        Op::Chmod(a, m) => std::fs::set_permissions(p(*a), std::fs::Permissions::from_mode(*m)),
-        Op::Chown(a, u, g) => rustix::fs::chownat(
-            CWD,
-            p(*a),
-            Some(rustix::fs::Uid::from_raw(*u)),
-            Some(rustix::fs::Gid::from_raw(*g)),
-            HAt::SYMLINK_NOFOLLOW,
-        )
-        .map_err(Into::into),
-        Op::Utimes(a, s, ns) => {
-            let t = HTs { tv_sec: *s, tv_nsec: *ns as _ };
-            let ts = Timestamps { last_access: t, last_modification: t };
-            rustix::fs::utimensat(CWD, p(*a), &ts, HAt::SYMLINK_NOFOLLOW).map_err(Into::into)
-        }
-        Op::Truncate(a, l) => std::fs::OpenOptions::new().write(true).open(p(*a)).and_then(|f| f.set_len(*l)),
-        Op::SetXattr(a, l) => {
-            rustix::fs::lsetxattr(p(*a), XNAME, &b"vvv"[..*l], rustix::fs::XattrFlags::empty()).map_err(Into::into)
-        }
-        Op::RemoveXattr(a) => rustix::fs::lremovexattr(p(*a), XNAME).map_err(Into::into),
-        Op::FdWrite(s, l) => match &held.host[*s] {
-            Some(fd) => rustix::io::pwrite(fd, &vec![b'f'; *l], 0).map(|_| ()).map_err(Into::into),
-            None => Ok(()),
-        },
-        Op::FdTruncate(s, l) => match &held.host[*s] {
-            Some(fd) => rustix::fs::ftruncate(fd, *l).map_err(Into::into),
-            None => Ok(()),
-        },
-        Op::FdChmod(s, m) => match &held.host[*s] {
-            Some(fd) => rustix::fs::fchmod(fd, rustix::fs::Mode::from_raw_mode(*m)).map_err(Into::into),
-            None => Ok(()),
-        },
-    };
-    let _ = r;
 }
 
 fn uvfs_do(t: &uvfs::Task, held: &Held, op: &Op) {
@@ -461,7 +363,7 @@ proptest! {
         let mut held = Held::default();
         for (i, s) in steps.iter().enumerate() {
             match s {
-                Step::Host(op) => host_do(dir.path(), &held, op),
+                Step::Host(op) => apply(dir.path(), slot_of(op).and_then(|s| held.host[s].as_ref()), op),
                 Step::Uvfs(op) => uvfs_do(&t, &held, op),
                 Step::Open(a, slot, rw) => {
                     let r = open_both(dir.path(), &t, &mut held, *a, *slot, *rw);

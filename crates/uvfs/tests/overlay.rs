@@ -207,17 +207,7 @@ fn merged_listing_cursors_survive_changes() {
 mod layers {
     use super::*;
     use proptest::prelude::*;
-    use std::io::Write;
-
-    #[derive(Clone, Debug)]
-    struct Member {
-        /// `f` file, `d` directory, `s` symlink, `h` hard link.
-        kind: char,
-        name: &'static str,
-        target: &'static str,
-        size: usize,
-        mode: u32,
-    }
+    use tree::archives::{Member, write_archive};
 
     const NAMES: [&str; 16] = [
         "a",
@@ -255,6 +245,9 @@ mod layers {
                     target,
                     size: if marker { 0 } else { size },
                     mode,
+                    uid: 0,
+                    mtime: 1_000_000_000,
+                    xattr: None,
                 }
             })
     }
@@ -288,40 +281,6 @@ mod layers {
 
     fn is_marker(name: &str) -> bool {
         name.rsplit('/').next().unwrap().starts_with(".wh.")
-    }
-
-    fn write_layer(path: &Path, members: &[Member]) {
-        let mut spec = String::new();
-        for m in members {
-            spec += &format!("{}\t{}\t{}\t{}\t{}\n", m.kind, m.name, m.target, m.size, m.mode);
-        }
-        let script = r#"
-import sys, tarfile, io
-with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
-    for i, line in enumerate(sys.stdin.read().splitlines()):
-        kind, name, target, size, mode = line.split("\t")
-        ti = tarfile.TarInfo(name)
-        ti.mode, ti.mtime = int(mode), 1000000000
-        data = None
-        if kind == "f":
-            ti.size = int(size)
-            data = io.BytesIO(bytes([65 + i % 26]) * int(size))
-        elif kind == "d":
-            ti.type = tarfile.DIRTYPE
-        elif kind == "s":
-            ti.type, ti.linkname = tarfile.SYMTYPE, target
-        else:
-            ti.type, ti.linkname = tarfile.LNKTYPE, target
-        t.addfile(ti, data)
-"#;
-        let mut child = Command::new("python3")
-            .args(["-c", script])
-            .arg(path)
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .expect("python3");
-        child.stdin.take().unwrap().write_all(spec.as_bytes()).unwrap();
-        assert!(child.wait().unwrap().success(), "writing a layer");
     }
 
     /// Extracts `tar` into `dir` and converts its markers for overlayfs; false where GNU
@@ -417,7 +376,7 @@ with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
             // an upper one.
             for (i, l) in layers.iter().enumerate() {
                 let tar = tmp.path().join(format!("l{i}.tar"));
-                write_layer(&tar, l);
+                assert!(write_archive(&tar, "pax", l), "writing a layer");
                 let dir = tmp.path().join(format!("l{i}"));
                 std::fs::create_dir(&dir).unwrap();
                 prop_assume!(apply_for_overlayfs(&tar, &dir));
