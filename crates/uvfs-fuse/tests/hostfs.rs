@@ -42,6 +42,13 @@ fn host_directory_through_fuse() {
     handle.unmount().unwrap();
 }
 
+/// What `uvfs mount --fs host:DIR` uses for a host that may change, with no caching of
+/// names and attributes at all.
+fn uncached_host_changing() -> MountOptions {
+    let zero = std::time::Duration::ZERO;
+    MountOptions { entry_timeout: zero, attr_timeout: zero, negative_timeout: zero, ..MountOptions::host_changing() }
+}
+
 #[test]
 fn host_changes_seen_through_fuse() {
     let host = TempDir::new("hostchg");
@@ -50,16 +57,7 @@ fn host_changes_seen_through_fuse() {
     let fs = uvfs::fs::hostfs::HostFs::new(host.path()).unwrap();
     let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
     let mnt = TempDir::new("hostchgmnt");
-    let zero = std::time::Duration::ZERO;
-    // What `uvfs mount --fs host:DIR` uses for a host that may change, with no caching
-    // of names and attributes at all.
-    let opts = MountOptions {
-        entry_timeout: zero,
-        attr_timeout: zero,
-        negative_timeout: zero,
-        ..MountOptions::host_changing()
-    };
-    let (handle, _uring) = common::spawn(&vfs, mnt.path(), opts);
+    let (handle, _uring) = common::spawn(&vfs, mnt.path(), uncached_host_changing());
     let m = mnt.path();
 
     // A cached miss, then the name created on the host.
@@ -292,7 +290,7 @@ fn passthrough_case(changes: uvfs::fs::hostfs::HostChanges, opts: MountOptions) 
 /// wrote, truncated or chmodded through its descriptor.
 mod host_sequences {
     use super::*;
-    use hostops::{NAMES, Op, SLOTS, XNAME, apply, op, slot_of};
+    use hostops::{NAMES, Op, SLOTS, XNAME, apply, host_list, op, slot_of};
     use proptest::prelude::*;
     use std::os::fd::OwnedFd;
     use std::path::Path;
@@ -347,16 +345,6 @@ mod host_sequences {
         (view_of(&s), d)
     }
 
-    fn list(root: &Path, rel: &str) -> Option<Vec<Vec<u8>>> {
-        if !std::fs::symlink_metadata(root.join(rel)).ok()?.is_dir() {
-            return None;
-        }
-        let mut v: Vec<Vec<u8>> =
-            std::fs::read_dir(root.join(rel)).ok()?.map(|e| e.unwrap().file_name().into_encoded_bytes()).collect();
-        v.sort();
-        Some(v)
-    }
-
     fn open(root: &Path, a: usize, rw: bool) -> Result<OwnedFd, i32> {
         use rustix::fs::OFlags;
         let fl = if rw { OFlags::RDWR } else { OFlags::RDONLY };
@@ -378,14 +366,7 @@ mod host_sequences {
             let fs = uvfs::fs::hostfs::HostFs::new(host.path()).unwrap();
             let vfs = uvfs::Vfs::with_root(uvfs::VfsConfig::default(), Box::new(fs)).unwrap();
             let mnt = TempDir::new("hostseqmnt");
-            let zero = std::time::Duration::ZERO;
-            let opts = MountOptions {
-                entry_timeout: zero,
-                attr_timeout: zero,
-                negative_timeout: zero,
-                ..MountOptions::host_changing()
-            };
-            let (handle, _uring) = common::spawn(&vfs, mnt.path(), opts);
+            let (handle, _uring) = common::spawn(&vfs, mnt.path(), uncached_host_changing());
             let (h, m) = (host.path(), mnt.path());
             let mut held: Held = Default::default();
             let mut failure = None;
@@ -414,7 +395,7 @@ mod host_sequences {
                     }
                 }
                 for rel in [".", "a", "b", "a/x"] {
-                    let (hl, ml) = (list(h, rel), list(m, rel));
+                    let (hl, ml) = (host_list(h, rel), host_list(m, rel));
                     if hl != ml {
                         failure = Some(format!("after step {i} ({s:?}): list {rel}: host {hl:?}, mount {ml:?}"));
                         break 'steps;

@@ -9,7 +9,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
 
-use hostops::{NAMES, Op, SLOTS, XNAME, apply, op, slot_of};
+use hostops::{NAMES, Op, SLOTS, XNAME, apply, host_list, op, slot_of};
 use proptest::prelude::*;
 use uvfs::fs::hostfs::{HostChanges, HostFs, HostFsOptions};
 use uvfs::{
@@ -314,17 +314,6 @@ fn uvfs_fd_view(t: &uvfs::Task, fd: uvfs::Fd) -> (View, Result<Vec<u8>, i32>) {
     let mut buf = [0u8; 16];
     let d = t.pread(fd, &mut buf, 0).map(|n| buf[..n].to_vec()).map_err(|e| e.raw());
     (uvfs_stat_view(&s), d)
-}
-
-fn host_list(root: &Path, rel: &str) -> Option<Vec<Vec<u8>>> {
-    // As uvfs's open with O_NOFOLLOW: a symlink is not listed.
-    if !std::fs::symlink_metadata(root.join(rel)).ok()?.is_dir() {
-        return None;
-    }
-    let mut v: Vec<Vec<u8>> =
-        std::fs::read_dir(root.join(rel)).ok()?.map(|e| e.unwrap().file_name().into_encoded_bytes()).collect();
-    v.sort();
-    Some(v)
 }
 
 fn uvfs_list(t: &uvfs::Task, rel: &str) -> Option<Vec<Vec<u8>>> {

@@ -113,3 +113,15 @@ pub fn slot_of(op: &Op) -> Option<usize> {
         _ => None,
     }
 }
+
+/// The sorted names of directory `rel` under `root` (`None` if it is not a directory:
+/// as an open with `O_NOFOLLOW | O_DIRECTORY`, a symlink is not listed).
+pub fn host_list(root: &Path, rel: &str) -> Option<Vec<Vec<u8>>> {
+    if !std::fs::symlink_metadata(root.join(rel)).ok()?.is_dir() {
+        return None;
+    }
+    let mut v: Vec<Vec<u8>> =
+        std::fs::read_dir(root.join(rel)).ok()?.map(|e| e.unwrap().file_name().into_encoded_bytes()).collect();
+    v.sort();
+    Some(v)
+}

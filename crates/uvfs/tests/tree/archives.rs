@@ -197,3 +197,29 @@ pub fn mask_untimed(members: &[Member], tree: super::Tree) -> super::Tree {
         })
         .collect()
 }
+
+/// The archive of `members` written in `format` under `dir`, and the tree GNU tar extracts
+/// from it with the times it leaves to chance masked; `None` where the format cannot hold
+/// the members or tar does not extract them cleanly (a case to leave out).
+pub fn reference(dir: &Path, members: &[Member], format: &str) -> Option<(std::path::PathBuf, super::Tree)> {
+    let tar = dir.join("t.tar");
+    let dst = dir.join("dst");
+    std::fs::create_dir(&dst).unwrap();
+    (write_archive(&tar, format, members) && extract(&tar, &dst))
+        .then(|| (tar, mask_untimed(members, super::host_tree(&dst))))
+}
+
+/// `Err` naming the first path whose node differs between `want` and `got`.
+pub fn same(want: &super::Tree, got: &super::Tree) -> Result<(), String> {
+    if want.keys().ne(got.keys()) {
+        return Err(format!(
+            "names: want {:?}, got {:?}",
+            want.keys().collect::<Vec<_>>(),
+            got.keys().collect::<Vec<_>>()
+        ));
+    }
+    match want.iter().find(|(k, w)| got[*k] != **w) {
+        Some((k, w)) => Err(format!("{}: want {w:?}, got {:?}", String::from_utf8_lossy(k), got[k])),
+        None => Ok(()),
+    }
+}
