@@ -105,7 +105,8 @@ mod generated {
     /// What the generated archives found, each once: a symlink's mode is 0777 whatever
     /// its header says; PAX records give an id or a time the header cannot hold; a
     /// directory named again keeps the xattrs it was made with and gains the new ones; a
-    /// hard link of a name to what it already names (a directory too) changes nothing.
+    /// hard link of a name to what it already names (a directory too) changes nothing; a
+    /// member under a symlink of the archive goes where it leads.
     #[test]
     fn what_generated_archives_found() {
         let mut members = vec![
@@ -131,6 +132,19 @@ mod generated {
         let a = t.stat(b"/a").unwrap();
         assert_eq!((a.mode, a.mtime.sec), (0o40700, 1_500_000_000));
         assert_eq!(t.stat(b"/a/d").unwrap().mode, 0o40755);
+
+        // A member under a symlink the archive made goes where the symlink leads (GNU tar
+        // opens the path): `a/c` -> `f`, so `a/c/g` is `a/f/g`; `a/c` stays a symlink.
+        let members = [
+            m('d', "a/f", "", 0o755, 0, 1_000_000_000),
+            m('s', "a/c", "f", 0o777, 0, 1_000_000_000),
+            m('f', "a/c/g", "", 0o644, 0, 1_000_000_000),
+        ];
+        assert!(write_archive(&tar, "gnu", &members));
+        let vfs = Vfs::with_root(VfsConfig::default(), Box::new(TarFs::open(&tar).unwrap())).unwrap();
+        let t = vfs.root_task();
+        assert_eq!(t.lstat(b"/a/c").unwrap().mode, 0o120777);
+        assert_eq!(t.lstat(b"/a/f/g").unwrap().size, 5);
     }
 
     proptest! {

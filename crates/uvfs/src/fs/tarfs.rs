@@ -7,7 +7,9 @@
 //! (`./` and `/` prefixes dropped, `..` refused), a later entry of a name replaces an
 //! earlier one (a directory keeps its children and its xattrs, and gains the new
 //! entry's), missing parent directories appear with mode 0755, hard links share one
-//! inode (a link of a name to what it already names is nothing), symlinks have mode 0777,
+//! inode (a link of a name to what it already names is nothing), a later entry's path
+//! goes through the archive's own symlinks where they lead to a directory (tar opens the
+//! path; not those GNU tar defers: absolute, or with `..`), symlinks have mode 0777,
 //! PAX `SCHILY.xattr.*` records are the file's extended attributes and `uid`, `gid` and
 //! `mtime` records override the header, and a `./` entry gives the root its metadata. GNU
 //! sparse files are held in memory (their data is not contiguous in the archive). Times
@@ -253,14 +255,20 @@ impl TarFs {
             };
             let mut parent = 0usize;
             for d in dirs {
-                parent = match nodes[parent].children.get(*d) {
-                    Some(&i) if nodes[i].ftype == FileType::Directory => i,
-                    _ => {
-                        nodes.push(Node::dir(parent, 0o755, now));
-                        let i = nodes.len() - 1;
-                        Self::attach(&mut nodes, parent, d, i);
-                        i
-                    }
+                let found = nodes[parent].children.get(*d).copied();
+                parent = match found {
+                    Some(i) if nodes[i].ftype == FileType::Directory => i,
+                    // A symlink of the archive's leads where GNU tar's open of the path
+                    // goes, when that is a directory.
+                    _ => match found.and_then(|i| Self::through_symlink(&nodes, parent, i, 0)) {
+                        Some(dir) => dir,
+                        None => {
+                            nodes.push(Node::dir(parent, 0o755, now));
+                            let i = nodes.len() - 1;
+                            Self::attach(&mut nodes, parent, d, i);
+                            i
+                        }
+                    },
                 };
             }
             if oci && let Some(name) = name.and_then(|n| n.strip_prefix(b".wh.")) {
@@ -366,6 +374,27 @@ impl TarFs {
             Self::attach(&mut nodes, parent, name, i);
         }
         Ok(TarFs { file, nodes, data_bytes, live: Mutex::new(HashMap::new()) })
+    }
+
+    /// The directory symlink `link` (named in `dir`) leads to, as GNU tar's extraction
+    /// follows it in the path of a later member: a relative target without `..` (tar makes
+    /// any other a placeholder file until the end), through directories and further such
+    /// symlinks (40 at most, as a walk). `None` where it leads to no directory.
+    fn through_symlink(nodes: &[Node], dir: usize, link: usize, depth: u32) -> Option<usize> {
+        let target = nodes[link].target.as_deref().filter(|_| nodes[link].ftype == FileType::Symlink)?;
+        if depth >= 40 || target.first() == Some(&b'/') || target.split(|&b| b == b'/').any(|c| c == b"..") {
+            return None;
+        }
+        let mut at = dir;
+        for c in target.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".") {
+            let i = *nodes[at].children.get(c)?;
+            at = match nodes[i].ftype {
+                FileType::Directory => i,
+                FileType::Symlink => Self::through_symlink(nodes, at, i, depth + 1)?,
+                _ => return None,
+            };
+        }
+        Some(at)
     }
 
     /// Names `child` as `name` in `dir`, replacing what had that name.
