@@ -225,7 +225,7 @@ fn compare(t: &Target, who: Who, setup: &[Op], ops: &[(Op, bool)]) -> Result<(),
     if t.handle.as_ref().is_some_and(|h| h.levers().contains(Levers::SERVER_LOCKS)) {
         ofd_pids(&plain, &mut ho, &mut mo);
     }
-    let Some(bad) = diff::first_difference(who, setup, &plain, &ho, &mo) else { return Ok(()) };
+    let Some(bad) = diff::first_difference(&ho, &mo) else { return Ok(()) };
     let mut msg = format!("{}, {who:?}: call {bad} differs\n", t.what);
     for (i, (op, in_process)) in ops.iter().enumerate() {
         let mark = if i == bad { ">>" } else { "  " };

@@ -11,6 +11,9 @@ use crate::core::file::FileRef;
 use crate::core::superblock::DirEntry;
 use crate::task::Task;
 
+/// The position of a listing that reached the end (Linux's `DIR_OFFSET_EOD`, `S32_MAX`).
+const DIR_OFFSET_EOD: u64 = i32::MAX as u64;
+
 impl Task {
     /// Lists up to `max` entries from the descriptor's cursor and advances it.
     /// An empty vector means the end of the directory.
@@ -111,6 +114,9 @@ impl Task {
             }
             *pos = 2;
         }
+        if *pos == DIR_OFFSET_EOD {
+            return Ok(());
+        }
         let dir = dentry.dir().ok_or(Errno::ENOTDIR)?;
         let locked = dir.lock.read();
         for (p, d) in locked.order.range_from(*pos) {
@@ -122,10 +128,13 @@ impl Task {
                 name: d.name(&guard).to_vec(),
             };
             if !emit(e) {
-                break;
+                return Ok(());
             }
             *pos = p + 1;
         }
+        // The end reached: later listings through this descriptor are empty until it is
+        // rewound, even if entries are added meanwhile (6.18's `offset_readdir`).
+        *pos = DIR_OFFSET_EOD;
         let _ = Ordering::Relaxed;
         Ok(())
     }
