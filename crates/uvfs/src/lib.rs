@@ -64,12 +64,16 @@
 //! the readdir order (a pointer read under the directory lock, `dentry::Ordered`), by an
 //! unlink or rmdir of it (under the walk's guard), and by a file for its inode (a file
 //! counts its dentry, whose inode never changes).
+//! An inode's contents (memfs pages, xattrs) are freed when it has neither a name nor a
+//! holder that reaches it without one: open files, mounts whose root it is, tasks' roots
+//! and working directories (`Inode::hold`; Linux's `evict` waits for the dentry
+//! references those hold).
 //!
 //! ## Fast paths (see `shared/DESIGN.md`), each with a [`FastPaths`] switch
 //! - **Lockless walk, no shared write on lookup** (seed 004): `walk/namei.rs`. A stat, access,
 //!   readlink or failed open of cached names takes no lock, allocates nothing and writes
 //!   no shared memory (but a `stat`'s one mark of a change time it is the first to report,
-//!   below; and an inode marked for it, [`Inode::set_stat_by_fs`], asks its filesystem
+//!   below, and the clearing of a mount's `MNT_EXPIRE` mark where one is set; and an inode marked for it, [`Inode::set_stat_by_fs`], asks its filesystem
 //!   first: a host file the kernel writes through FUSE passthrough while it is open so,
 //!   an overlay object removed from below; one flag test for the others); the `Arc`
 //!   counts of a dentry and of an inode share the first line of their allocation only

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::abi::cred::Credentials;
-use crate::abi::errno::Result;
+use crate::abi::errno::{Errno, Result};
 use crate::core::fdtable::FdTable;
 use crate::core::file::DirFd;
 use crate::core::instance::VfsInner;
@@ -44,9 +44,12 @@ pub struct Task {
 impl Task {
     pub(crate) fn new(vfs: Arc<VfsInner>, creds: Credentials) -> Task {
         let root = PathRef::root_of(&vfs.root);
-        // Root and cwd are users of the root mount (which is never unmounted).
+        // Root and cwd are users of the root mount (which is never unmounted), and
+        // holders of its root's contents.
         root.mnt.get_user_held();
         root.mnt.get_user_held();
+        hold(&root);
+        hold(&root);
         let files = Arc::new(FdTable::new(&vfs.rcu, vfs.fast));
         let pid = vfs.next_pid.fetch_add(1, Ordering::Relaxed);
         Task {
@@ -88,9 +91,12 @@ impl Task {
         let guard = self.vfs.rcu.pin();
         let _l = self.fs_lock.lock();
         let fsx = self.fs.load(&guard);
-        // Our own counts keep both mounts from being unmounted meanwhile.
+        // Our own counts keep both mounts from being unmounted meanwhile, and our holds
+        // both directories' contents.
         fsx.root.mnt.get_user_held();
         fsx.cwd.mnt.get_user_held();
+        hold(&fsx.root);
+        hold(&fsx.cwd);
         Task {
             vfs: self.vfs.clone(),
             creds: RcuArc::new(creds),
@@ -144,8 +150,19 @@ impl Task {
             ctx.root.mnt.put_user();
             return Err(e);
         }
+        // A directory whose contents went after the walk found it (removed meanwhile):
+        // ESTALE, and the caller walks again (which then finds no such name).
+        if hold(&ctx.root) | hold(&ctx.cwd) {
+            unhold(&ctx.root);
+            unhold(&ctx.cwd);
+            ctx.root.mnt.put_user();
+            ctx.cwd.mnt.put_user();
+            return Err(Errno::ESTALE);
+        }
         old.root.mnt.put_user();
         old.cwd.mnt.put_user();
+        unhold(&old.root);
+        unhold(&old.cwd);
         self.fs.replace(ctx, &self.vfs.rcu);
         Ok(())
     }
@@ -198,5 +215,20 @@ impl Drop for Task {
         let fsx = self.fs.load(&guard);
         fsx.root.mnt.put_user();
         fsx.cwd.mnt.put_user();
+        unhold(&fsx.root);
+        unhold(&fsx.cwd);
+    }
+}
+
+/// A task's root or working directory holds its directory's contents
+/// ([`Inode::hold`](crate::core::inode::Inode::hold)): true if they were evicted already.
+fn hold(p: &PathRef) -> bool {
+    p.dentry.inode().is_some_and(|i| i.hold())
+}
+
+/// The hold of [`hold`] given back.
+fn unhold(p: &PathRef) {
+    if let Some(i) = p.dentry.inode() {
+        i.closed();
     }
 }

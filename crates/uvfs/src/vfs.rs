@@ -38,7 +38,7 @@ impl Vfs {
     /// the error of its root inode if it has none.
     pub fn with_root(config: VfsConfig, fs: Box<dyn crate::core::superblock::FileSystem>) -> Result<Vfs> {
         let rcu = Rcu::new();
-        let sb = SuperBlock::with_config(fs, &rcu, &config);
+        let sb = SuperBlock::with_config(fs, false, &rcu, &config);
         let dcache_counts: Arc<crate::core::dentry::DcacheCounts> = Arc::default();
         sb.count_inodes_in(&dcache_counts);
         let root_inode = sb.fs().root_inode(&sb)?;

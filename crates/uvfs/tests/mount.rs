@@ -286,9 +286,16 @@ fn per_mount_flags_nodev_noexec_and_the_rest_shown() {
     let line = text.lines().nth(1).unwrap();
     assert!(line.contains(" / /m rw,nosuid,nodev,noexec,noatime - tmpfs "), "{line}");
     t.remount(b"/m", MountFlags::RDONLY).unwrap();
-    let text = String::from_utf8(t.mountinfo_text()).unwrap();
-    assert!(text.lines().nth(1).unwrap().contains(" / /m ro,relatime - tmpfs "), "{text}");
+    let line = |t: &Task| String::from_utf8(t.mountinfo_text()).unwrap().lines().nth(1).unwrap().to_string();
+    // A remount that names no access-time mode keeps the mount's (Linux's `path_mount`).
+    assert!(line(&t).contains(" / /m ro,noatime - tmpfs "), "{}", line(&t));
     assert!(t.access(b"/m/prog", AccessMode::X_OK).is_ok(), "remount replaced the flags");
+    t.remount(b"/m", MountFlags::RELATIME).unwrap();
+    assert!(line(&t).contains(" / /m rw,relatime - tmpfs "), "{}", line(&t));
+    t.remount(b"/m", MountFlags::STRICTATIME | MountFlags::NOATIME | MountFlags::NODIRATIME).unwrap();
+    assert!(line(&t).contains(" / /m rw,nodiratime - tmpfs "), "strictatime wins: {}", line(&t));
+    t.remount(b"/m", MountFlags::NOSUID).unwrap();
+    assert!(line(&t).contains(" / /m rw,nosuid,nodiratime - tmpfs "), "{}", line(&t));
 }
 
 #[test]
@@ -780,27 +787,34 @@ mod host {
     use std::ffi::CString;
 
     use super::common::{Op, Out, P, Who, host_become, host_op, p, uvfs_creds, uvfs_op};
-    use uvfs::{MountFlags, MountSource, Task, UmountFlags, Vfs, VfsConfig};
+    use uvfs::{AtFlags, DirFd, MountFlags, MountSource, StatxMask, Task, UmountFlags, Vfs, VfsConfig};
 
     /// A step: a filesystem call of the common harness, or a mount call.
     #[derive(Clone, Debug)]
     pub enum M {
         Fs(Op),
-        /// `mount("none", path, "tmpfs", 0, NULL)`.
-        Tmpfs(P),
+        /// `mount("none", path, "tmpfs", flags, NULL)`.
+        Tmpfs(P, u32),
         /// `mount(src, dst, NULL, MS_BIND [| MS_REC], NULL)`.
         Bind(P, P, bool),
         /// `mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | flags, NULL)`.
         Remount(P, u32),
         /// `umount2(path, flags)`.
         Umount(P, i32),
+        /// `/proc/thread-self/mountinfo` (the host's, read with the chroot as root) or
+        /// [`Task::mountinfo_text`]: the mounts below the root, ids and devices as
+        /// positions in the listing ([`normalize`]).
+        Mountinfo,
+        /// `statx(path, STATX_MNT_ID)`'s mount id, as the position of its line in the
+        /// mountinfo read right after it.
+        MntId(P),
     }
 
     pub fn fs(op: Op) -> M {
         M::Fs(op)
     }
     pub fn tmpfs(s: &str) -> M {
-        M::Tmpfs(p(s))
+        M::Tmpfs(p(s), 0)
     }
     pub fn bind(a: &str, b: &str, rec: bool) -> M {
         M::Bind(p(a), p(b), rec)
@@ -829,9 +843,13 @@ mod host {
         unsafe {
             match m {
                 M::Fs(op) => host_op(op),
-                M::Tmpfs(path) => {
-                    unit(libc::mount(c"none".as_ptr(), cs(path).as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()))
-                }
+                M::Tmpfs(path, flags) => unit(libc::mount(
+                    c"none".as_ptr(),
+                    cs(path).as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    *flags as libc::c_ulong,
+                    std::ptr::null(),
+                )),
                 M::Bind(a, b, rec) => {
                     let f = libc::MS_BIND | if *rec { libc::MS_REC } else { 0 };
                     unit(libc::mount(cs(a).as_ptr(), cs(b).as_ptr(), std::ptr::null(), f, std::ptr::null()))
@@ -844,9 +862,44 @@ mod host {
                     std::ptr::null(),
                 )),
                 M::Umount(path, flags) => unit(libc::umount2(cs(path).as_ptr(), *flags)),
+                M::Mountinfo => Out::Bytes(host_mountinfo()),
+                M::MntId(path) => {
+                    let mut st: libc::statx = std::mem::zeroed();
+                    let rc = libc::statx(libc::AT_FDCWD, cs(path).as_ptr(), 0, libc::STATX_MNT_ID, &mut st);
+                    if rc < 0 {
+                        unit(rc)
+                    } else {
+                        Out::Nums([vec![st.stx_mnt_id as i64], listed_ids(&host_mountinfo())].concat())
+                    }
+                }
             }
         }
     }
+
+    /// The host thread's mountinfo, as it sees it from its chroot.
+    fn host_mountinfo() -> Vec<u8> {
+        // SAFETY: plain syscalls on a descriptor of this thread and a buffer of its size.
+        unsafe {
+            let fd = libc::openat(PROC_FD, c"mountinfo".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            assert!(fd >= 0, "mountinfo: {}", std::io::Error::last_os_error());
+            let mut text = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                assert!(n >= 0, "reading mountinfo: {}", std::io::Error::last_os_error());
+                if n == 0 {
+                    break;
+                }
+                text.extend_from_slice(&buf[..n as usize]);
+            }
+            libc::close(fd);
+            text
+        }
+    }
+
+    /// Where the host side keeps its `/proc/thread-self` (opened before the chroot), out of
+    /// the way of the descriptors the sequences number from 0.
+    const PROC_FD: i32 = 1000;
 
     fn uvfs_m(t: &Task, m: &M) -> Out {
         let unit = |r: uvfs::Result<()>| match r {
@@ -855,13 +908,62 @@ mod host {
         };
         match m {
             M::Fs(op) => uvfs_op(t, op),
-            M::Tmpfs(path) => unit(t.mount(MountSource::MemFs(Default::default()), &path.0, MountFlags::empty())),
+            M::Tmpfs(path, flags) => {
+                unit(t.mount(MountSource::MemFs(Default::default()), &path.0, MountFlags::from_bits_retain(*flags)))
+            }
             M::Bind(a, b, rec) => {
                 unit(t.mount(MountSource::Bind { path: &a.0, recursive: *rec }, &b.0, MountFlags::empty()))
             }
             M::Remount(path, flags) => unit(t.remount(&path.0, MountFlags::from_bits_retain(*flags))),
             M::Umount(path, flags) => unit(t.umount2(&path.0, UmountFlags::from_bits_retain(*flags as u32))),
+            M::Mountinfo => Out::Bytes(t.mountinfo_text()),
+            M::MntId(path) => match t.statx(DirFd::Cwd, &path.0, AtFlags::empty(), StatxMask::MNT_ID) {
+                Ok(st) => Out::Nums([vec![st.mnt_id as i64], listed_ids(&t.mountinfo_text())].concat()),
+                Err(e) => Out::Err(e.raw()),
+            },
         }
+    }
+
+    /// One side's mount ids and devices, which differ in value between the sides, as
+    /// positions: in a `Mountinfo`, each mount by its line (a parent outside the listing,
+    /// or the root's own, is "out"), each device by its first line; a `MntId` by the line
+    /// of the listing read right after it. Positions, not ids kept across calls: Linux
+    /// hands out the lowest free mount id and anonymous device system-wide (other tests'
+    /// mounts take them too), uvfs never reuses one.
+    fn normalize(m: &M, out: Out) -> Out {
+        match (m, out) {
+            (M::MntId(_), Out::Nums(v)) => {
+                let listed: Vec<i64> = v[1..].to_vec();
+                Out::Num(listed.iter().position(|&i| i == v[0]).map_or(-1, |i| i as i64))
+            }
+            (M::Mountinfo, Out::Bytes(text)) => {
+                let text = String::from_utf8(text).expect("mountinfo is text");
+                let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(' ').collect()).collect();
+                let listed: Vec<&Vec<&str>> = lines.iter().collect();
+                let mut devs: Vec<&str> = Vec::new();
+                let mut norm = String::new();
+                for f in &listed {
+                    let parent = listed
+                        .iter()
+                        .position(|g| g[0] == f[1] && f[0] != f[1])
+                        .map_or("out".to_string(), |i| i.to_string());
+                    let dev = devs.iter().position(|d| *d == f[2]).unwrap_or_else(|| {
+                        devs.push(f[2]);
+                        devs.len() - 1
+                    });
+                    // parent, device, root, mount point, per-mount options.
+                    norm += &format!("{parent} {dev} {} {} {}\n", f[3], f[4], f[5]);
+                }
+                Out::Bytes(norm.into_bytes())
+            }
+            (_, out) => out,
+        }
+    }
+
+    /// The ids of the mounts a mountinfo text lists.
+    fn listed_ids(text: &[u8]) -> Vec<i64> {
+        let text = std::str::from_utf8(text).expect("mountinfo is text");
+        text.lines().map(|l| l.split(' ').next().and_then(|n| n.parse().ok()).expect("an id")).collect()
     }
 
     /// Runs `setup` as root and `ops` as `who` in a thread with a private mount namespace
@@ -895,11 +997,24 @@ mod host {
                 {
                     return Err(format!("making mounts private: {}", std::io::Error::last_os_error()));
                 }
+                // The root a mount of its own, as uvfs's root: a remount or bind of "/"
+                // then acts on it, and the binds of its directories have their roots in it.
+                let c = CString::new(r.clone()).unwrap();
+                if libc::mount(c"none".as_ptr(), c.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) != 0 {
+                    return Err(format!("tmpfs on the root: {}", std::io::Error::last_os_error()));
+                }
+                // Before the chroot, which hides /proc; mountinfo opened through it later
+                // shows the mounts as the (chrooted) thread sees them.
+                let proc = libc::open(c"/proc/thread-self".as_ptr(), libc::O_PATH | libc::O_DIRECTORY);
+                if proc < 0 || libc::dup2(proc, PROC_FD) != PROC_FD {
+                    return Err(format!("/proc/thread-self: {}", std::io::Error::last_os_error()));
+                }
+                libc::close(proc);
                 let c = CString::new(r).unwrap();
                 if libc::chroot(c.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
                     return Err(format!("chroot: {}", std::io::Error::last_os_error()));
                 }
-                if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+                if libc::syscall(libc::SYS_close_range, 0u32, (PROC_FD - 1) as u32, 0u32) != 0 {
                     return Err(format!("close_range: {}", std::io::Error::last_os_error()));
                 }
                 libc::umask(0o022);
@@ -928,6 +1043,13 @@ mod host {
         (s, o)
     }
 
+    /// One side's results with its ids as positions ([`normalize`]).
+    fn normalized(setup: &[M], ops: &[M], s: Vec<Out>, o: Vec<Out>) -> Outs {
+        let s = setup.iter().zip(s).map(|(m, out)| normalize(m, out)).collect();
+        let o = ops.iter().zip(o).map(|(m, out)| normalize(m, out)).collect();
+        (s, o)
+    }
+
     /// Runs the sequence on both sides; panics with a report at the first difference.
     /// Returns false if the host cannot run it (reported on stderr).
     pub fn same(who: Who, setup: &[M], ops: &[M]) -> bool {
@@ -935,16 +1057,25 @@ mod host {
             eprintln!("host refuses a private mount namespace: differential mount test not run");
             return false;
         };
+        let (hs, ho) = normalized(setup, ops, hs, ho);
         for (i, (m, h)) in setup.iter().zip(&hs).enumerate() {
             assert!(!matches!(h, Out::Err(_)), "setup step {i} {m:?} failed on the host: {h:?}");
         }
         let (us, uo) = uvfs_run(who, setup, ops);
+        let (us, uo) = normalized(setup, ops, us, uo);
         assert_eq!(hs, us, "setup");
         if let Some(bad) = ho.iter().zip(&uo).position(|(h, u)| h != u) {
             let mut msg = format!("{who:?}: call {bad} differs\n");
             for (i, m) in ops.iter().enumerate() {
                 let mark = if i == bad { ">>" } else { "  " };
-                msg += &format!("{mark}{i:3} {m:?}\n      host {:?}\n      uvfs {:?}\n", ho[i], uo[i]);
+                let show = |o: &Out| match o {
+                    // A table in full, a line each.
+                    Out::Bytes(b) if matches!(m, M::Mountinfo) => {
+                        format!("\n{}", String::from_utf8_lossy(b).replace('\n', "\n        "))
+                    }
+                    o => format!("{o:?}"),
+                };
+                msg += &format!("{mark}{i:3} {m:?}\n      host {}\n      uvfs {}\n", show(&ho[i]), show(&uo[i]));
             }
             panic!("{msg}");
         }
@@ -1040,7 +1171,8 @@ mod diff {
                 umount("/m/.", 0),
                 stat("/m/x"),
                 umount("/m", 0),
-                umount("/", 0),
+                // Not umount("/"): the host's root here is a mount on a directory of
+                // /dev/shm (see `mount_sequences`); `bad_input_gets_linux_errnos` has it.
                 umount("/missing", 0),
                 umount("/a/f", 0),
                 umount("/m", 0x100),
@@ -1187,6 +1319,227 @@ mod diff {
                 fs(Op::Faccessat(D::Cwd, p("/m/prog"), 1, 0)),
             ],
         );
+    }
+
+    /// What the generated sequences below found, each a difference from Linux fixed.
+    #[test]
+    fn what_generated_mount_sequences_found() {
+        const STRICTATIME: u32 = 1 << 24;
+        let setup = base();
+        // A file bind-mounted and then replaced at its source reads as it was (its
+        // contents were freed with its last name, and opening it spun on ESTALE).
+        same(
+            Who::Root,
+            &setup,
+            &[
+                bind("/a/f", "/c", false),
+                open("/b/new", O_CREAT | O_WRONLY),
+                close(0),
+                rename("/b/new", "/a/f", 0),
+                open("/c", O_RDONLY),
+                fs(Op::Read(0, 10)),
+                fs(Op::Fstat(0)),
+            ],
+        );
+        // A directory removed while it is the working directory opens as ".", lists as
+        // ENOENT; a bind of a directory removed since opens, shows "//deleted" in
+        // mountinfo, and cannot be bound again (ENOENT).
+        same(
+            Who::Root,
+            &setup,
+            &[
+                bind("/c", "/m", false),
+                unlink("/c", AT_REMOVEDIR),
+                open("/m", O_RDONLY),
+                fs(Op::Getdents(0)),
+                bind("/m", "/b", false),
+                bind("/m", "/b", true),
+                M::Mountinfo,
+                fs(Op::Chdir(p("/a/sub"))),
+                unlink("/a/sub", AT_REMOVEDIR),
+                fs(Op::Open(D::Cwd, p("."), O_RDONLY, 0)),
+                fs(Op::Fstat(1)),
+                fs(Op::Getdents(1)),
+                fs(Op::Getcwd),
+            ],
+        );
+        // A filesystem mounted read-only stays so through a remount of its mount; a
+        // remount without an access-time flag keeps the mount's; strictatime shows none.
+        same(
+            Who::Root,
+            &setup,
+            &[
+                M::Tmpfs(p("/m"), RDONLY | STRICTATIME),
+                M::Remount(p("/m"), 0),
+                M::Mountinfo,
+                mkdir("/m/d"),
+                M::Remount(p("/m"), RDONLY | NODEV),
+                M::Mountinfo,
+            ],
+        );
+        // A recursive bind copies depth first (mountinfo's order); a stat under a mount
+        // clears MNT_EXPIRE's mark.
+        same(
+            Who::Root,
+            &setup,
+            &[
+                bind("/", "/b", false),
+                bind("/", "/m", false),
+                tmpfs("/b"),
+                bind("/", "/a/sub", true),
+                M::Mountinfo,
+                umount("/m", MNT_EXPIRE),
+                stat("/m/a"),
+                umount("/m", MNT_EXPIRE),
+                M::MntId(p("/m")),
+                umount("/m", MNT_EXPIRE),
+                M::Mountinfo,
+            ],
+        );
+    }
+
+    /// Generated sequences of mount calls (new filesystems, binds recursive or not of
+    /// directories and files, remounts, unmounts with each flag) among the calls that
+    /// meet mounts (creates, renames, links and removals across and onto them, opens,
+    /// `chdir`, `..` from a mount's root, listings), with the mount table and mount ids
+    /// read along the way.
+    mod generated {
+        use super::super::common::P;
+        use super::super::common::generate::config;
+        use super::*;
+        use proptest::prelude::*;
+
+        const NOSUID: u32 = 2;
+        const NOATIME: u32 = 1024;
+        const NODIRATIME: u32 = 2048;
+        const RELATIME: u32 = 1 << 21;
+        const STRICTATIME: u32 = 1 << 24;
+        const RENAME_NOREPLACE: u32 = 1;
+
+        /// Directories (some only once made), files, and names that are neither.
+        const PATHS: &[&str] = &[
+            "/",
+            "/a",
+            "/a/sub",
+            "/a/f",
+            "/a/sub/x",
+            "/b",
+            "/b/sub",
+            "/b/f",
+            "/c",
+            "/c/g",
+            "/m",
+            "/m/d",
+            "/m/x",
+            "/m/d/y",
+            "/a/sub/..",
+            "/m/.",
+            "/lm",
+            "/lm/x",
+        ];
+
+        fn path() -> BoxedStrategy<P> {
+            prop::sample::select(PATHS).prop_map(p).boxed()
+        }
+
+        fn fd() -> BoxedStrategy<i32> {
+            (0..3).boxed()
+        }
+
+        fn step() -> BoxedStrategy<M> {
+            let flags = || {
+                prop::sample::select(vec![
+                    0,
+                    0,
+                    RDONLY,
+                    NOSUID | NODEV,
+                    NOEXEC,
+                    RDONLY | NOEXEC,
+                    NOATIME,
+                    NODIRATIME,
+                    RELATIME,
+                    STRICTATIME,
+                    NOATIME | STRICTATIME,
+                    NOATIME | NODIRATIME | RDONLY,
+                ])
+            };
+            let umount_flags =
+                prop::sample::select(vec![0, 0, MNT_DETACH, MNT_EXPIRE, UMOUNT_NOFOLLOW, MNT_DETACH | UMOUNT_NOFOLLOW]);
+            let open_flags = prop::sample::select(vec![O_CREAT | O_WRONLY, O_RDONLY, O_RDONLY | O_DIRECTORY, O_PATH]);
+            prop_oneof![
+                3 => (path(), flags()).prop_map(|(a, f)| M::Tmpfs(a, f)),
+                4 => (path(), path(), any::<bool>()).prop_map(|(a, b, r)| M::Bind(a, b, r)),
+                3 => (path(), flags()).prop_map(|(a, f)| M::Remount(a, f)),
+                4 => (path(), umount_flags).prop_map(|(a, f)| M::Umount(a, f)),
+                2 => Just(M::Mountinfo),
+                2 => path().prop_map(M::MntId),
+                2 => path().prop_map(|a| fs(Op::Mkdirat(D::Cwd, a, 0o755))),
+                3 => (path(), open_flags).prop_map(|(a, f)| fs(Op::Open(D::Cwd, a, f, 0o644))),
+                2 => fd().prop_map(|f| fs(Op::Close(f))),
+                2 => path().prop_map(|a| fs(Op::Fstatat(D::Cwd, a, 0))),
+                2 => (path(), path(), prop::sample::select(vec![0, RENAME_EXCHANGE, RENAME_NOREPLACE]))
+                    .prop_map(|(a, b, f)| fs(Op::Renameat2(D::Cwd, a, D::Cwd, b, f))),
+                1 => (path(), path()).prop_map(|(a, b)| fs(Op::Linkat(D::Cwd, a, D::Cwd, b, 0))),
+                2 => (path(), prop::sample::select(vec![0, AT_REMOVEDIR]))
+                    .prop_map(|(a, f)| fs(Op::Unlinkat(D::Cwd, a, f))),
+                1 => path().prop_map(|a| fs(Op::Chdir(a))),
+                1 => fd().prop_map(|f| fs(Op::Fchdir(f))),
+                1 => Just(fs(Op::Getcwd)),
+                1 => fd().prop_map(|f| fs(Op::Getdents(f))),
+                1 => (fd(), prop::sample::select(vec!["..", ".", "x", "f"]))
+                    .prop_map(|(f, n)| fs(Op::Fstatat(D::Fd(f), p(n), 0))),
+                1 => fd().prop_map(|f| fs(Op::Write(f, 5))),
+            ]
+            .boxed()
+        }
+
+        fn setup() -> Vec<M> {
+            let mut s = base();
+            s.push(fs(Op::Symlinkat(p("m"), D::Cwd, p("/lm"))));
+            s
+        }
+
+        /// Mounts a user meets: a tmpfs, a read-only bind, a bind of a file.
+        fn user_setup() -> Vec<M> {
+            let mut s = setup();
+            s.extend([
+                M::Tmpfs(p("/m"), 0),
+                fs(Op::Mkdirat(D::Cwd, p("/m/d"), 0o777)),
+                M::Bind(p("/a"), p("/b"), true),
+                M::Remount(p("/b"), RDONLY),
+                fs(Op::Open(D::Cwd, p("/c/g"), O_CREAT | O_WRONLY, 0o666)),
+                fs(Op::Close(0)),
+                M::Bind(p("/a/f"), p("/c/g"), false),
+            ]);
+            s
+        }
+
+        proptest! {
+            #![proptest_config(config(1000))]
+
+            #[test]
+            fn mount_sequences_as_a_user(ops in prop::collection::vec(step(), 1..30)) {
+                let mut ops = ops;
+                ops.push(M::Mountinfo);
+                same(Who::User, &user_setup(), &ops);
+            }
+
+            #[test]
+            fn mount_sequences(ops in prop::collection::vec(step(), 1..30)) {
+                let mut ops = ops;
+                // No unmount of "/": uvfs's root mount is the namespace's root, which has no
+                // parent (EINVAL, as Linux's for its namespace root), while the host's
+                // chroot is a mount on a directory of /dev/shm (MNT_DETACH detaches it).
+                // And Linux's `umount` of the task's root without MNT_DETACH remounts its
+                // filesystem read-only (`do_umount_root`); uvfs has no read-only state of
+                // a whole filesystem (README, deliberate differences).
+                ops.retain(|m| !matches!(m, M::Umount(path, _) if path.0 == b"/"));
+                // The table as it is left, and the descriptors closed (a detached mount
+                // they hold goes with them).
+                ops.push(M::Mountinfo);
+                same(Who::Root, &setup(), &ops);
+            }
+        }
     }
 
     #[test]

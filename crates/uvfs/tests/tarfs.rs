@@ -1,7 +1,7 @@
 //! tarfs (issue 14): a tar archive made by GNU tar from a host tree is, through uvfs,
 //! what `tar -x` makes of it on the host: every name, type, mode, owner, size, link
 //! count, time, symlink target, device number, byte and `user.` xattr; hard links are
-//! one inode; changes are EROFS and the mount cannot be made writable. Needs root and
+//! one inode; changes are EROFS, also after a remount without `RDONLY`. Needs root and
 //! GNU tar (the apt package `tar`).
 
 mod tree;
@@ -72,7 +72,13 @@ fn an_archive_reads_as_its_extraction() {
     assert_eq!(t.unlinkat(DirFd::Cwd, b"/a/hello", AtFlags::empty()), Err(Errno::EROFS));
     assert_eq!(t.fchmodat(DirFd::Cwd, b"/a/hello", 0o600, AtFlags::empty()), Err(Errno::EROFS));
     assert_eq!(t.mkdir(b"/newdir", 0o755), Err(Errno::EROFS));
-    assert_eq!(t.remount(b"/", MountFlags::empty()), Err(Errno::EROFS));
+    // A remount without `RDONLY` changes the mount's own flag only, as Linux's of a
+    // filesystem that is read-only as a whole (`change_mount_ro_state`): still EROFS.
+    assert_eq!(t.remount(b"/", MountFlags::empty()), Ok(()));
+    assert!(!t.mountinfo()[0].flags.contains(MountFlags::RDONLY));
+    assert!(t.mountinfo()[0].fs_read_only);
+    assert_eq!(t.open(b"/a/hello", OpenFlags::WRONLY, 0), Err(Errno::EROFS));
+    assert_eq!(t.mkdir(b"/newdir", 0o755), Err(Errno::EROFS));
     assert!(t.statfs(b"/").unwrap().blocks > 0);
 }
 

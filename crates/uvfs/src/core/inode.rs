@@ -725,6 +725,17 @@ impl Inode {
             .map_err(|_| crate::abi::errno::Errno::ESTALE)
     }
 
+    /// Registers a holder that reaches the inode without a name: a mount whose root it
+    /// is, a task's root or working directory (Linux: the dentry reference each holds,
+    /// which keeps the inode from `evict`). Counted as an open, so that the contents
+    /// outlive the last name while held: a file bind-mounted and then replaced at its
+    /// source reads as it was; `open(".")` in a removed working directory opens it.
+    /// Given back with [`Inode::closed`]. True if the contents were evicted already (the
+    /// name the holder was found by went meanwhile): the caller gives the hold back.
+    pub(crate) fn hold(&self) -> bool {
+        self.opens.fetch_add(1, Ordering::AcqRel) & OPENS_EVICTED != 0
+    }
+
     /// Unregisters an open file description; true if that evicted the inode.
     pub(crate) fn closed(&self) -> bool {
         self.opens.fetch_sub(1, Ordering::AcqRel) == 1 && self.evict_if_unused()

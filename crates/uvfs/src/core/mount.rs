@@ -63,6 +63,36 @@ bitflags! {
         /// Do not update access times (uvfs never updates them on read, so this is only
         /// reported: `noatime` instead of `relatime`).
         const NOATIME = 1024;
+        /// Do not update directories' access times (only reported: `nodiratime`).
+        const NODIRATIME = 2048;
+        /// `MS_RELATIME`: the default access-time mode, named (a remount that names none
+        /// keeps the mount's). Not kept as a flag: a mount is relatime unless `NOATIME` or
+        /// `STRICTATIME`.
+        const RELATIME = 1 << 21;
+        /// `MS_STRICTATIME`: neither `noatime` nor `relatime` (only reported).
+        const STRICTATIME = 1 << 24;
+    }
+}
+
+impl MountFlags {
+    /// The access-time flags: a remount that names one of them sets the mode anew.
+    const ATIME: MountFlags =
+        MountFlags::NOATIME.union(MountFlags::NODIRATIME).union(MountFlags::RELATIME).union(MountFlags::STRICTATIME);
+
+    /// What a mount keeps of flags given to a mount or, with the mount's flags as
+    /// `current`, to a remount (Linux's `path_mount`): `STRICTATIME` clears `NOATIME`, and
+    /// a remount that names no access-time flag keeps the mount's access-time mode.
+    pub(crate) fn kept(self, current: Option<MountFlags>) -> MountFlags {
+        let mut f = self - MountFlags::RELATIME;
+        if f.contains(MountFlags::STRICTATIME) {
+            f -= MountFlags::NOATIME;
+        }
+        if let Some(cur) = current
+            && !self.intersects(MountFlags::ATIME)
+        {
+            f = (f - MountFlags::ATIME) | (cur & MountFlags::ATIME);
+        }
+        f
     }
 }
 
@@ -106,8 +136,11 @@ pub struct MountInfo {
     pub root: Vec<u8>,
     /// Where it is mounted, relative to the task's root.
     pub mount_point: Vec<u8>,
-    /// Per-mount flags.
+    /// Per-mount flags (`RDONLY` the mount's own: a mount of a read-only filesystem
+    /// may lack it and still refuse writes).
     pub flags: MountFlags,
+    /// Whether the filesystem instance as a whole is read-only (the super options' `ro`).
+    pub fs_read_only: bool,
     /// Filesystem type (`"tmpfs"`).
     pub fs_type: &'static str,
 }
@@ -144,8 +177,8 @@ pub struct Mount {
     /// sequence, the old value retired through the collector: a walk reads it under its
     /// guard.
     parent: RcuBox<MountParent>,
-    /// Atomic: `MountFlags` except `RDONLY` (which lives in `counts`); written under the
-    /// rename lock.
+    /// Atomic: the per-mount `MountFlags`; written under the rename lock. Whether the
+    /// mount can be written (its own `RDONLY` or its instance's) is `counts`' `RDONLY`.
     flags: AtomicU32,
     /// Atomic (`SeqCst`, see the module docs): users (open files and task roots/cwds here)
     /// in the high 32 bits; `RDONLY` and the number of files open for writing through this
@@ -167,13 +200,18 @@ impl Mount {
         parent: MountParent,
         flags: MountFlags,
     ) -> Arc<Mount> {
-        let ro = if flags.contains(MountFlags::RDONLY) || sb.fs().read_only() { RDONLY } else { 0 };
+        let ro = if flags.contains(MountFlags::RDONLY) || sb.read_only() { RDONLY } else { 0 };
+        // The root's contents live as long as the mount (a bind of a file or directory
+        // that is then removed at its source); given back at the drop.
+        if let Some(i) = root.inode() {
+            i.hold();
+        }
         Arc::new(Mount {
             id,
             sb,
             root,
             parent: RcuBox::new(parent),
-            flags: AtomicU32::new((flags - MountFlags::RDONLY).bits()),
+            flags: AtomicU32::new(flags.kept(None).bits()),
             counts: AtomicU64::new(ro),
             state: AtomicU32::new(0),
             expiry_mark: AtomicBool::new(false),
@@ -181,17 +219,22 @@ impl Mount {
         })
     }
 
+    /// Whether the root's contents were evicted before this mount could hold them (see
+    /// [`Mount::new`]): its source lost its last name meanwhile.
+    pub(crate) fn root_evicted(&self) -> bool {
+        self.root.inode().is_some_and(|i| i.evicted())
+    }
+
     /// Mount id.
     pub fn id(&self) -> MountId {
         self.id
     }
 
-    /// Flags.
+    /// The per-mount flags (a mount of a read-only instance may lack `RDONLY`:
+    /// [`Mount::want_write`] says whether it can be written).
     #[inline]
     pub fn flags(&self) -> MountFlags {
-        let ro =
-            if self.counts.load(Ordering::Acquire) & RDONLY != 0 { MountFlags::RDONLY } else { MountFlags::empty() };
-        MountFlags::from_bits_truncate(self.flags.load(Ordering::Acquire)) | ro
+        MountFlags::from_bits_truncate(self.flags.load(Ordering::Acquire))
     }
 
     /// The filesystem instance.
@@ -234,6 +277,7 @@ impl Mount {
     /// Sets the per-mount flags (`MS_REMOUNT | MS_BIND`): EBUSY if it would make the mount
     /// read-only while files are open for writing through it. Caller holds the rename lock.
     pub(crate) fn set_flags(&self, flags: MountFlags) -> Result<()> {
+        let flags = flags.kept(Some(self.flags()));
         if flags.contains(MountFlags::RDONLY) {
             // Already read-only: so it stays (a writer being taken back is no writer).
             self.counts
@@ -241,12 +285,12 @@ impl Mount {
                     (s & RDONLY != 0 || s & WRITERS == 0).then_some(s | RDONLY)
                 })
                 .map_err(|_| Errno::EBUSY)?;
-        } else if self.sb.fs().read_only() {
-            return Err(Errno::EROFS);
-        } else {
+        } else if !self.sb.read_only() {
             self.counts.fetch_and(!RDONLY, Ordering::SeqCst);
         }
-        self.flags.store((flags - MountFlags::RDONLY).bits(), Ordering::Release);
+        // A read-only instance's mount loses its own read-only flag and stays read-only
+        // (Linux's `change_mount_ro_state`).
+        self.flags.store(flags.bits(), Ordering::Release);
         Ok(())
     }
 
@@ -295,7 +339,7 @@ impl Mount {
 
     /// A user counted by [`Mount::get_file_user`] went away, with its writer if `writer`.
     pub(crate) fn put_file_user(&self, writer: bool) {
-        self.expiry_mark.store(false, Ordering::Relaxed);
+        self.touch();
         self.counts.fetch_sub(USER + if writer { WRITER } else { 0 }, Ordering::SeqCst);
     }
 
@@ -331,8 +375,28 @@ impl Mount {
     }
 
     /// `MNT_EXPIRE`: sets the mark, returning whether it was already set.
+    /// A use of the mount ends (Linux's `mntput`): it clears `MNT_EXPIRE`'s mark, so
+    /// that the next `umount2(EXPIRE)` only marks it again. Read first, so that the
+    /// common case, no mark, writes nothing to a line every user of the mount reads.
+    #[inline]
+    pub(crate) fn touch(&self) {
+        if self.expiry_mark.load(Ordering::Relaxed) {
+            self.expiry_mark.store(false, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn mark_expired(&self) -> bool {
         self.expiry_mark.swap(true, Ordering::Relaxed)
+    }
+}
+
+impl Drop for Mount {
+    /// The root's hold given back ([`Mount::new`]): its contents go now if nothing else
+    /// holds them and no name is left.
+    fn drop(&mut self) {
+        if let Some(i) = self.root.inode() {
+            i.closed();
+        }
     }
 }
 

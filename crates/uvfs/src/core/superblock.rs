@@ -377,6 +377,10 @@ impl Drop for NamesChange<'_> {
 pub struct SuperBlock {
     /// Immutable: device number reported in `st_dev` (anonymous devices, major 0).
     dev: u64,
+    /// Immutable: read-only as a whole (Linux's `SB_RDONLY`): mounted with `RDONLY`, or a
+    /// filesystem that can only be read. Every mount of it is read-only, whatever its own
+    /// flag says.
+    rdonly: bool,
     /// Immutable: the filesystem.
     fs: Box<dyn FileSystem>,
     /// Immutable: the instance's reclamation domain, held weakly (see [`crate::sync::rcu`]: a
@@ -407,10 +411,12 @@ pub struct SuperBlock {
 }
 
 impl SuperBlock {
-    /// A new instance of `fs`; `config` gives the inode cache its probe mode
+    /// A new instance of `fs`, read-only as a whole if `rdonly` (or if the filesystem can
+    /// only be read); `config` gives the inode cache its probe mode
     /// ([`FastPaths::INODE_HASH`](crate::FastPaths::INODE_HASH)).
     pub(crate) fn with_config(
         fs: Box<dyn FileSystem>,
+        rdonly: bool,
         rcu: &Rcu,
         config: &crate::abi::config::VfsConfig,
     ) -> Arc<SuperBlock> {
@@ -418,6 +424,7 @@ impl SuperBlock {
         let complete = fs.dcache_complete();
         Arc::new(SuperBlock {
             dev: crate::abi::stat::makedev(0, 0x40 + minor as u32),
+            rdonly: rdonly || fs.read_only(),
             fs,
             rcu: rcu.downgrade(),
             notify: Default::default(),
@@ -453,6 +460,12 @@ impl SuperBlock {
     #[inline]
     pub fn dev(&self) -> u64 {
         self.dev
+    }
+
+    /// Whether the instance as a whole is read-only (`SB_RDONLY`).
+    #[inline]
+    pub fn read_only(&self) -> bool {
+        self.rdonly
     }
 
     /// The filesystem operations.

@@ -693,7 +693,7 @@ impl FileSystem for OverlayFs {
             let config = crate::abi::config::VfsConfig::default();
             let mut layers = Vec::new();
             for fs in pending {
-                let lsb = SuperBlock::with_config(fs, &rcu, &config);
+                let lsb = SuperBlock::with_config(fs, false, &rcu, &config);
                 let root = lsb.fs().root_inode(&lsb)?;
                 layers.push(Layer { sb: lsb, root });
             }

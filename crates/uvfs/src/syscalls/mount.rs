@@ -63,6 +63,12 @@ impl Task {
                 if mp.inode().is_some_and(|i| i.is_dir()) != src_dir {
                     return Err(Errno::ENOTDIR);
                 }
+                // A source that was removed (the root of a bind of a directory removed
+                // since): Linux 6.18 refuses to attach it (after the kinds are compared),
+                // as it refuses to mount on one.
+                if sp.dentry.is_dead() {
+                    return Err(Errno::ENOENT);
+                }
                 // `copy_tree`: every copy is made before any is attached, so a bind of a
                 // tree into itself copies what was there before.
                 let top = Mount::new(
@@ -72,30 +78,51 @@ impl Task {
                     Some((pm.clone(), mp.clone())),
                     sp.mnt.flags() | flags,
                 );
-                let mut clones = vec![MountCopy { src: sp.mnt.clone(), new: top.clone() }];
+                if top.root_evicted() {
+                    return Err(Errno::ENOENT);
+                }
+                let mut clones = vec![top.clone()];
                 if recursive {
-                    for m in tree.mounts.clone().iter() {
-                        let Some((p, pmp)) = m.parent(&guard) else { continue };
-                        let Some(pc) = clones.iter().position(|c| std::ptr::eq(&*c.src, p)) else { continue };
-                        // Children of the source mount only if below the bound directory.
-                        if pc == 0 && !pmp.is_subdir(&sp.dentry, &guard) {
+                    // Depth first, each mount's children in the order they were attached,
+                    // as `copy_tree` walks the source (`next_mnt`): the copies get their ids,
+                    // and so their places in mountinfo, in that order.
+                    let all = tree.mounts.clone();
+                    let children = |src: &Mount, top: bool| -> std::vec::IntoIter<Arc<Mount>> {
+                        all.iter()
+                            .filter(|m| {
+                                m.parent(&guard).is_some_and(|(p, pmp)| {
+                                    // Children of the source mount only if below the bound
+                                    // directory.
+                                    std::ptr::eq(p, src) && (!top || pmp.is_subdir(&sp.dentry, &guard))
+                                })
+                            })
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .into_iter()
+                    };
+                    let mut stack = vec![(0, children(&sp.mnt, true))];
+                    while let Some((pc, next)) = stack.last_mut() {
+                        let pc = *pc;
+                        let Some(m) = next.next() else {
+                            stack.pop();
                             continue;
-                        }
+                        };
                         let pmp = m.parent_borrow(&guard).map(|(_, d)| d.to_arc()).expect("a child has a parent");
                         let new = Mount::new(
                             tree.alloc_id(),
                             m.sb.clone(),
                             m.root.clone(),
-                            Some((clones[pc].new.clone(), pmp)),
+                            Some((clones[pc].clone(), pmp)),
                             m.flags(),
                         );
-                        clones.push(MountCopy { src: m.clone(), new });
+                        stack.push((clones.len(), children(&m, false)));
+                        clones.push(new);
                     }
                 }
                 let _w = vfs.rename_seq.write_poisoning().map_err(|_| Errno::EIO)?;
                 for c in &clones {
-                    let (p, d) = c.new.parent(&guard).expect("a copy has a parent");
-                    vfs.attach(&mut tree, p, d, c.new.clone());
+                    let (p, d) = c.parent(&guard).expect("a copy has a parent");
+                    vfs.attach(&mut tree, p, d, c.clone());
                 }
                 drop(_w);
                 drop(dir_lock);
@@ -107,7 +134,9 @@ impl Task {
     /// `do_new_mount`: a new instance of `fs` at `tp`.
     fn mount_new(&self, tp: &PathRef, fs: Box<dyn FileSystem>, flags: MountFlags) -> Result<()> {
         let vfs = &*self.vfs;
-        let sb = SuperBlock::with_config(fs, &vfs.rcu, &vfs.config);
+        // `MS_RDONLY` on a new filesystem makes the instance read-only too (`SB_RDONLY`),
+        // not only this mount: a later remount of the mount alone does not make it writable.
+        let sb = SuperBlock::with_config(fs, flags.contains(MountFlags::RDONLY), &vfs.rcu, &vfs.config);
         sb.count_inodes_in(&vfs.dcache_counts);
         let root = Dentry::new_root(sb.fs().root_inode(&sb)?, &vfs.rcu);
         let mut tree = vfs.rename_lock.lock();
@@ -151,7 +180,9 @@ impl Task {
     /// `target` names (EINVAL if it names no mount root). Making a mount read-only while
     /// files are open for writing through it is EBUSY, as Linux's `mnt_make_readonly`;
     /// afterwards every write-type call through it is EROFS, including through files
-    /// opened before (`fchmod`, `fchown`, `futimens`: Linux's `mnt_want_write_file`).
+    /// opened before (`fchmod`, `fchown`, `futimens`: Linux's `mnt_want_write_file`). A
+    /// remount that names no access-time flag (`NOATIME`, `NODIRATIME`, `RELATIME`,
+    /// `STRICTATIME`) keeps the mount's access-time mode, as Linux's.
     pub fn remount(&self, target: &[u8], flags: MountFlags) -> Result<()> {
         let tp = self.resolve(DirFd::Cwd, target, LookupFlags::FOLLOW)?;
         self.require_sys_admin()?;
@@ -172,7 +203,8 @@ impl Task {
         if UmountFlags::from_bits(flags.bits()).is_none() {
             return Err(Errno::EINVAL);
         }
-        let lf = if flags.contains(UmountFlags::NOFOLLOW) { LookupFlags::empty() } else { LookupFlags::FOLLOW };
+        let lf = LookupFlags::KEEP_EXPIRY
+            | if flags.contains(UmountFlags::NOFOLLOW) { LookupFlags::empty() } else { LookupFlags::FOLLOW };
         let tp = self.resolve(DirFd::Cwd, target, lf)?;
         self.require_sys_admin()?;
         let vfs = &*self.vfs;
@@ -238,13 +270,20 @@ impl Task {
                 root_parts.push(d.name(&guard));
                 d = d.parent(&guard);
             }
+            let mut root = crate::core::path::join(&root_parts);
+            // Linux's `dentry_path` of a root that was removed (a bind of a directory
+            // removed since).
+            if m.root.is_dead() && !m.root.is_root() {
+                root.extend_from_slice(b"//deleted");
+            }
             out.push(MountInfo {
                 id: m.id(),
                 parent_id: m.parent(&guard).map_or(m.id(), |(p, _)| p.id()),
                 dev: m.sb.dev(),
-                root: crate::core::path::join(&root_parts),
+                root,
                 mount_point,
                 flags: m.flags(),
+                fs_read_only: m.sb.read_only(),
                 fs_type: m.sb.fs().fs_type(),
             });
         }
@@ -268,26 +307,20 @@ impl Task {
                 (MountFlags::NODEV, ",nodev"),
                 (MountFlags::NOEXEC, ",noexec"),
                 (MountFlags::NOATIME, ",noatime"),
+                (MountFlags::NODIRATIME, ",nodiratime"),
             ] {
                 if mi.flags.contains(f) {
                     out.extend_from_slice(name.as_bytes());
                 }
             }
-            if !mi.flags.contains(MountFlags::NOATIME) {
+            if !mi.flags.intersects(MountFlags::NOATIME | MountFlags::STRICTATIME) {
                 out.extend_from_slice(b",relatime");
             }
-            out.extend_from_slice(format!(" - {} {} rw\n", mi.fs_type, mi.fs_type).as_bytes());
+            let sb_mode = if mi.fs_read_only { "ro" } else { "rw" };
+            out.extend_from_slice(format!(" - {} {} {sb_mode}\n", mi.fs_type, mi.fs_type).as_bytes());
         }
         out
     }
-}
-
-/// A mount of a bind and the one it copies (`copy_tree`).
-struct MountCopy {
-    /// The mount being copied (for the parent lookup of its children).
-    src: Arc<Mount>,
-    /// The copy.
-    new: Arc<Mount>,
 }
 
 /// glibc's `major`/`minor`, the inverse of [`crate::abi::stat::makedev`].

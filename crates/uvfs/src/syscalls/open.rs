@@ -53,6 +53,10 @@ pub enum Looked {
     Opened(Arc<File>),
 }
 
+/// Locked walks an open makes again when what it found lost its contents before it
+/// could be opened ([`Task::path_openat`]).
+const REVAL_WALKS: u32 = 8;
+
 impl Task {
     /// `openat(2)`.
     pub fn openat(&self, dirfd: DirFd, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Fd> {
@@ -217,9 +221,9 @@ impl Task {
         reserve: bool,
     ) -> Result<(File, Option<crate::core::fdtable::Reservation<'_>>, bool)> {
         let creat = flags.contains(OpenFlags::CREAT);
-        let mut reval = false;
+        let mut reval = 0;
         loop {
-            let lf = if reval { lf | LookupFlags::LOCKED } else { lf };
+            let lf = if reval > 0 { lf | LookupFlags::LOCKED } else { lf };
             // The descriptor before anything that cannot be undone (a create, a truncate),
             // as Linux's `get_unused_fd_flags` comes first; only once the walk succeeded,
             // so a failed open still takes no lock (seed 003), and only when there is
@@ -268,8 +272,10 @@ impl Task {
                     return self.path_openat(dirfd, path, flags, mode, lf, reserve);
                 }
                 // What the walk found lost its last name (and its contents) before it could
-                // be opened: walk again, in the locked tier, which waits for the unlink.
-                Err(Errno::ESTALE) => reval = true,
+                // be opened: walk again, in the locked tier, which waits for the unlink. A
+                // few times at most, then ESTALE, as Linux after its `LOOKUP_REVAL` walk:
+                // an open never spins on an object that stays unreachable.
+                Err(Errno::ESTALE) if reval < REVAL_WALKS => reval += 1,
                 Err(e) => return Err(e),
             }
         }

@@ -92,6 +92,10 @@ bitflags! {
         /// root from then on (`nd->root`, which it sets only when it needs it: an absolute
         /// path, a scope, a `..`, an absolute symlink; see `Nameidata::root_set`).
         const ROOT_SET = 1 << 13;
+        /// The walk leaves the `MNT_EXPIRE` mark of the mount it ends on as it is: the
+        /// walk of `umount2`'s target, which tests that mark (Linux's `path_umount` puts
+        /// its path with `mntput_no_expire` for that reason).
+        const KEEP_EXPIRY = 1 << 14;
     }
 }
 
@@ -195,6 +199,21 @@ pub enum Outcome<'a> {
         /// once the caller looks it up.
         too_long: bool,
     },
+}
+
+impl Outcome<'_> {
+    /// The walk's use of the mount it ended on is over (Linux's `path_put` of the walk's
+    /// result, whose `mntput` clears the mount's `MNT_EXPIRE` mark): a `stat` under a
+    /// mount keeps it from expiring, as an open does.
+    #[inline]
+    fn put_mount(&self, flags: LookupFlags) {
+        if flags.contains(LookupFlags::KEEP_EXPIRY) {
+            return;
+        }
+        match self {
+            Outcome::Found(p) | Outcome::Missing { parent: p, .. } | Outcome::Parent { parent: p, .. } => p.mnt.touch(),
+        }
+    }
 }
 
 /// Why a lockless attempt gave up.
@@ -866,6 +885,9 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
                                 probe,
                             });
                         }
+                        // Linux looks a miss up in the filesystem with a reference on the
+                        // path, whose put clears the mount's `MNT_EXPIRE` mark.
+                        self.cur.mnt.touch();
                         return Err(Stop::Err(Errno::ENOENT));
                     };
                     let ftype = d.inode().expect("positive").file_type();
@@ -958,7 +980,10 @@ impl<'t> WalkCtx<'t> {
                     Err(Stop::Fallback) => break,
                     res => {
                         let r = match res {
-                            Ok(o) => f(o),
+                            Ok(o) => {
+                                o.put_mount(flags);
+                                f(o)
+                            }
                             Err(Stop::Err(e)) => Err(e),
                             Err(Stop::Fallback) => unreachable!(),
                         };
@@ -1006,7 +1031,10 @@ impl<'t> WalkCtx<'t> {
                 Err(Stop::Fallback) => Err(Errno::EIO),
             };
             if rename_locked.is_some() || !vfs.rename_seq.read_retry(seq) {
-                let r = res.and_then(|o| f(o, &guard));
+                let r = res.and_then(|o| {
+                    o.put_mount(flags);
+                    f(o, &guard)
+                });
                 // The locked tier is where cached dentries are made: keep them bounded.
                 drop(rename_locked);
                 drop(guard);
@@ -1049,7 +1077,10 @@ impl<'t> WalkCtx<'t> {
                 };
                 if !vfs.rename_seq.read_retry(seq) {
                     lockless_done(learn);
-                    return res.and_then(|o| f(o, &guard));
+                    return res.and_then(|o| {
+                        o.put_mount(flags);
+                        f(o, &guard)
+                    });
                 }
                 counters::bump(|c| c.walk_retries += 1);
             }
