@@ -391,7 +391,7 @@ impl Mount {
 }
 
 impl Drop for Mount {
-    /// The root's hold given back ([`Mount::new`]): its contents go now if nothing else
+    /// The root's hold given back (taken by `Mount::new`): its contents go now if nothing else
     /// holds them and no name is left.
     fn drop(&mut self) {
         if let Some(i) = self.root.inode() {
