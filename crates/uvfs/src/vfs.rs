@@ -61,6 +61,7 @@ impl Vfs {
                 dcache_lru: Default::default(),
                 shrink_retry_at: AtomicUsize::new(0),
                 next_pid: std::sync::atomic::AtomicI32::new(1),
+                expiry_used: std::sync::atomic::AtomicBool::new(false),
                 fifos: Default::default(),
             }),
         })

@@ -1343,7 +1343,8 @@ mod diff {
         );
         // A directory removed while it is the working directory opens as ".", lists as
         // ENOENT; a bind of a directory removed since opens, shows "//deleted" in
-        // mountinfo, and cannot be bound again (ENOENT).
+        // mountinfo, and cannot be bound again (ENOENT), nor a tree that shows it at its
+        // top; a tree with it further down is copied with it.
         same(
             Who::Root,
             &setup,
@@ -1361,6 +1362,22 @@ mod diff {
                 fs(Op::Fstat(1)),
                 fs(Op::Getdents(1)),
                 fs(Op::Getcwd),
+            ],
+        );
+        same(
+            Who::Root,
+            &setup,
+            &[
+                bind("/c", "/a", false),
+                bind("/b", "/", false),
+                bind("/m", "/", false),
+                unlink("/c", AT_REMOVEDIR),
+                unlink("/m", AT_REMOVEDIR),
+                bind("/", "/b", true),
+                M::Mountinfo,
+                mkdir("/m"),
+                bind("/", "/m", true),
+                M::Mountinfo,
             ],
         );
         // A filesystem mounted read-only stays so through a remount of its mount; a

@@ -52,6 +52,9 @@ pub(crate) struct VfsInner {
     pub(crate) next_pid: std::sync::atomic::AtomicI32,
     /// The pipes of the fifos open in this instance.
     pub(crate) fifos: crate::core::pipe::Fifos,
+    /// Atomic: set for good by the first `umount2(MNT_EXPIRE)` that marks a mount. Until
+    /// then no walk looks at the mount it ends on to clear a mark (one load instead).
+    pub(crate) expiry_used: std::sync::atomic::AtomicBool,
 }
 
 /// A new instance id: 1, 2, ...; never 0, which marks an empty path cache entry.

@@ -63,12 +63,6 @@ impl Task {
                 if mp.inode().is_some_and(|i| i.is_dir()) != src_dir {
                     return Err(Errno::ENOTDIR);
                 }
-                // A source that was removed (the root of a bind of a directory removed
-                // since): Linux 6.18 refuses to attach it (after the kinds are compared),
-                // as it refuses to mount on one.
-                if sp.dentry.is_dead() {
-                    return Err(Errno::ENOENT);
-                }
                 // `copy_tree`: every copy is made before any is attached, so a bind of a
                 // tree into itself copies what was there before.
                 let top = Mount::new(
@@ -78,9 +72,6 @@ impl Task {
                     Some((pm.clone(), mp.clone())),
                     sp.mnt.flags() | flags,
                 );
-                if top.root_evicted() {
-                    return Err(Errno::ENOENT);
-                }
                 let mut clones = vec![top.clone()];
                 if recursive {
                     // Depth first, each mount's children in the order they were attached,
@@ -117,6 +108,25 @@ impl Task {
                         );
                         stack.push((clones.len(), children(&m, false)));
                         clones.push(new);
+                    }
+                }
+                // A tree whose top shows a removed directory (the source is the root of
+                // a bind of a directory removed since, or such a bind is stacked on the
+                // copied root): Linux 6.18 refuses it (after the kinds are compared), as
+                // it refuses to mount on one; a removed bind root further down is copied.
+                // Or a source whose contents went before the copy could hold them.
+                let mut shown = &clones[0];
+                loop {
+                    if shown.root.is_dead() || shown.root_evicted() {
+                        return Err(Errno::ENOENT);
+                    }
+                    let on_root = clones.iter().find(|c| {
+                        c.parent(&guard)
+                            .is_some_and(|(p, mp)| std::ptr::eq(p, &**shown) && std::ptr::eq(mp, &*shown.root))
+                    });
+                    match on_root {
+                        Some(c) => shown = c,
+                        None => break,
                     }
                 }
                 let _w = vfs.rename_seq.write_poisoning().map_err(|_| Errno::EIO)?;
@@ -221,6 +231,7 @@ impl Task {
             if m.users() > 0 || tree.has_children(m, &guard) {
                 return Err(Errno::EBUSY);
             }
+            vfs.expiry_used.store(true, std::sync::atomic::Ordering::Relaxed);
             if !m.mark_expired() {
                 return Err(Errno::EAGAIN);
             }

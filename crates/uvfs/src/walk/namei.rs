@@ -205,11 +205,18 @@ impl Outcome<'_> {
     /// The walk's use of the mount it ended on is over (Linux's `path_put` of the walk's
     /// result, whose `mntput` clears the mount's `MNT_EXPIRE` mark): a `stat` under a
     /// mount keeps it from expiring, as an open does.
+    /// Only once the instance has seen `MNT_EXPIRE` (`VfsInner::expiry_used`): one load
+    /// on every walk until then.
     #[inline]
-    fn put_mount(&self, flags: LookupFlags) {
-        if flags.contains(LookupFlags::KEEP_EXPIRY) {
-            return;
+    fn put_mount(&self, vfs: &VfsInner, flags: LookupFlags) {
+        if vfs.expiry_used.load(std::sync::atomic::Ordering::Relaxed) && !flags.contains(LookupFlags::KEEP_EXPIRY) {
+            self.put_mount_marked();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn put_mount_marked(&self) {
         match self {
             Outcome::Found(p) | Outcome::Missing { parent: p, .. } | Outcome::Parent { parent: p, .. } => p.mnt.touch(),
         }
@@ -887,7 +894,9 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
                         }
                         // Linux looks a miss up in the filesystem with a reference on the
                         // path, whose put clears the mount's `MNT_EXPIRE` mark.
-                        self.cur.mnt.touch();
+                        if self.vfs.expiry_used.load(std::sync::atomic::Ordering::Relaxed) {
+                            self.cur.mnt.touch();
+                        }
                         return Err(Stop::Err(Errno::ENOENT));
                     };
                     let ftype = d.inode().expect("positive").file_type();
@@ -981,7 +990,7 @@ impl<'t> WalkCtx<'t> {
                     res => {
                         let r = match res {
                             Ok(o) => {
-                                o.put_mount(flags);
+                                o.put_mount(vfs, flags);
                                 f(o)
                             }
                             Err(Stop::Err(e)) => Err(e),
@@ -1032,7 +1041,7 @@ impl<'t> WalkCtx<'t> {
             };
             if rename_locked.is_some() || !vfs.rename_seq.read_retry(seq) {
                 let r = res.and_then(|o| {
-                    o.put_mount(flags);
+                    o.put_mount(vfs, flags);
                     f(o, &guard)
                 });
                 // The locked tier is where cached dentries are made: keep them bounded.
@@ -1078,7 +1087,7 @@ impl<'t> WalkCtx<'t> {
                 if !vfs.rename_seq.read_retry(seq) {
                     lockless_done(learn);
                     return res.and_then(|o| {
-                        o.put_mount(flags);
+                        o.put_mount(vfs, flags);
                         f(o, &guard)
                     });
                 }
