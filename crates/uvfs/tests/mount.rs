@@ -878,23 +878,16 @@ mod host {
 
     /// The host thread's mountinfo, as it sees it from its chroot.
     fn host_mountinfo() -> Vec<u8> {
-        // SAFETY: plain syscalls on a descriptor of this thread and a buffer of its size.
-        unsafe {
-            let fd = libc::openat(PROC_FD, c"mountinfo".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-            assert!(fd >= 0, "mountinfo: {}", std::io::Error::last_os_error());
-            let mut text = Vec::new();
-            let mut buf = [0u8; 4096];
-            loop {
-                let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-                assert!(n >= 0, "reading mountinfo: {}", std::io::Error::last_os_error());
-                if n == 0 {
-                    break;
-                }
-                text.extend_from_slice(&buf[..n as usize]);
-            }
-            libc::close(fd);
-            text
-        }
+        use std::io::Read;
+        use std::os::fd::FromRawFd;
+        // SAFETY: a plain syscall on a descriptor of this thread and a NUL-terminated name.
+        let fd = unsafe { libc::openat(PROC_FD, c"mountinfo".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        assert!(fd >= 0, "mountinfo: {}", std::io::Error::last_os_error());
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+        let mut text = Vec::new();
+        f.read_to_end(&mut text).expect("reading mountinfo");
+        text
     }
 
     /// Where the host side keeps its `/proc/thread-self` (opened before the chroot), out of

@@ -374,7 +374,6 @@ impl Mount {
         }
     }
 
-    /// `MNT_EXPIRE`: sets the mark, returning whether it was already set.
     /// A use of the mount ends (Linux's `mntput`): it clears `MNT_EXPIRE`'s mark, so
     /// that the next `umount2(EXPIRE)` only marks it again. Read first, so that the
     /// common case, no mark, writes nothing to a line every user of the mount reads.
@@ -385,6 +384,7 @@ impl Mount {
         }
     }
 
+    /// `MNT_EXPIRE`: sets the mark, returning whether it was already set.
     pub(crate) fn mark_expired(&self) -> bool {
         self.expiry_mark.swap(true, Ordering::Relaxed)
     }

@@ -3,8 +3,6 @@
 //! the cursor is the next position to return, so an entry present for a whole listing
 //! appears exactly once however others are added and removed meanwhile.
 
-use std::sync::atomic::Ordering;
-
 use crate::abi::errno::{Errno, Result};
 use crate::abi::stat::FileType;
 use crate::core::file::FileRef;
@@ -135,7 +133,6 @@ impl Task {
         // The end reached: later listings through this descriptor are empty until it is
         // rewound, even if entries are added meanwhile (6.18's `offset_readdir`).
         *pos = DIR_OFFSET_EOD;
-        let _ = Ordering::Relaxed;
         Ok(())
     }
 }
