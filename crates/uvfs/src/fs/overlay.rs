@@ -1310,7 +1310,11 @@ impl OverlayFs {
         let io = |e: std::io::Error| e.raw_os_error().map_or(Errno::EIO, Errno::from_raw);
         let mut tar = tar::Builder::new(out);
         let path = |p: &[u8]| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(p));
-        let mut seen: HashMap<u64, Vec<u8>> = HashMap::new();
+        // Objects with more than one name, by identity: the overlay inode, not `st_ino`,
+        // which a copy-up keeps from the lower object, so two copies of one lower file
+        // (linked under two lower names, each copied up on its own) share it. Each is
+        // held so that its address names it for the whole export.
+        let mut seen: HashMap<*const Inode, (Arc<Inode>, Vec<u8>)> = HashMap::new();
         // Directories to list, by their path in the archive ("" is the root).
         let root_arc = node(root).me.get().and_then(Weak::upgrade).ok_or(Errno::EIO)?;
         // The root's own metadata first (`./`), as an image layer may carry it.
@@ -1341,12 +1345,12 @@ impl OverlayFs {
                 let st = i.stat();
                 let mut h = crate::fs::tarfs::entry_header(&st);
                 if i.file_type() != FileType::Directory && st.nlink > 1 {
-                    if let Some(first) = seen.get(&st.ino) {
+                    if let Some((_, first)) = seen.get(&Arc::as_ptr(&i)) {
                         h.set_entry_type(tar::EntryType::Link);
                         tar.append_link(&mut h, path(&p), path(first)).map_err(io)?;
                         continue;
                     }
-                    seen.insert(st.ino, p.clone());
+                    seen.insert(Arc::as_ptr(&i), (i.clone(), p.clone()));
                 }
                 let xattrs: Vec<(Vec<u8>, Vec<u8>)> =
                     node(&i).state.lock().xattrs.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
