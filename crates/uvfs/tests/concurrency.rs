@@ -857,6 +857,9 @@ fn names_found_while_the_map_grows() {
             t.mknodat(DirFd::Cwd, k.as_bytes(), 0o644, 0).unwrap();
         }
         let done = std::sync::atomic::AtomicBool::new(false);
+        // The writer starts once the reader looks, so that the two overlap also on a
+        // machine busy enough to leave the reader unscheduled for the whole fill.
+        let looking = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
             let reader = s.spawn(|| {
                 let r = vfs.root_task();
@@ -866,9 +869,13 @@ fn names_found_while_the_map_grows() {
                         assert!(r.stat(k.as_bytes()).is_ok(), "{k} missed while its directory grew");
                         looks += 1;
                     }
+                    looking.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 looks
             });
+            while !looking.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
             let w = vfs.root_task();
             for i in 0..n {
                 w.mknodat(DirFd::Cwd, format!("{dir}/new{i}").as_bytes(), 0o644, 0).unwrap();
