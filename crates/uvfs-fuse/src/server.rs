@@ -646,7 +646,10 @@ impl Server {
             }
             Op::Read(r) => {
                 let off = i64::try_from(r.offset).map_err(|_| Errno::EINVAL)?;
-                let f = self.file_of(id, r.fh, OpenFlags::RDONLY)?;
+                // The caller's `O_NOATIME` (the kernel checked it at the open) keeps the
+                // access time also where the server opens the file itself (`no-open`).
+                let noatime = OpenFlags::from_bits_truncate(r.flags) & OpenFlags::NOATIME;
+                let f = self.file_of(id, r.fh, OpenFlags::RDONLY | noatime)?;
                 out.fill(r.size as usize, |buf| self.base().pread(&f, buf, off))?;
                 self.note_read(&f);
                 Ok(())

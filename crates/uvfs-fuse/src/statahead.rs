@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
-use uvfs::{AtFlags, DirFd, File, OpenFlags, Task};
+use uvfs::{AtFlags, DirFd, Errno, File, OpenFlags, Task};
 
 /// Entries of one directory looked up at most: a directory bigger than that is left to
 /// the kernel's own listing, whose lookups are needed anyway.
@@ -137,7 +137,14 @@ pub(crate) fn spawn(sa: Arc<Statahead>, task: Arc<Task>) -> std::io::Result<Join
 /// Lists `dir` and looks each entry up (errors end the directory's statahead: it is only
 /// a cache warmed ahead, the kernel's own requests get them).
 fn list_ahead(sa: &Statahead, t: &Task, dir: &Arc<File>) {
-    let Ok(fd) = t.reopen_file(dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY) else { return };
+    // A listing nobody asked for yet is no access: `O_NOATIME` where the server's task
+    // may use it (the owner's or `CAP_FOWNER`; EPERM otherwise).
+    let flags = OpenFlags::RDONLY | OpenFlags::DIRECTORY;
+    let opened = match t.reopen_file(dir, flags | OpenFlags::NOATIME) {
+        Err(Errno::EPERM) => t.reopen_file(dir, flags),
+        r => r,
+    };
+    let Ok(fd) = opened else { return };
     let mut seen = 0;
     'listing: loop {
         let Ok(batch) = t.getdents(&fd, 256) else { return };

@@ -149,8 +149,11 @@ fn remove_tree(root: &Path) {
 /// change (statx(2): fields not asked for may be stale): only its errno is compared.
 /// With the writeback cache (`writeback`) a regular file's block count is left out: the
 /// kernel counts none for the pages it holds dirty, so it lags until they are written
-/// back (the server sees no write before).
-fn fuse_view(op: &Op, o: Out, writeback: bool) -> Out {
+/// back (the server sees no write before). Access times are compared only where asked
+/// (`atimes`): the kernel serves reads from its page cache, and reads of nothing or at
+/// the end of the file, without a request, so the server (any FUSE server) never hears
+/// of those accesses (README, "Deliberate differences").
+fn fuse_view(op: &Op, o: Out, writeback: bool, atimes: bool) -> Out {
     const BASIC_STATS: u32 = 0x7ff;
     const DONT_SYNC: i32 = 0x4000;
     let seen = |mut st: diff::St| {
@@ -166,6 +169,7 @@ fn fuse_view(op: &Op, o: Out, writeback: bool) -> Out {
         }
         (_, Out::Statx(_, attrs, _, st, _)) => Out::Statx(0, attrs, 0, seen(st), false),
         (_, Out::Stat(st)) => Out::Stat(seen(st)),
+        (_, Out::Since(Some(m))) if !atimes => Out::Since(Some(diff::Moved { atime: None, ..m })),
         (_, o) => o,
     }
 }
@@ -212,6 +216,11 @@ fn runnable(t: &Target, who: Who, ops: &mut Vec<(Op, bool)>) {
 /// and the same calls on the host's tmpfs; `Err` names the first call whose result
 /// differs, with the whole sequence and both sides' results.
 fn compare(t: &Target, who: Who, setup: &[Op], ops: &[(Op, bool)]) -> Result<(), String> {
+    compare_times(t, who, setup, ops, false)
+}
+
+/// [`compare`], with access times compared too if `atimes` (see [`fuse_view`]).
+fn compare_times(t: &Target, who: Who, setup: &[Op], ops: &[(Op, bool)], atimes: bool) -> Result<(), String> {
     let plain: Vec<Op> = ops.iter().map(|(o, _)| o.clone()).collect();
     let (hs, ho) = diff::host_run(who, setup, &plain);
     let (ms, mo) = t.run(who, setup, ops);
@@ -219,8 +228,9 @@ fn compare(t: &Target, who: Who, setup: &[Op], ops: &[(Op, bool)]) -> Result<(),
         return Err(format!("{}: setup step {i} {:?}: host {:?}, mount {:?}", t.what, setup[i], hs[i], ms[i]));
     }
     let writeback = t.handle.as_ref().is_some_and(|h| h.levers().contains(Levers::WRITEBACK_CACHE));
-    let view =
-        |outs: Vec<Out>| -> Vec<Out> { plain.iter().zip(outs).map(|(op, o)| fuse_view(op, o, writeback)).collect() };
+    let view = |outs: Vec<Out>| -> Vec<Out> {
+        plain.iter().zip(outs).map(|(op, o)| fuse_view(op, o, writeback, atimes)).collect()
+    };
     let (mut ho, mut mo) = (view(ho), view(mo));
     if t.handle.as_ref().is_some_and(|h| h.levers().contains(Levers::SERVER_LOCKS)) {
         ofd_pids(&plain, &mut ho, &mut mo);
@@ -645,6 +655,59 @@ fn in_process_stat_of_a_file_written_through_passthrough() {
     let mut failed = Vec::new();
     for ops in &cases {
         if let Err(e) = compare(&t, Who::Root, &base_tree(), ops) {
+            failed.push(e);
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Access times through the mount, compared with tmpfs where the server hears of the
+/// access (see [`fuse_view`]): the first listing of a directory, `readlink`, a symlink
+/// followed, a read of a file whose pages the kernel does not hold (not under the
+/// writeback cache, which kept the base tree's written pages) move an old access time;
+/// a lookup, an open and an `O_NOATIME` read (also where the server opens the file
+/// itself, `no-open`: the READ carries the open's flags) do not.
+#[test]
+fn access_times_through_the_mount() {
+    let dp = diff::p;
+    let since = |path: &str| Op::Since(D::Cwd, dp(path), libc::AT_SYMLINK_NOFOLLOW);
+    let every = vec![
+        since("a"),
+        since("a/c"),
+        since("b"),
+        since("l1"),
+        since("l2"),
+        Op::Fstatat(D::Cwd, dp("l1/b"), 0),
+        since("l1"),
+        since("a"),
+        Op::Readlinkat(D::Cwd, dp("l2"), 256),
+        since("l2"),
+        Op::Open(D::Cwd, dp("a/c"), libc::O_RDONLY | libc::O_DIRECTORY, 0),
+        since("a/c"),
+        Op::Getdents(0),
+        since("a/c"),
+        Op::Open(D::Cwd, dp("b"), libc::O_RDONLY | libc::O_NOATIME, 0),
+        Op::Read(1, 10),
+        since("b"),
+    ];
+    let read = [
+        since("a/b"),
+        Op::Open(D::Cwd, dp("a/b"), libc::O_RDONLY, 0),
+        since("a/b"),
+        Op::Read(2, 100),
+        since("a/b"),
+        Op::Read(2, 100),
+        since("a/b"),
+    ];
+    let mut failed = Vec::new();
+    for t in targets() {
+        let mut ops = every.clone();
+        if !t.handle.as_ref().is_some_and(|h| h.levers().contains(Levers::WRITEBACK_CACHE)) {
+            ops.extend_from_slice(&read);
+        }
+        let mut ops: Vec<(Op, bool)> = ops.into_iter().map(|o| (o, false)).collect();
+        ops.insert(0, (Op::Umask(0o022), false));
+        if let Err(e) = compare_times(&t, Who::Root, &base_tree(), &ops, true) {
             failed.push(e);
         }
     }

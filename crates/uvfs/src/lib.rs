@@ -178,7 +178,7 @@
 //!   `splice` are not offered.
 //! - One mount namespace per instance: no mount propagation, `MS_MOVE` or `pivot_root`.
 //! - File flags ([`Task::ioctl_setflags`]) are kept by memfs only (tmpfs's set); hostfs
-//!   answers ENOTTY. `FS_NOATIME_FL` changes nothing: uvfs never updates access times.
+//!   answers ENOTTY.
 //! - No leases, `F_NOTIFY` or mandatory locks (`fcntl` has the descriptor, status-flag and
 //!   lock commands). `fallocate` has tmpfs's modes (allocate, `KEEP_SIZE`, `PUNCH_HOLE`);
 //!   `copy_file_range` between superblocks is EXDEV (memfs shares pages copy-on-write

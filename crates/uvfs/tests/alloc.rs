@@ -106,6 +106,13 @@ fn setup(fast: FastPaths) -> (Vfs, uvfs::Task, uvfs::Task) {
     let fd = root.open(b"/a/b/c/d/e/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
     root.close(fd).unwrap();
     root.symlink(b"f", b"/a/b/c/d/e/link").unwrap();
+    // Access times after the change times: no access moves them (relatime), whenever the
+    // clock ticks. A fresh object's access time equals its change time, so an access
+    // after the next tick moves it, which locks the inode once.
+    let ahead = uvfs::TimeSpec::At(uvfs::Timespec { sec: root.stat(b"/").unwrap().ctime.sec + 3600, nsec: 0 });
+    for p in [&b"/a/b/c/d/e/f"[..], b"/a/b/c/d/e/link"] {
+        root.utimensat(DirFd::Cwd, p, Some([ahead, uvfs::TimeSpec::Omit]), AtFlags::SYMLINK_NOFOLLOW).unwrap();
+    }
     let owner = vfs.task(Credentials::new(Uid(1000), Gid(1000), &[]));
     let other = vfs.task(Credentials::new(Uid(2000), Gid(2000), &[Gid(1000)]));
     (vfs, owner, other)

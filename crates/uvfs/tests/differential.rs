@@ -1054,3 +1054,84 @@ fn unnamed_file_flags() {
     same(Who::Root, &ops);
     same(Who::User, &ops);
 }
+
+/// Access times move as Linux's `relatime` moves them (6.18's `touch_atime`): a read,
+/// also of nothing or past the end, a listing, a `readlink` and a symlink followed move an
+/// old access time (the base tree's are from 2001); an open, a lookup, a read after the
+/// access time passed the change time, an `O_NOATIME` read and a zero-length copy do not;
+/// `sendfile` and `pread` past the end do. As root and as the user, who may use
+/// `O_NOATIME` on the file it owns.
+#[test]
+fn access_times_move_as_linux() {
+    let since = |path: &str| Op::Since(D::Cwd, p(path), AT_SYMLINK_NOFOLLOW);
+    let old_atime =
+        |path: &str| Op::Utimensat(D::Cwd, p(path), Times::Pair(T::At(1_000_000_000, 5), T::Omit), AT_SYMLINK_NOFOLLOW);
+    let ops = [
+        since("a/b"),
+        since("a"),
+        since("a/c"),
+        since("b"),
+        since("c/a"),
+        since("l1"),
+        since("l2"),
+        Op::Open(D::Cwd, p("a/b"), O_RDONLY, 0),
+        since("a/b"),
+        Op::Read(0, 0),
+        since("a/b"),
+        Op::Read(0, 100),
+        since("a/b"),
+        Op::Fstatat(D::Cwd, p("l1/b"), 0),
+        since("l1"),
+        since("a"),
+        Op::Readlinkat(D::Cwd, p("l2"), 256),
+        since("l2"),
+        Op::Open(D::Cwd, p("a/c"), O_RDONLY | O_DIRECTORY, 0),
+        since("a/c"),
+        Op::Getdents(1),
+        since("a/c"),
+        Op::Open(D::Cwd, p("b"), O_RDONLY | libc::O_NOATIME, 0),
+        Op::Read(2, 10),
+        since("b"),
+        Op::Open(D::Cwd, p("c/a"), O_RDONLY, 0),
+        Op::Open(D::Cwd, p("c/b/n"), O_CREAT | O_WRONLY, 0o644),
+        Op::CopyFileRange(3, Some(0), 4, Some(0), 0, 0),
+        since("c/a"),
+        Op::Sendfile(4, 3, None, 1),
+        since("c/a"),
+        old_atime("a/b"),
+        since("a/b"),
+        Op::Pread(0, 3, 1000),
+        since("a/b"),
+        old_atime("a/b"),
+        since("a/b"),
+        Op::CopyFileRange(0, Some(0), 4, Some(0), 2, 0),
+        since("a/b"),
+    ];
+    same(Who::Root, &ops);
+    same(Who::User, &ops);
+}
+
+/// memfs's `FS_NOATIME_FL` (`chattr +A`) keeps a file's access time; an immutable
+/// file's still moves. Against tmpfs (the file flags run on memfs only).
+#[test]
+fn file_flags_and_access_times() {
+    let since = |path: &str| Op::Since(D::Cwd, p(path), AT_SYMLINK_NOFOLLOW);
+    let ops = [
+        Op::Open(D::Cwd, p("b"), O_RDONLY, 0),
+        Op::SetFlags(0, 0x80),
+        since("b"),
+        Op::Read(0, 1),
+        since("b"),
+        Op::Open(D::Cwd, p("a/b"), O_RDONLY, 0),
+        Op::SetFlags(1, 0x10),
+        since("a/b"),
+        Op::Read(1, 1),
+        since("a/b"),
+        Op::Open(D::Cwd, p("a/c"), O_RDONLY | O_DIRECTORY, 0),
+        Op::SetFlags(2, 0x80),
+        since("a/c"),
+        Op::Getdents(2),
+        since("a/c"),
+    ];
+    same(Who::Root, &ops);
+}

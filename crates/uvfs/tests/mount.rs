@@ -1634,3 +1634,68 @@ fn users_are_counted_exactly() {
     assert_eq!(mnt.users(), 0);
     t.umount(b"/m").unwrap();
 }
+
+/// A mount's access-time mode, as Linux 6.18's (`touch_atime`, `path_mount`; checked on
+/// a bind mount of a tmpfs directory): `relatime` (the default) moves an old access time at a read and a
+/// listing; `noatime` moves none (a remount naming no access-time flag keeps it, one
+/// naming any does not: `path_mount`); `nodiratime` keeps directories'; `strictatime` moves
+/// even an access time ahead of the clock; a read-only mount moves none. A fifo's read
+/// moves its access time and its write its modification time (`pipe_read`, `pipe_write`).
+#[test]
+fn access_times_follow_the_mount() {
+    let (_vfs, t) = new_vfs(FastPaths::all());
+    t.mkdir(b"/m", 0o755).unwrap();
+    t.mount(memfs(), b"/m", MountFlags::empty()).unwrap();
+    creat(&t, "/m/f", b"hello");
+    t.mkdir(b"/m/d", 0o755).unwrap();
+    let at = |sec: i64| TimeSpec::At(uvfs::Timespec { sec, nsec: 0 });
+    // Sets the access time to `sec`, runs `f`, says whether the access time moved.
+    let moved = |path: &str, sec: i64, f: &dyn Fn()| {
+        t.utimensat(DirFd::Cwd, path.as_bytes(), Some([at(sec), TimeSpec::Omit]), AtFlags::empty()).unwrap();
+        let before = t.stat(path.as_bytes()).unwrap().atime;
+        f();
+        t.stat(path.as_bytes()).unwrap().atime != before
+    };
+    let read = || drop(read_all(&t, "/m/f"));
+    let list = || {
+        let fd = t.open(b"/m/d", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+        t.getdents(fd, 10).unwrap();
+        t.close(fd).unwrap();
+    };
+    const OLD: i64 = 1_000_000_000;
+    let future = t.stat(b"/m/f").unwrap().ctime.sec + 3600;
+    assert!(moved("/m/f", OLD, &read), "relatime: an old access time moves");
+    assert!(moved("/m/d", OLD, &list), "relatime: a listing moves it");
+    assert!(!moved("/m/f", future, &read), "relatime: one after the change time stays");
+
+    t.remount(b"/m", MountFlags::NOATIME).unwrap();
+    assert!(!moved("/m/f", OLD, &read), "noatime");
+    assert!(!moved("/m/d", OLD, &list), "noatime");
+    t.remount(b"/m", MountFlags::empty()).unwrap();
+    assert!(!moved("/m/f", OLD, &read), "a remount naming no access-time flag keeps noatime");
+    t.remount(b"/m", MountFlags::NODIRATIME).unwrap();
+    assert!(moved("/m/f", OLD, &read), "nodiratime (relatime again): files move");
+    assert!(!moved("/m/d", OLD, &list), "nodiratime: directories stay");
+    t.remount(b"/m", MountFlags::STRICTATIME).unwrap();
+    assert!(moved("/m/f", future, &read), "strictatime: any access time moves");
+    assert!(moved("/m/d", OLD, &list), "strictatime drops nodiratime");
+    t.remount(b"/m", MountFlags::RDONLY).unwrap();
+    let before = t.stat(b"/m/f").unwrap().atime;
+    read();
+    list();
+    assert_eq!(t.stat(b"/m/f").unwrap().atime, before, "a read-only mount moves no access time");
+    t.remount(b"/m", MountFlags::empty()).unwrap();
+
+    // A fifo, opened for both ends.
+    t.mknodat(DirFd::Cwd, b"/m/p", libc::S_IFIFO | 0o644, 0).unwrap();
+    let fd = t.open(b"/m/p", OpenFlags::RDWR, 0).unwrap();
+    t.utimensat(DirFd::Cwd, b"/m/p", Some([at(OLD), at(OLD)]), AtFlags::empty()).unwrap();
+    t.write(fd, b"x").unwrap();
+    let st = t.stat(b"/m/p").unwrap();
+    assert_ne!(st.mtime.sec, OLD, "a fifo's write moves its modification time");
+    assert_eq!(st.atime.sec, OLD, "but not its access time");
+    let mut b = [0u8; 1];
+    assert_eq!(t.read(fd, &mut b).unwrap(), 1);
+    assert_ne!(t.stat(b"/m/p").unwrap().atime.sec, OLD, "a fifo's read moves its access time");
+    t.close(fd).unwrap();
+}

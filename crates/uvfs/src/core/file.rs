@@ -122,6 +122,15 @@ impl File {
         }
     }
 
+    /// The file was read or listed (`file_accessed`): its access time moves as the
+    /// mount's access-time mode says, unless it was opened with `O_NOATIME`.
+    #[inline]
+    pub(crate) fn accessed(&self) {
+        if !self.flags().contains(OpenFlags::NOATIME) {
+            self.inode().touch_atime(&self.mnt);
+        }
+    }
+
     /// `ESTALE` if the inode's contents were evicted since the caller found it (it lost
     /// its last name meanwhile), or if a non-lazy umount took the mount away since: the
     /// caller walks again. `EROFS` if opened for writing on a mount made read-only since

@@ -11,7 +11,9 @@
 //! Times are multigrain, as tmpfs's since Linux 6.13: changes take the coarse clock
 //! ([`current_time`]) unless a `stat` has reported the change time since it was last
 //! set, in which case [`AttrWriter::stamp_ctime`] takes a fine-grained stamp, so that the
-//! change shows (see `I_CTIME_QUERIED` and `MG_FLOOR`).
+//! change shows (see `I_CTIME_QUERIED` and `MG_FLOOR`). Accesses move the access time
+//! (`Inode::touch_atime`, Linux's `touch_atime`, with the mount's `relatime` rules): the
+//! check is lockless, three time loads and a coarse clock read; only a move locks.
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -25,6 +27,7 @@ use crate::abi::stat::{FileType, S_IFMT, Stat};
 use crate::core::acl::posix_acl_create;
 use crate::core::acl::{AclInit, AclSlot};
 use crate::core::fsnotify::{EventMask, Mark};
+use crate::core::mount::{Mount, MountFlags};
 use crate::core::permission::init_owner;
 use crate::core::superblock::CreateArgs;
 use crate::core::superblock::SuperBlock;
@@ -693,6 +696,58 @@ impl Inode {
             a.nlink = n;
         }
         a
+    }
+
+    /// `touch_atime`: an access through `mnt` (a read, a listing, a symlink read or
+    /// followed) moves the access time, as `atime_needs_update` says: not for an inode
+    /// flagged `FS_NOATIME_FL`, on a `noatime` mount, or for a directory on a
+    /// `nodiratime` one; on a `relatime` mount (the default) only while the access time
+    /// is not after the modification or change time, or is a day old; never to the time
+    /// it already has; not on a read-only mount or instance. No event: Linux reports the
+    /// access, not the time's change.
+    ///
+    /// Decided without a lock, as Linux's: three time loads, not under the sequence count
+    /// (a torn value only sends the call to the locked path, which looks again), and the
+    /// clock. Only a move locks the inode.
+    #[inline]
+    pub(crate) fn touch_atime(&self, mnt: &Mount) {
+        if self.iflags.load(Ordering::Relaxed) & I_NOATIME != 0 {
+            return;
+        }
+        let mf = mnt.flags();
+        if mf.contains(MountFlags::NOATIME) || (mf.contains(MountFlags::NODIRATIME) && self.is_dir()) {
+            return;
+        }
+        let strict = mf.contains(MountFlags::STRICTATIME);
+        if self.atime_due(strict, self.atime.load(), self.mtime.load(), self.ctime.load()).is_some() {
+            self.touch_atime_slow(mnt, strict);
+        }
+    }
+
+    /// `relatime_need_update` and the time to move to (`atime_needs_update` past its
+    /// flags): `None` if the access time `a` is after the modification time `m` and the
+    /// change time `c` and less than a day old (unless `strict`), or is now already.
+    #[inline]
+    fn atime_due(&self, strict: bool, a: Timespec, m: Timespec, c: Timespec) -> Option<Timespec> {
+        let now = current_time();
+        let fresh = m < a && c < a && now.sec.wrapping_sub(a.sec) < 24 * 60 * 60;
+        ((strict || !fresh) && a != now).then_some(now)
+    }
+
+    /// [`Inode::touch_atime`] once a move is due: on a writable mount, under the inode
+    /// lock, with the times read again, the move and the filesystem told
+    /// (`FileSystem::update_atime`).
+    #[cold]
+    fn touch_atime_slow(&self, mnt: &Mount, strict: bool) {
+        if mnt.want_write().is_err() {
+            return;
+        }
+        let _g = self.lock.lock();
+        let Some(now) = self.atime_due(strict, self.atime.load(), self.mtime.load(), self.ctime.load()) else {
+            return;
+        };
+        self.update_locked(|w| w.set_atime(now));
+        self.sb.fs().update_atime(self, now);
     }
 
     /// Changes attributes: takes the inode lock and runs `f` inside the sequence count.

@@ -174,6 +174,11 @@ pub trait FileSystem: Send + Sync + 'static {
     fn setattr(&self, _inode: &Inode, _attr: &SetAttr) -> Result<()> {
         Ok(())
     }
+    /// Persists an access time the VFS just moved (Linux's `->update_time` with
+    /// `S_ATIME`), with the inode lock held. Best effort, as `touch_atime`'s: an error is
+    /// not the reader's. Nothing by default (the inode is the only copy); not a `setattr`,
+    /// which overlay answers with a copy-up.
+    fn update_atime(&self, _inode: &Inode, _atime: Timespec) {}
     /// Sets the size of a regular file (the VFS updates the inode's size and times).
     fn truncate(&self, inode: &Inode, size: u64) -> Result<()>;
     /// Reads at `off`; returns bytes read (0 at end of file).

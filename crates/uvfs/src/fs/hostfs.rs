@@ -336,6 +336,21 @@ impl Names {
 
 /// Opens the directory `name` in `dir`, checked to be `key` (the name may have been
 /// swapped since it was looked at: only the same directory will do).
+/// `openat` with `O_NOATIME` where the host allows it (the owner, or `CAP_FOWNER`), so
+/// that hostfs's own reads and listings leave the host's access times to uvfs's
+/// (`FileSystem::update_atime`), which honours `O_NOATIME`, `noatime` mounts and
+/// `FS_NOATIME_FL` on its side; without it where the host refuses (EPERM).
+fn no_atime_open<P: rustix::path::Arg + Copy>(
+    dir: impl AsFd,
+    name: P,
+    flags: OFlags,
+) -> std::result::Result<OwnedFd, rustix::io::Errno> {
+    match rustix::fs::openat(&dir, name, flags | OFlags::NOATIME, Mode::empty()) {
+        Err(rustix::io::Errno::PERM) => rustix::fs::openat(&dir, name, flags, Mode::empty()),
+        r => r,
+    }
+}
+
 fn open_dir(dir: &HostFd, name: &[u8], key: DevIno) -> Result<OwnedFd> {
     let fd = rustix::fs::openat(
         dir,
@@ -787,9 +802,7 @@ impl HostFs {
 
     /// A new open description of `hd` to list it by (its own position, at its start).
     fn open_stream(hd: &HostDir) -> Result<OwnedFd> {
-        let fd =
-            rustix::fs::openat(&hd.fd()?, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-                .map_err(host)?;
+        let fd = no_atime_open(&hd.fd()?, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC).map_err(host)?;
         counters::bump(|c| c.host_dir_streams_opened += 1);
         Ok(fd)
     }
@@ -910,13 +923,13 @@ impl HostFs {
         let base = OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
         n.open_by_name(|pfd, name| {
             // Read-write when the host allows it; a read-only host file still reads.
-            match rustix::fs::openat(pfd, name, base | OFlags::RDWR, Mode::empty()) {
+            match no_atime_open(pfd, name, base | OFlags::RDWR) {
                 Err(
                     rustix::io::Errno::ACCESS
                     | rustix::io::Errno::ROFS
                     | rustix::io::Errno::TXTBSY
                     | rustix::io::Errno::PERM,
-                ) => rustix::fs::openat(pfd, name, base | OFlags::RDONLY, Mode::empty()),
+                ) => no_atime_open(pfd, name, base | OFlags::RDONLY),
                 r => r,
             }
             .map_err(host)
@@ -1237,7 +1250,9 @@ impl FileSystem for HostFs {
                 let fd = rustix::fs::openat(
                     &dfd,
                     name,
-                    OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    // The creator owns the new file, so `O_NOATIME` is allowed (see
+                    // `no_atime_open`); the descriptor becomes its I/O one.
+                    OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOATIME,
                     perm,
                 )
                 .map_err(host)?;
@@ -1310,7 +1325,7 @@ impl FileSystem for HostFs {
         let fd = rustix::fs::openat(
             &dfd,
             ".",
-            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC | OFlags::NOATIME,
             Mode::from_raw_mode(args.mode & 0o7777),
         )
         .map_err(host)?;
@@ -1473,6 +1488,41 @@ impl FileSystem for HostFs {
         // No refresh: the VFS has applied the same values, and may hold the inode lock
         // (chmod does), which the refresh would take again.
         Ok(())
+    }
+
+    fn update_atime(&self, inode: &Inode, _atime: Timespec) {
+        // The host's copy moves by an access of the host object, which the host's own
+        // access-time rules judge on the same times: a set time (`utimensat`) would move
+        // its change time too. hostfs serves listings and links from its caches, and an
+        // ext4 host skips the access time of a read of nothing, so it asks for a byte.
+        let n = node(inode);
+        let _ = match (&n.dir, inode.file_type()) {
+            (Some(d), _) => d.fd().and_then(|fd| {
+                let dir =
+                    rustix::fs::openat(&fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+                        .map_err(host)?;
+                // One `getdents64` (a listing's first entries) is the host's access.
+                let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 64];
+                let _ = rustix::fs::RawDir::new(&dir, &mut buf).next();
+                Ok(())
+            }),
+            // Its own description: the cached one is `O_NOATIME`.
+            (None, FileType::Regular) => n
+                .open_by_name(|pfd, name| {
+                    rustix::fs::openat(
+                        pfd,
+                        name,
+                        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+                        Mode::empty(),
+                    )
+                    .map_err(host)
+                })
+                .and_then(|fd| rustix::io::pread(&fd, &mut [0u8; 1], 0).map(drop).map_err(host)),
+            (None, FileType::Symlink) => {
+                Self::path_fd(inode).and_then(|fd| rustix::fs::readlinkat(&fd, "", Vec::new()).map(drop).map_err(host))
+            }
+            _ => Ok(()),
+        };
     }
 
     fn truncate(&self, inode: &Inode, size: u64) -> Result<()> {

@@ -73,6 +73,10 @@ impl Task {
                 n
             }
         };
+        // `pipe_read`: an access when something was read.
+        if n > 0 {
+            file.accessed();
+        }
         let guard = self.vfs.rcu.pin();
         self.notify_io(file, n, EventMask::ACCESS, &guard);
         Ok(n)
@@ -131,6 +135,7 @@ impl Task {
         rw_verify_area(off, buf.len())?;
         match file.inode().file_type() {
             FileType::Directory => Err(Errno::EISDIR),
+            // The caller marks the access ([`File::accessed`]), once per call.
             FileType::Regular => file.inode().sb().fs().read(file.inode(), off, buf),
             FileType::Fifo => Task::pipe_of(file)?.read(buf, file.flags().contains(OpenFlags::NONBLOCK)),
             _ => Err(Errno::EINVAL),
@@ -193,6 +198,9 @@ impl Task {
             let n = Task::read_at(file, *pos, buf)?;
             *pos += n as u64;
             drop(pos);
+            // A read is an access, also one of no bytes or at the end (tmpfs's
+            // `shmem_file_read_iter` ends in `file_accessed`).
+            file.accessed();
             self.notify_io(file, n, EventMask::ACCESS, guard);
             Ok(n)
         })?;
@@ -226,6 +234,7 @@ impl Task {
         self.with_file(fd.into(), |file, guard| {
             Task::positioned(file)?;
             let n = Task::read_at(file, off as u64, buf)?;
+            file.accessed();
             self.notify_io(file, n, EventMask::ACCESS, guard);
             Ok(n)
         })
@@ -289,6 +298,7 @@ impl Task {
                 *p = start + done as u64;
             }
             drop(pos_lock);
+            file.accessed();
             self.notify_io(file, done, EventMask::ACCESS, guard);
             Ok(done)
         })?;
@@ -599,6 +609,9 @@ impl Task {
                 Err(e) => break Err(e),
             }
         };
+        // The source was read (or copied by its filesystem): an access, also when it
+        // had nothing left to give.
+        fin.accessed();
         match result {
             Err(e) if done == 0 => Err(e),
             _ => {

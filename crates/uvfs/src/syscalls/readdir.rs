@@ -66,10 +66,25 @@ impl Task {
             return Err(Errno::ENOTDIR);
         }
         let mut pos = file.pos.lock();
-        let dentry = &file.dentry;
-        if dentry.is_dead() {
+        if file.dentry.is_dead() {
             return Err(Errno::ENOENT);
         }
+        let r = Task::iterate(file, &mut pos, emit, &guard);
+        drop(pos);
+        // `iterate_dir`: a listing of a live directory is an access, whatever it emitted.
+        file.accessed();
+        r
+    }
+
+    /// Emits entries from the cursor `pos` of `file`, a live directory's open file.
+    fn iterate(
+        file: &crate::core::file::File,
+        pos: &mut u64,
+        emit: &mut dyn FnMut(DirEntry) -> bool,
+        guard: &crate::sync::rcu::LocalGuard<'_>,
+    ) -> Result<()> {
+        let inode = file.inode();
+        let dentry = &file.dentry;
         let sb = inode.sb();
         if !sb.dcache_complete() {
             let mut cursor = *pos;
@@ -99,12 +114,12 @@ impl Task {
         if *pos == 1 {
             let parent = if std::ptr::eq(&**dentry, &**file.mnt.root()) {
                 // ".." of a mount root is the mountpoint's parent, as Linux reports it.
-                match file.mnt.parent(&guard) {
-                    Some((_, mp)) => mp.parent(&guard).inode().map(|i| i.ino().0),
+                match file.mnt.parent(guard) {
+                    Some((_, mp)) => mp.parent(guard).inode().map(|i| i.ino().0),
                     None => Some(inode.ino().0),
                 }
             } else {
-                dentry.parent(&guard).inode().map(|i| i.ino().0)
+                dentry.parent(guard).inode().map(|i| i.ino().0)
             };
             let ino = parent.unwrap_or(inode.ino().0);
             if !emit(DirEntry { ino, next: 2, dtype: FileType::Directory.dirent_type(), name: b"..".to_vec() }) {
@@ -123,7 +138,7 @@ impl Task {
                 ino: i.ino().0,
                 next: p + 1,
                 dtype: i.file_type().dirent_type(),
-                name: d.name(&guard).to_vec(),
+                name: d.name(guard).to_vec(),
             };
             if !emit(e) {
                 return Ok(());

@@ -138,6 +138,8 @@ impl Task {
             if inode.file_type() != FileType::Symlink {
                 return Err(if empty { Errno::ENOENT } else { Errno::EINVAL });
             }
+            // `do_readlinkat`: reading a link is an access.
+            inode.touch_atime(&p.mnt);
             if cache && let Some(body) = inode.cached_link() {
                 let n = body.len().min(buf.len());
                 buf[..n].copy_from_slice(&body[..n]);

@@ -777,6 +777,10 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
             return Err(Stop::Err(Errno::ELOOP));
         }
         let inode = d.inode().expect("positive");
+        // `pick_link`: following a link is an access of it. The path cache does not keep
+        // such walks, whose hits would skip it.
+        inode.touch_atime(&self.cur.mnt);
+        self.cacheable = false;
         let src = match inode.cached_link().filter(|_| self.fast.contains(FastPaths::SYMLINK_CACHE)) {
             Some(b) => SegSrc::Borrowed(b),
             None if !self.locked => return Err(Stop::Fallback),

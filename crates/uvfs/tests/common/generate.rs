@@ -85,9 +85,21 @@ pub fn base_tree() -> Vec<Op> {
         symlink("/a", "c/l2", other),
         symlink("a", "l1", root),
         symlink("l1/c", "l2", root),
+        old_times(),
         vec![Op::Umask(0o022)],
     ]
     .concat()
+}
+
+/// Every object of [`base_tree`] given access and modification times in 2001, so that
+/// the first access of each moves its access time on both sides, whenever the clock
+/// ticks (see `Moved`).
+fn old_times() -> Vec<Op> {
+    let old = Times::Pair(T::At(1_000_000_000, 5), T::At(1_000_000_000, 5));
+    [".", "a", "a/b", "a/c", "a/c/a", "a/c/b", "a/l1", "b", "c", "c/a", "c/b", "c/b/c", "c/c", "c/l2", "l1", "l2"]
+        .iter()
+        .map(|path| Op::Utimensat(D::Cwd, p(path), old, AT_SYMLINK_NOFOLLOW))
+        .collect()
 }
 
 // ---------------------------------------------------------------- strategies
@@ -253,6 +265,9 @@ pub fn op() -> BoxedStrategy<Op> {
             .prop_map(|(f, o, w)| Op::Lseek(f, o, w)),
         2 => fd().prop_map(Op::Fstat),
         4 => (dirfd(), path(), nofollow_empty()).prop_map(|(d, p, f)| Op::Fstatat(d, p, f)),
+        // which times each call moves: often, so that most calls are looked at before and
+        // after.
+        10 => (dirfd(), path(), nofollow_empty()).prop_map(|(d, p, f)| Op::Since(d, p, f)),
         3 => (dirfd(), path(), 0..8i32, at_flags(vec![0, 0, AT_EACCESS, AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH, 0x1]))
             .prop_map(|(d, p, m, f)| Op::Faccessat(d, p, m, f)),
         4 => (dirfd(), path(), mode()).prop_map(|(d, p, m)| Op::Mkdirat(d, p, m)),

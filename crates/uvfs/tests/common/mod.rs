@@ -187,6 +187,13 @@ pub enum Op {
     GetFlags(i32),
     /// `ioctl(fd, FS_IOC_SETFLAGS, &flags)`.
     SetFlags(i32, u32),
+    // ---- times ----
+    /// `fstatat(dirfd, path, flags)`, answering which of the object's access, change and
+    /// modification times moved since this side last looked at that object (by device
+    /// and inode number) with `Since` ([`Out::Since`]). A stat marks the change time as
+    /// seen, so on a multigrain filesystem (tmpfs since 6.13, memfs) every later change
+    /// shows.
+    Since(D, P, i32),
 }
 
 impl Op {
@@ -270,6 +277,45 @@ pub enum Out {
     /// A `statx` answer: mask, attributes, attributes mask, the stat fields, and the
     /// birth time's presence (non-zero). Not times, inode, device or mount ids.
     Statx(u32, u64, u64, St, bool),
+    /// A [`Op::Since`] answer: `None` for an object not looked at before; else whether
+    /// its access, modification and change times moved.
+    Since(Option<Moved>),
+}
+
+/// Which of an object's times moved between two looks ([`Op::Since`]). The access time
+/// only when it was at least [`RECENT`] old at the first look (`None` otherwise): an
+/// access moves it to the coarse clock (no fine-grained stamps for it), so a recent one
+/// moves or not by whether the clock ticked since, which the two sides need not share.
+/// The old access times are the ones a sequence set (`utimensat` to 2001).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Moved {
+    pub atime: Option<bool>,
+    pub mtime: bool,
+    pub ctime: bool,
+}
+
+/// How old an access time must be for [`Moved`] to compare its move.
+const RECENT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What a side last saw of each object's times: (device, inode number) to the access,
+/// modification and change times as (seconds, nanoseconds). One per thread: the host
+/// side's runs in its own thread, uvfs's is cleared at the start of each run.
+type Seen = std::collections::HashMap<(u64, u64), [(i64, i64); 3]>;
+
+thread_local! {
+    static SEEN: std::cell::RefCell<Seen> = std::cell::RefCell::new(Seen::new());
+}
+
+/// Records `times` for `key` and answers what moved since the last record.
+fn since(key: (u64, u64), times: [(i64, i64); 3]) -> Out {
+    let before = SEEN.with(|s| s.borrow_mut().insert(key, times));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let old = |t: (i64, i64)| t.0 < (now - RECENT).as_secs() as i64;
+    Out::Since(before.map(|b| Moved {
+        atime: old(b[0]).then_some(b[0] != times[0]),
+        mtime: b[1] != times[1],
+        ctime: b[2] != times[2],
+    }))
 }
 
 impl fmt::Debug for Out {
@@ -291,6 +337,16 @@ impl fmt::Debug for Out {
             Out::Skipped => write!(f, "skipped"),
             Out::Nums(v) => write!(f, "{v:?}"),
             Out::Statx(m, a, am, st, b) => write!(f, "statx(mask {m:#x} attrs {a:#x}/{am:#x} {st:?} btime {b})"),
+            Out::Since(None) => write!(f, "first look"),
+            Out::Since(Some(m)) => {
+                let moved: Vec<&str> = [(m.atime == Some(true), "atime"), (m.mtime, "mtime"), (m.ctime, "ctime")]
+                    .iter()
+                    .filter(|x| x.0)
+                    .map(|x| x.1)
+                    .collect();
+                let atime = if m.atime.is_none() { " (atime recent)" } else { "" };
+                write!(f, "moved {moved:?}{atime}")
+            }
             Out::Lock(t, w, s, l, pid) => write!(f, "lock(type {t} whence {w} start {s} len {l} pid {pid})"),
             Out::Names(n, v) => {
                 write!(f, "{n}B{{")?;
@@ -592,6 +648,17 @@ pub fn host_op(op: &Op) -> Out {
                     return Out::Err(errno());
                 }
                 Out::Stat(host_st(&st))
+            }
+            Op::Since(d, path, flags) => {
+                let c = cstr(path);
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::syscall(libc::SYS_newfstatat, hd(*d), c.as_ptr(), &mut st, *flags) < 0 {
+                    return Out::Err(errno());
+                }
+                since(
+                    (st.st_dev, st.st_ino),
+                    [(st.st_atime, st.st_atime_nsec), (st.st_mtime, st.st_mtime_nsec), (st.st_ctime, st.st_ctime_nsec)],
+                )
             }
             Op::Faccessat(d, path, mode, flags) => {
                 unit(libc::syscall(libc::SYS_faccessat2, hd(*d), cstr(path).as_ptr(), *mode, *flags))
@@ -1086,6 +1153,10 @@ pub fn uvfs_op(t: &Task, op: &Op) -> Out {
         }
         Op::Fstat(fd) => ures(t.fstat(Fd(*fd)), ust),
         Op::Fstatat(d, path, flags) => ures(t.fstatat(ud(*d), &path.0, af(*flags)), ust),
+        Op::Since(d, path, flags) => match t.fstatat(ud(*d), &path.0, af(*flags)) {
+            Ok(s) => since((s.dev, s.ino), [s.atime, s.mtime, s.ctime].map(|x| (x.sec, i64::from(x.nsec)))),
+            Err(e) => Out::Err(e.raw()),
+        },
         Op::Faccessat(d, path, mode, flags) => {
             uunit(t.faccessat(ud(*d), &path.0, AccessMode::from_bits_retain(*mode as u32), af(*flags)))
         }
@@ -1236,6 +1307,7 @@ pub fn uvfs_run_backend(backend: Backend, fast: FastPaths, who: Who, setup: &[Op
 pub fn uvfs_run_on(vfs: &Vfs, who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
     let t = vfs.root_task();
     t.umask(0o022);
+    SEEN.with(|s| s.borrow_mut().clear());
     let s = setup.iter().map(|o| uvfs_op(&t, o)).collect();
     t.set_credentials(uvfs_creds(who));
     let o = locks::uvfs_run_procs(&t, ops);
