@@ -1135,3 +1135,42 @@ fn file_flags_and_access_times() {
     ];
     same(Who::Root, &ops);
 }
+
+/// tmpfs gives a directory the new change time of the inode an `unlink` or `link`
+/// changed as its own change and modification times (`shmem_unlink`, `shmem_link`), so
+/// whether a directory's change shows after a `stat` of it is that inode's multigrain
+/// decision, not the directory's. Equal times, on the host's tmpfs and on memfs (found by
+/// the generated sequences once they compared which times move: memfs stamped the
+/// directory itself).
+#[test]
+fn a_directory_takes_the_change_time_of_the_inode_it_unlinks() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = common::HostDir::new();
+    let d = std::path::Path::new(&dir.0);
+    std::fs::write(d.join("f"), b"x").unwrap();
+    let held = std::fs::File::open(d.join("f")).unwrap();
+    std::fs::hard_link(d.join("f"), d.join("g")).unwrap();
+    let (f, dm) = (held.metadata().unwrap(), std::fs::metadata(d).unwrap());
+    assert_eq!((f.ctime(), f.ctime_nsec()), (dm.ctime(), dm.ctime_nsec()), "host: link");
+    assert_eq!((f.ctime(), f.ctime_nsec()), (dm.mtime(), dm.mtime_nsec()), "host: link");
+    std::fs::remove_file(d.join("f")).unwrap();
+    let (f, dm) = (held.metadata().unwrap(), std::fs::metadata(d).unwrap());
+    assert_eq!((f.ctime(), f.ctime_nsec()), (dm.ctime(), dm.ctime_nsec()), "host: unlink");
+    assert_eq!((f.ctime(), f.ctime_nsec()), (dm.mtime(), dm.mtime_nsec()), "host: unlink");
+
+    let vfs = uvfs::Vfs::new(uvfs::VfsConfig::default());
+    let t = vfs.root_task();
+    t.mkdir(b"/d", 0o755).unwrap();
+    let fd = t.open(b"/d/f", uvfs::OpenFlags::CREAT | uvfs::OpenFlags::WRONLY, 0o644).unwrap();
+    for (what, call) in [("link", 0), ("unlink", 1)] {
+        // The directory's change time seen, the file's not: the directory's own stamp
+        // would be fine-grained, the file's is the tick's.
+        t.stat(b"/d").unwrap();
+        match call {
+            0 => t.link(b"/d/f", b"/d/g").unwrap(),
+            _ => t.unlink(b"/d/f").unwrap(),
+        }
+        let (f, dm) = (t.fstat(fd).unwrap(), t.stat(b"/d").unwrap());
+        assert_eq!((f.ctime, f.ctime), (dm.ctime, dm.mtime), "memfs: {what}");
+    }
+}

@@ -511,13 +511,35 @@ impl MemFs {
         });
     }
 
-    /// An inode lost `n` links.
-    fn drop_links(inode: &Inode, now: Timespec, n: u32) {
+    /// A directory's entry of `linked` was added (`add`) or removed, whose change time
+    /// just became `t`: the directory takes that time as its own change and modification
+    /// times, as tmpfs's `shmem_link` and `shmem_unlink` give it the linked inode's new
+    /// change time. So whether the directory's change shows after a `stat` of it is
+    /// decided by the linked inode's stamp (fine-grained if its own change time was seen),
+    /// not the directory's.
+    fn dir_linked(dir: &Inode, t: Timespec, add: bool, subdir: bool) {
+        dir.update(|w| {
+            let a = w.get();
+            if add {
+                w.set_size(a.size + DIRENT_SIZE);
+            } else {
+                w.set_size(a.size.saturating_sub(DIRENT_SIZE));
+                if subdir {
+                    w.set_nlink(a.nlink.saturating_sub(1));
+                }
+            }
+            w.set_ctime(t);
+            w.set_mtime(t);
+        });
+    }
+
+    /// An inode lost `n` links; returns its new change time.
+    fn drop_links(inode: &Inode, now: Timespec, n: u32) -> Timespec {
         inode.update(|w| {
             let a = w.get();
             w.set_nlink(a.nlink.saturating_sub(n));
-            w.stamp_ctime(now);
-        });
+            w.stamp_ctime(now)
+        })
     }
 
     fn touch_ctime(inode: &Inode, now: Timespec) {
@@ -682,26 +704,24 @@ impl FileSystem for MemFs {
 
     fn link(&self, dir: &Inode, _name: &[u8], inode: &Arc<Inode>) -> Result<()> {
         let now = current_time();
-        inode.update(|w| {
+        let t = inode.update(|w| {
             let a = w.get();
             w.set_nlink(a.nlink + 1);
-            w.stamp_ctime(now);
+            w.stamp_ctime(now)
         });
-        MemFs::dir_added(dir, now, false);
+        MemFs::dir_linked(dir, t, true, false);
         Ok(())
     }
 
     fn unlink(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
-        let now = current_time();
-        MemFs::drop_links(inode, now, 1);
-        MemFs::dir_removed(dir, now, false);
+        let t = MemFs::drop_links(inode, current_time(), 1);
+        MemFs::dir_linked(dir, t, false, false);
         Ok(())
     }
 
     fn rmdir(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
-        let now = current_time();
-        MemFs::drop_links(inode, now, 2);
-        MemFs::dir_removed(dir, now, true);
+        let t = MemFs::drop_links(inode, current_time(), 2);
+        MemFs::dir_linked(dir, t, false, true);
         Ok(())
     }
 

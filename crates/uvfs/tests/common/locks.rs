@@ -521,6 +521,7 @@ pub fn uvfs_run_procs(t: &Task, ops: &[Op]) -> Vec<Out> {
                 }
                 o => uvfs_task_op(t, o, &pids, None),
             };
+            super::uvfs_look_at_all(t);
             out.push(o);
         }
         stop.interrupt();

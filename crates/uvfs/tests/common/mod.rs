@@ -306,6 +306,67 @@ thread_local! {
     static SEEN: std::cell::RefCell<Seen> = std::cell::RefCell::new(Seen::new());
 }
 
+/// Every path of up to three of the generated names (`a`, `b`, `c`, `l1`, `l2`), and
+/// the descriptors a sequence may hold: what [`host_look_at_all`] and
+/// [`uvfs_look_at_all`] look at.
+fn all_names() -> &'static [Vec<u8>] {
+    static NAMES: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let comps: [&[u8]; 5] = [b"a", b"b", b"c", b"l1", b"l2"];
+        let mut out: Vec<Vec<u8>> = vec![b"/".to_vec()];
+        let mut level: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..3 {
+            let next: Vec<Vec<u8>> =
+                level.iter().flat_map(|p| comps.iter().map(move |c| [&p[..], b"/", c].concat())).collect();
+            out.extend(next.iter().cloned());
+            level = next;
+        }
+        out
+    })
+}
+
+/// Descriptors a sequence may hold (`fd()` generates 0..6; `dup` and `fcntl` a few more).
+const LOOKED_AT_FDS: std::ops::Range<i32> = 0..12;
+
+/// After each call, once a sequence compares times ([`Op::Since`]): a `stat` of every
+/// object a call could have changed, so that every change time is marked seen and every
+/// later change takes a fine-grained stamp (multigrain). Without it, a change nobody
+/// looked at takes the coarse clock's tick, and whether it shows then depends on
+/// whether the clock ticked since the change before, which the host's run and uvfs's
+/// need not share (a directory that loses a name takes the removed inode's new change
+/// time, `shmem_unlink`, so even a look at the directory does not settle it). A `stat`
+/// moves no access time. On hostfs this also matches what its revalidation does on the
+/// host: every `stat` it makes there marks the host's change time seen.
+fn host_look_at_all() {
+    if SEEN.with(|s| s.borrow().is_empty()) {
+        return;
+    }
+    // SAFETY: `struct stat` is plain integers, for which zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    for p in all_names() {
+        let c = CString::new(p.clone()).unwrap();
+        // SAFETY: a NUL-terminated path and a writable `stat`.
+        unsafe { libc::syscall(libc::SYS_newfstatat, libc::AT_FDCWD, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    }
+    for fd in LOOKED_AT_FDS {
+        // SAFETY: as above; a descriptor not open is EBADF.
+        unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st) };
+    }
+}
+
+/// [`host_look_at_all`] on uvfs.
+pub fn uvfs_look_at_all(t: &Task) {
+    if SEEN.with(|s| s.borrow().is_empty()) {
+        return;
+    }
+    for p in all_names() {
+        let _ = t.fstatat(DirFd::Cwd, p, AtFlags::SYMLINK_NOFOLLOW);
+    }
+    for fd in LOOKED_AT_FDS {
+        let _ = t.fstat(Fd(fd));
+    }
+}
+
 /// Records `times` for `key` and answers what moved since the last record.
 fn since(key: (u64, u64), times: [(i64, i64); 3]) -> Out {
     let before = SEEN.with(|s| s.borrow_mut().insert(key, times));
@@ -921,7 +982,9 @@ impl HostSession {
             }
             let mut procs = locks::HostProcs::new();
             while let Ok(op) = calls_rx.recv() {
-                let _ = results_tx.send(procs.op(&op));
+                let o = procs.op(&op);
+                host_look_at_all();
+                let _ = results_tx.send(o);
             }
             procs.finish();
         });
