@@ -539,12 +539,20 @@ pub(crate) fn load_locked(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>
 }
 
 /// `get_inode_acl`: the cached answer if there is one (no lock), else the locked load.
+/// Inlined where called: most inodes are known to have none, one load (no domain
+/// reached, no guard pinned); the rest is a call.
+#[inline]
 pub(crate) fn get_acl(inode: &Inode, ty: AclType) -> Result<Option<Arc<Acl>>> {
     let Some(slot) = slot(inode, ty) else { return Ok(None) };
-    // Most inodes: known to have none, one load (no domain reached, no guard pinned).
     if slot.known_none() {
         return Ok(None);
     }
+    get_acl_slow(inode, ty, slot)
+}
+
+/// [`get_acl`] of an inode that may have one: the cached answer, else the locked load.
+#[inline(never)]
+fn get_acl_slow(inode: &Inode, ty: AclType, slot: &AclSlot) -> Result<Option<Arc<Acl>>> {
     {
         let rcu = inode.sb().rcu();
         let guard = rcu.pin();

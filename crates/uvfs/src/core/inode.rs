@@ -724,6 +724,14 @@ impl Inode {
         }
     }
 
+    /// [`Inode::touch_atime`] as a call of its own: for the walk's symlink step, so that
+    /// the walk's loop keeps its inlining (inlined there, it cost a cached `stat` 11
+    /// instructions elsewhere in the walk).
+    #[inline(never)]
+    pub(crate) fn touch_atime_outlined(&self, mnt: &Mount) {
+        self.touch_atime(mnt);
+    }
+
     /// `relatime_need_update` and the time to move to (`atime_needs_update` past its
     /// flags): `None` if the access time `a` is after the modification time `m` and the
     /// change time `c` and less than a day old (unless `strict`), or is now already.

@@ -88,7 +88,9 @@ impl<T> OffsetMap<T> {
         (c, i)
     }
 
-    /// Puts `v` at `pos`, which holds nothing.
+    /// Puts `v` at `pos`, which holds nothing. Inlined where called: a new name's
+    /// position is past every other, which goes at the back; the rest is a call.
+    #[inline]
     pub(crate) fn insert(&mut self, pos: u64, v: T) {
         let last = self.chunks.back().and_then(|ch| ch.slots.back()).map(|&(p, _)| p);
         if last.is_none_or(|l| l < pos) {
@@ -98,6 +100,12 @@ impl<T> OffsetMap<T> {
             }
             return;
         }
+        self.insert_inside(pos, v);
+    }
+
+    /// [`OffsetMap::insert`] of a position before the last one.
+    #[inline(never)]
+    fn insert_inside(&mut self, pos: u64, v: T) {
         let (c, i) = self.index(pos);
         let ch = &mut self.chunks[c];
         match ch.slots.get_mut(i) {

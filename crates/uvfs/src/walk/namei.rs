@@ -779,7 +779,7 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
         let inode = d.inode().expect("positive");
         // `pick_link`: following a link is an access of it. The path cache does not keep
         // such walks, whose hits would skip it.
-        inode.touch_atime(&self.cur.mnt);
+        inode.touch_atime_outlined(&self.cur.mnt);
         self.cacheable = false;
         let src = match inode.cached_link().filter(|_| self.fast.contains(FastPaths::SYMLINK_CACHE)) {
             Some(b) => SegSrc::Borrowed(b),
