@@ -122,6 +122,13 @@ impl File {
         }
     }
 
+    /// Whether a read through this file leaves the access time, whatever the times are
+    /// (`O_NOATIME`, or [`Inode::atime_frozen`]).
+    #[inline]
+    pub(crate) fn keeps_atime(&self) -> bool {
+        self.flags().contains(OpenFlags::NOATIME) || self.inode().atime_frozen(&self.mnt)
+    }
+
     /// The file was read or listed (`file_accessed`): its access time moves as the
     /// mount's access-time mode says, unless it was opened with `O_NOATIME`.
     #[inline]

@@ -724,6 +724,18 @@ impl Inode {
         }
     }
 
+    /// Whether no access through `mnt` moves the access time, whatever the times are:
+    /// `FS_NOATIME_FL`, a `noatime` mount, a directory on a `nodiratime` one, a read-only
+    /// mount or instance.
+    #[inline]
+    pub(crate) fn atime_frozen(&self, mnt: &Mount) -> bool {
+        let mf = mnt.flags();
+        self.iflags.load(Ordering::Relaxed) & I_NOATIME != 0
+            || mf.contains(MountFlags::NOATIME)
+            || (mf.contains(MountFlags::NODIRATIME) && self.is_dir())
+            || mnt.want_write().is_err()
+    }
+
     /// [`Inode::touch_atime`] as a call of its own: for the walk's symlink step, so that
     /// the walk's loop keeps its inlining (inlined there, it cost a cached `stat` 11
     /// instructions elsewhere in the walk).

@@ -183,6 +183,12 @@ pub trait FileSystem: Send + Sync + 'static {
     fn truncate(&self, inode: &Inode, size: u64) -> Result<()>;
     /// Reads at `off`; returns bytes read (0 at end of file).
     fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize>;
+    /// [`FileSystem::read`] for a caller whose read leaves the access time (`O_NOATIME`,
+    /// a `noatime` or read-only mount, `FS_NOATIME_FL`): for a filesystem whose storage
+    /// moves it at its own reads (hostfs: the host's file).
+    fn read_keeping_atime(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read(inode, off, buf)
+    }
     /// Writes `buf` where `at` says, which the filesystem resolves with
     /// [`WriteAt::resolve`] against the file's size *under the lock that serializes its
     /// writes*, so that an `O_APPEND` write lands at the end atomically across open file

@@ -336,10 +336,10 @@ impl Names {
 
 /// Opens the directory `name` in `dir`, checked to be `key` (the name may have been
 /// swapped since it was looked at: only the same directory will do).
-/// `openat` with `O_NOATIME` where the host allows it (the owner, or `CAP_FOWNER`), so
-/// that hostfs's own reads and listings leave the host's access times to uvfs's
-/// (`FileSystem::update_atime`), which honours `O_NOATIME`, `noatime` mounts and
-/// `FS_NOATIME_FL` on its side; without it where the host refuses (EPERM).
+/// `openat` with `O_NOATIME` where the host allows it (the owner, or `CAP_FOWNER`);
+/// without it where the host refuses (EPERM). For what hostfs reads on its own account
+/// (the listings it keeps) and for a caller whose read keeps the access time
+/// (`FileSystem::read_keeping_atime`): uvfs decides those (`FileSystem::update_atime`).
 fn no_atime_open<P: rustix::path::Arg + Copy>(
     dir: impl AsFd,
     name: P,
@@ -910,6 +910,21 @@ impl HostFs {
         n.io.get_or_init(|| Slot::new(&self.cache))
     }
 
+    /// Reads at `off` from a host file until `buf` is full or the file ends.
+    fn read_from(fd: &impl AsFd, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match rustix::io::pread(fd, &mut buf[done..], off + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) if done == 0 => return Err(host(e)),
+                Err(_) => break,
+            }
+        }
+        Ok(done)
+    }
+
     /// An `O_PATH` descriptor of a non-directory, checked to be this inode.
     fn path_fd(inode: &Inode) -> Result<OwnedFd> {
         node(inode).open_by_name(|pfd, name| {
@@ -923,13 +938,13 @@ impl HostFs {
         let base = OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
         n.open_by_name(|pfd, name| {
             // Read-write when the host allows it; a read-only host file still reads.
-            match no_atime_open(pfd, name, base | OFlags::RDWR) {
+            match rustix::fs::openat(pfd, name, base | OFlags::RDWR, Mode::empty()) {
                 Err(
                     rustix::io::Errno::ACCESS
                     | rustix::io::Errno::ROFS
                     | rustix::io::Errno::TXTBSY
                     | rustix::io::Errno::PERM,
-                ) => no_atime_open(pfd, name, base | OFlags::RDONLY),
+                ) => rustix::fs::openat(pfd, name, base | OFlags::RDONLY, Mode::empty()),
                 r => r,
             }
             .map_err(host)
@@ -1250,9 +1265,7 @@ impl FileSystem for HostFs {
                 let fd = rustix::fs::openat(
                     &dfd,
                     name,
-                    // The creator owns the new file, so `O_NOATIME` is allowed (see
-                    // `no_atime_open`); the descriptor becomes its I/O one.
-                    OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOATIME,
+                    OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                     perm,
                 )
                 .map_err(host)?;
@@ -1325,7 +1338,7 @@ impl FileSystem for HostFs {
         let fd = rustix::fs::openat(
             &dfd,
             ".",
-            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC | OFlags::NOATIME,
+            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
             Mode::from_raw_mode(args.mode & 0o7777),
         )
         .map_err(host)?;
@@ -1492,9 +1505,9 @@ impl FileSystem for HostFs {
 
     fn update_atime(&self, inode: &Inode, _atime: Timespec) {
         // The host's copy moves by an access of the host object, which the host's own
-        // access-time rules judge on the same times: a set time (`utimensat`) would move
-        // its change time too. hostfs serves listings and links from its caches, and an
-        // ext4 host skips the access time of a read of nothing, so it asks for a byte.
+        // access-time rules judge on the same times (a set time, `utimensat`, would move
+        // its change time too): hostfs serves listings and links from its caches, and
+        // lists with `O_NOATIME`.
         let n = node(inode);
         let _ = match (&n.dir, inode.file_type()) {
             (Some(d), _) => d.fd().and_then(|fd| {
@@ -1506,18 +1519,9 @@ impl FileSystem for HostFs {
                 let _ = rustix::fs::RawDir::new(&dir, &mut buf).next();
                 Ok(())
             }),
-            // Its own description: the cached one is `O_NOATIME`.
-            (None, FileType::Regular) => n
-                .open_by_name(|pfd, name| {
-                    rustix::fs::openat(
-                        pfd,
-                        name,
-                        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
-                        Mode::empty(),
-                    )
-                    .map_err(host)
-                })
-                .and_then(|fd| rustix::io::pread(&fd, &mut [0u8; 1], 0).map(drop).map_err(host)),
+            // A regular file's moved at the read itself: hostfs reads it from the host
+            // (a read of nothing too, see `read`), whose rules are the same.
+            (None, FileType::Regular) => Ok(()),
             (None, FileType::Symlink) => {
                 Self::path_fd(inode).and_then(|fd| rustix::fs::readlinkat(&fd, "", Vec::new()).map(drop).map_err(host))
             }
@@ -1534,17 +1538,25 @@ impl FileSystem for HostFs {
 
     fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
         let fd = self.io(inode)?;
-        let mut done = 0;
-        while done < buf.len() {
-            match rustix::io::pread(&fd, &mut buf[done..], off + done as u64) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) if done == 0 => return Err(host(e)),
-                Err(_) => break,
-            }
+        if buf.is_empty() {
+            // A read of nothing is an access (tmpfs's); an ext4 host skips the access
+            // time of one, so the host is asked for a byte.
+            let _ = rustix::io::pread(&fd, &mut [0u8; 1], off);
+            return Ok(0);
         }
-        Ok(done)
+        Self::read_from(&fd, off, buf)
+    }
+
+    fn read_keeping_atime(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+        if inode.file_type() != FileType::Regular {
+            return Err(Errno::EINVAL);
+        }
+        // A description of its own: the cached one moves the host's access time.
+        let fd = node(inode).open_by_name(|pfd, name| {
+            no_atime_open(pfd, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK)
+                .map_err(host)
+        })?;
+        Self::read_from(&fd, off, buf)
     }
 
     fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)> {

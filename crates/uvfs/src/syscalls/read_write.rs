@@ -135,7 +135,11 @@ impl Task {
         rw_verify_area(off, buf.len())?;
         match file.inode().file_type() {
             FileType::Directory => Err(Errno::EISDIR),
-            // The caller marks the access ([`File::accessed`]), once per call.
+            // The caller marks the access ([`File::accessed`]), once per call; a
+            // filesystem whose storage moves it itself is told when it must not.
+            FileType::Regular if file.keeps_atime() => {
+                file.inode().sb().fs().read_keeping_atime(file.inode(), off, buf)
+            }
             FileType::Regular => file.inode().sb().fs().read(file.inode(), off, buf),
             FileType::Fifo => Task::pipe_of(file)?.read(buf, file.flags().contains(OpenFlags::NONBLOCK)),
             _ => Err(Errno::EINVAL),
