@@ -718,7 +718,14 @@ impl Inode {
         if mf.contains(MountFlags::NOATIME) || (mf.contains(MountFlags::NODIRATIME) && self.is_dir()) {
             return;
         }
-        let strict = mf.contains(MountFlags::STRICTATIME);
+        self.touch_atime_due(mnt);
+    }
+
+    /// [`Inode::touch_atime`] for a caller that has seen [`Inode::atime_frozen`] say
+    /// no: the times' part.
+    #[inline]
+    pub(crate) fn touch_atime_due(&self, mnt: &Mount) {
+        let strict = mnt.flags().contains(MountFlags::STRICTATIME);
         if self.atime_due(strict, self.atime.load(), self.mtime.load(), self.ctime.load()).is_some() {
             self.touch_atime_slow(mnt, strict);
         }

@@ -128,6 +128,8 @@ impl Task {
         }
     }
 
+    /// Reads a regular file (or a fifo) at `off`, and marks the access
+    /// (`file_accessed`).
     fn read_at(file: &File, off: u64, buf: &mut [u8]) -> Result<usize> {
         if !file.flags().readable() {
             return Err(Errno::EBADF);
@@ -135,12 +137,18 @@ impl Task {
         rw_verify_area(off, buf.len())?;
         match file.inode().file_type() {
             FileType::Directory => Err(Errno::EISDIR),
-            // The caller marks the access ([`File::accessed`]), once per call; a
-            // filesystem whose storage moves it itself is told when it must not.
-            FileType::Regular if file.keeps_atime() => {
-                file.inode().sb().fs().read_keeping_atime(file.inode(), off, buf)
+            FileType::Regular => {
+                // A read is an access, also one of no bytes or at the end (tmpfs's
+                // `shmem_file_read_iter` ends in `file_accessed`). A filesystem whose
+                // storage moves the access time itself is told when it must not.
+                let (inode, fs) = (file.inode(), file.inode().sb().fs());
+                if file.keeps_atime() {
+                    return fs.read_keeping_atime(inode, off, buf);
+                }
+                let n = fs.read(inode, off, buf)?;
+                inode.touch_atime_due(&file.mnt);
+                Ok(n)
             }
-            FileType::Regular => file.inode().sb().fs().read(file.inode(), off, buf),
             FileType::Fifo => Task::pipe_of(file)?.read(buf, file.flags().contains(OpenFlags::NONBLOCK)),
             _ => Err(Errno::EINVAL),
         }
@@ -202,9 +210,6 @@ impl Task {
             let n = Task::read_at(file, *pos, buf)?;
             *pos += n as u64;
             drop(pos);
-            // A read is an access, also one of no bytes or at the end (tmpfs's
-            // `shmem_file_read_iter` ends in `file_accessed`).
-            file.accessed();
             self.notify_io(file, n, EventMask::ACCESS, guard);
             Ok(n)
         })?;
@@ -238,7 +243,6 @@ impl Task {
         self.with_file(fd.into(), |file, guard| {
             Task::positioned(file)?;
             let n = Task::read_at(file, off as u64, buf)?;
-            file.accessed();
             self.notify_io(file, n, EventMask::ACCESS, guard);
             Ok(n)
         })
@@ -302,7 +306,6 @@ impl Task {
                 *p = start + done as u64;
             }
             drop(pos_lock);
-            file.accessed();
             self.notify_io(file, done, EventMask::ACCESS, guard);
             Ok(done)
         })?;
@@ -613,9 +616,11 @@ impl Task {
                 Err(e) => break Err(e),
             }
         };
-        // The source was read (or copied by its filesystem): an access, also when it
-        // had nothing left to give.
-        fin.accessed();
+        // The source was read ([`Task::read_at`] marks the access) or copied by its
+        // filesystem: an access too.
+        if shared > 0 {
+            fin.accessed();
+        }
         match result {
             Err(e) if done == 0 => Err(e),
             _ => {
