@@ -514,11 +514,14 @@ impl MemFs {
     /// A directory's entry of `linked` was added (`add`) or removed, whose change time
     /// just became `t`: the directory takes that time as its own change and modification
     /// times, as tmpfs's `shmem_link` and `shmem_unlink` give it the linked inode's new
-    /// change time. So whether the directory's change shows after a `stat` of it is
-    /// decided by the linked inode's stamp (fine-grained if its own change time was seen),
-    /// not the directory's.
-    fn dir_linked(dir: &Inode, t: Timespec, add: bool, subdir: bool) {
-        dir.update(|w| {
+    /// change time. But where a `stat` saw the directory's change time and `t` would not
+    /// show (the linked inode's change time was not seen, so `t` is the clock's tick, the
+    /// one the directory has), both take a fine-grained stamp: the change shows, where
+    /// tmpfs would hide it until the tick. Through `uvfs mount` the server never sees
+    /// the `stat`s the kernel answers from its cache (a file's, here), only the
+    /// directory's, which the kernel asks for again after every change in it.
+    fn dir_linked(dir: &Inode, linked: &Inode, t: Timespec, add: bool, subdir: bool) {
+        let shown = dir.update(|w| {
             let a = w.get();
             if add {
                 w.set_size(a.size + DIRENT_SIZE);
@@ -528,9 +531,15 @@ impl MemFs {
                     w.set_nlink(a.nlink.saturating_sub(1));
                 }
             }
-            w.set_ctime(t);
-            w.set_mtime(t);
+            w.stamp_cmtime(t)
         });
+        if shown != t {
+            linked.update(|w| {
+                if w.get().ctime == t {
+                    w.set_ctime(shown);
+                }
+            });
+        }
     }
 
     /// An inode lost `n` links; returns its new change time.
@@ -709,19 +718,19 @@ impl FileSystem for MemFs {
             w.set_nlink(a.nlink + 1);
             w.stamp_ctime(now)
         });
-        MemFs::dir_linked(dir, t, true, false);
+        MemFs::dir_linked(dir, inode, t, true, false);
         Ok(())
     }
 
     fn unlink(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
         let t = MemFs::drop_links(inode, current_time(), 1);
-        MemFs::dir_linked(dir, t, false, false);
+        MemFs::dir_linked(dir, inode, t, false, false);
         Ok(())
     }
 
     fn rmdir(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
         let t = MemFs::drop_links(inode, current_time(), 2);
-        MemFs::dir_linked(dir, t, false, true);
+        MemFs::dir_linked(dir, inode, t, false, true);
         Ok(())
     }
 
