@@ -711,14 +711,9 @@ impl Inode {
     /// clock. Only a move locks the inode.
     #[inline]
     pub(crate) fn touch_atime(&self, mnt: &Mount) {
-        if self.iflags.load(Ordering::Relaxed) & I_NOATIME != 0 {
-            return;
+        if !self.atime_frozen(mnt) {
+            self.touch_atime_due(mnt);
         }
-        let mf = mnt.flags();
-        if mf.contains(MountFlags::NOATIME) || (mf.contains(MountFlags::NODIRATIME) && self.is_dir()) {
-            return;
-        }
-        self.touch_atime_due(mnt);
     }
 
     /// [`Inode::touch_atime`] for a caller that has seen [`Inode::atime_frozen`] say
@@ -727,7 +722,7 @@ impl Inode {
     pub(crate) fn touch_atime_due(&self, mnt: &Mount) {
         let strict = mnt.flags().contains(MountFlags::STRICTATIME);
         if self.atime_due(strict, self.atime.load(), self.mtime.load(), self.ctime.load()).is_some() {
-            self.touch_atime_slow(mnt, strict);
+            self.touch_atime_slow(strict);
         }
     }
 
@@ -761,14 +756,10 @@ impl Inode {
         ((strict || !fresh) && a != now).then_some(now)
     }
 
-    /// [`Inode::touch_atime`] once a move is due: on a writable mount, under the inode
-    /// lock, with the times read again, the move and the filesystem told
-    /// (`FileSystem::update_atime`).
+    /// [`Inode::touch_atime`] once a move is due: under the inode lock, with the times
+    /// read again, the move and the filesystem told (`FileSystem::update_atime`).
     #[cold]
-    fn touch_atime_slow(&self, mnt: &Mount, strict: bool) {
-        if mnt.want_write().is_err() {
-            return;
-        }
+    fn touch_atime_slow(&self, strict: bool) {
         let _g = self.lock.lock();
         let Some(now) = self.atime_due(strict, self.atime.load(), self.mtime.load(), self.ctime.load()) else {
             return;

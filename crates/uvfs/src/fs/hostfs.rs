@@ -334,8 +334,6 @@ impl Names {
     }
 }
 
-/// Opens the directory `name` in `dir`, checked to be `key` (the name may have been
-/// swapped since it was looked at: only the same directory will do).
 /// `openat` with `O_NOATIME` where the host allows it (the owner, or `CAP_FOWNER`);
 /// without it where the host refuses (EPERM). For what hostfs reads on its own account
 /// (the listings it keeps) and for a caller whose read keeps the access time
@@ -351,6 +349,8 @@ fn no_atime_open<P: rustix::path::Arg + Copy>(
     }
 }
 
+/// Opens the directory `name` in `dir`, checked to be `key` (the name may have been
+/// swapped since it was looked at: only the same directory will do).
 fn open_dir(dir: &HostFd, name: &[u8], key: DevIno) -> Result<OwnedFd> {
     let fd = rustix::fs::openat(
         dir,
@@ -1551,12 +1551,15 @@ impl FileSystem for HostFs {
         if inode.file_type() != FileType::Regular {
             return Err(Errno::EINVAL);
         }
-        // A description of its own: the cached one moves the host's access time.
-        let fd = node(inode).open_by_name(|pfd, name| {
-            no_atime_open(pfd, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK)
-                .map_err(host)
-        })?;
-        Self::read_from(&fd, off, buf)
+        // A description of its own, opened through the cached one's `/proc` link (so
+        // also for a file with no name left, open in uvfs): the cached one moves the
+        // host's access time. Where the host refuses, through the cached one.
+        let io = self.io(inode)?;
+        let link = format!("/proc/self/fd/{}", io.as_fd().as_raw_fd());
+        match no_atime_open(rustix::fs::CWD, link.as_str(), OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK) {
+            Ok(fd) => Self::read_from(&fd, off, buf),
+            Err(_) => Self::read_from(&io, off, buf),
+        }
     }
 
     fn write(&self, inode: &Inode, at: WriteAt, buf: &[u8]) -> Result<(u64, usize)> {
