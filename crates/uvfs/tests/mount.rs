@@ -1420,6 +1420,7 @@ mod diff {
         use proptest::prelude::*;
 
         const NOSUID: u32 = 2;
+        const NOSYMFOLLOW: u32 = 256;
         const NOATIME: u32 = 1024;
         const NODIRATIME: u32 = 2048;
         const RELATIME: u32 = 1 << 21;
@@ -1471,6 +1472,8 @@ mod diff {
                     STRICTATIME,
                     NOATIME | STRICTATIME,
                     NOATIME | NODIRATIME | RDONLY,
+                    NOSYMFOLLOW,
+                    NOSYMFOLLOW | NOEXEC,
                 ])
             };
             let umount_flags =
@@ -1698,4 +1701,29 @@ fn access_times_follow_the_mount() {
     assert_eq!(t.read(fd, &mut b).unwrap(), 1);
     assert_ne!(t.stat(b"/m/p").unwrap().atime.sec, OLD, "a fifo's read moves its access time");
     t.close(fd).unwrap();
+}
+
+/// `MS_NOSYMFOLLOW` (Linux 5.10): a walk does not follow a symlink on the mount (ELOOP,
+/// also for the last component of an open or `stat`), `lstat` and `readlink` still see
+/// it, a symlink on another mount still leads into this one, and mountinfo says
+/// `nosymfollow` after the access-time mode. The generated mount sequences compare it
+/// with the kernel.
+#[test]
+fn nosymfollow_mounts_refuse_to_follow_symlinks() {
+    let (_vfs, t) = new_vfs(FastPaths::all());
+    t.mkdir(b"/m", 0o755).unwrap();
+    t.mount(memfs(), b"/m", MountFlags::NOSYMFOLLOW).unwrap();
+    creat(&t, "/m/f", b"x");
+    t.symlink(b"f", b"/m/l").unwrap();
+    t.symlink(b"/m/f", b"/out").unwrap();
+    assert_eq!(t.stat(b"/m/l").map(|_| ()), Err(Errno::ELOOP));
+    assert_eq!(t.open(b"/m/l", OpenFlags::RDONLY, 0).map(|_| ()), Err(Errno::ELOOP));
+    assert_eq!(t.lstat(b"/m/l").unwrap().mode & libc::S_IFMT, libc::S_IFLNK);
+    let mut buf = [0u8; 8];
+    assert_eq!(t.readlink(b"/m/l", &mut buf), Ok(1));
+    assert_eq!(t.stat(b"/out").unwrap().size, 1, "a link elsewhere leads in");
+    let info = String::from_utf8(t.mountinfo_text()).unwrap();
+    assert!(info.lines().any(|l| l.contains(" /m ") && l.contains("rw,relatime,nosymfollow")), "{info}");
+    t.remount(b"/m", MountFlags::empty()).unwrap();
+    assert_eq!(t.stat(b"/m/l").unwrap().size, 1, "a remount without it follows again");
 }

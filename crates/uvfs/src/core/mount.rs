@@ -60,16 +60,19 @@ bitflags! {
         const NODEV = 4;
         /// No execution: `access(X_OK)` of a regular file is EACCES.
         const NOEXEC = 8;
-        /// Do not update access times (uvfs never updates them on read, so this is only
-        /// reported: `noatime` instead of `relatime`).
+        /// `MS_NOSYMFOLLOW`: a walk does not follow a symlink on this mount (ELOOP);
+        /// `readlink` still reads it.
+        const NOSYMFOLLOW = 256;
+        /// Accesses move no access time (`noatime` instead of `relatime`).
         const NOATIME = 1024;
-        /// Do not update directories' access times (only reported: `nodiratime`).
+        /// Accesses move no directory's access time (`nodiratime`).
         const NODIRATIME = 2048;
         /// `MS_RELATIME`: the default access-time mode, named (a remount that names none
         /// keeps the mount's). Not kept as a flag: a mount is relatime unless `NOATIME` or
         /// `STRICTATIME`.
         const RELATIME = 1 << 21;
-        /// `MS_STRICTATIME`: neither `noatime` nor `relatime` (only reported).
+        /// `MS_STRICTATIME`: neither `noatime` nor `relatime`: every access moves the
+        /// access time.
         const STRICTATIME = 1 << 24;
     }
 }

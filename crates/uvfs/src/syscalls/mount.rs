@@ -327,6 +327,9 @@ impl Task {
             if !mi.flags.intersects(MountFlags::NOATIME | MountFlags::STRICTATIME) {
                 out.extend_from_slice(b",relatime");
             }
+            if mi.flags.contains(MountFlags::NOSYMFOLLOW) {
+                out.extend_from_slice(b",nosymfollow");
+            }
             let sb_mode = if mi.fs_read_only { "ro" } else { "rw" };
             out.extend_from_slice(format!(" - {} {} {sb_mode}\n", mi.fs_type, mi.fs_type).as_bytes());
         }

@@ -769,7 +769,10 @@ impl<'a, 't: 'a> Nameidata<'a, 't> {
 
     /// The body of the symlink `d`, pushed as a new segment.
     fn push_link(&mut self, d: &'a Dentry) -> std::result::Result<(), Stop> {
-        if self.flags.contains(LookupFlags::NO_SYMLINKS) {
+        // `RESOLVE_NO_SYMLINKS`, or a `nosymfollow` mount (the link's: the current one).
+        if self.flags.contains(LookupFlags::NO_SYMLINKS)
+            || self.cur.mnt.flags().contains(crate::core::mount::MountFlags::NOSYMFOLLOW)
+        {
             return Err(Stop::Err(Errno::ELOOP));
         }
         self.links += 1;
