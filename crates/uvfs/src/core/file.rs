@@ -130,11 +130,11 @@ impl File {
     }
 
     /// The file was read or listed (`file_accessed`): its access time moves as the
-    /// mount's access-time mode says, unless it was opened with `O_NOATIME`.
+    /// mount's access-time mode says, unless [`File::keeps_atime`].
     #[inline]
     pub(crate) fn accessed(&self) {
-        if !self.flags().contains(OpenFlags::NOATIME) {
-            self.inode().touch_atime(&self.mnt);
+        if !self.keeps_atime() {
+            self.inode().touch_atime_due(&self.mnt);
         }
     }
 

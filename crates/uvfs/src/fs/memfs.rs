@@ -487,52 +487,41 @@ impl MemFs {
         }
     }
 
-    /// A directory gained an entry.
-    fn dir_added(dir: &Inode, now: Timespec, subdir: bool) {
+    /// A directory gained an entry; returns its new change time.
+    fn dir_added(dir: &Inode, now: Timespec, subdir: bool) -> Timespec {
         dir.update(|w| {
             let a = w.get();
             w.set_size(a.size + DIRENT_SIZE);
             if subdir {
                 w.set_nlink(a.nlink + 1);
             }
-            w.stamp_cmtime(now);
-        });
+            w.stamp_cmtime(now)
+        })
     }
 
-    /// A directory lost an entry.
-    fn dir_removed(dir: &Inode, now: Timespec, subdir: bool) {
+    /// A directory lost an entry; returns its new change time.
+    fn dir_removed(dir: &Inode, now: Timespec, subdir: bool) -> Timespec {
         dir.update(|w| {
             let a = w.get();
             w.set_size(a.size.saturating_sub(DIRENT_SIZE));
             if subdir {
                 w.set_nlink(a.nlink.saturating_sub(1));
             }
-            w.stamp_cmtime(now);
-        });
+            w.stamp_cmtime(now)
+        })
     }
 
-    /// A directory's entry of `linked` was added (`add`) or removed, whose change time
-    /// just became `t`: the directory takes that time as its own change and modification
-    /// times, as tmpfs's `shmem_link` and `shmem_unlink` give it the linked inode's new
-    /// change time. But where a `stat` saw the directory's change time and `t` would not
-    /// show (the linked inode's change time was not seen, so `t` is the clock's tick, the
-    /// one the directory has), both take a fine-grained stamp: the change shows, where
-    /// tmpfs would hide it until the tick. Through `uvfs mount` the server never sees
-    /// the `stat`s the kernel answers from its cache (a file's, here), only the
-    /// directory's, which the kernel asks for again after every change in it.
-    fn dir_linked(dir: &Inode, linked: &Inode, t: Timespec, add: bool, subdir: bool) {
-        let shown = dir.update(|w| {
-            let a = w.get();
-            if add {
-                w.set_size(a.size + DIRENT_SIZE);
-            } else {
-                w.set_size(a.size.saturating_sub(DIRENT_SIZE));
-                if subdir {
-                    w.set_nlink(a.nlink.saturating_sub(1));
-                }
-            }
-            w.stamp_cmtime(t)
-        });
+    /// A directory's entry of `linked`, whose change time just became `t`, was added or
+    /// removed, and the directory stamped with `t` ([`MemFs::dir_added`],
+    /// [`MemFs::dir_removed`]): it shows `t` as tmpfs's `shmem_link` and `shmem_unlink`
+    /// give it the linked inode's new change time. But where a `stat` saw the directory's
+    /// change time and `t` would not show (the linked inode's was not seen, so `t` is the
+    /// clock's tick, the one the directory has), the directory took a fine-grained stamp
+    /// (`shown`), and `linked` takes it too: the change shows, where tmpfs would hide it
+    /// until the tick. Through `uvfs mount` the server never sees the `stat`s the kernel
+    /// answers from its cache (a file's, here), only the directory's, which the kernel
+    /// asks for again after every change in it.
+    fn linked_shows(linked: &Inode, t: Timespec, shown: Timespec) {
         if shown != t {
             linked.update(|w| {
                 if w.get().ctime == t {
@@ -718,19 +707,19 @@ impl FileSystem for MemFs {
             w.set_nlink(a.nlink + 1);
             w.stamp_ctime(now)
         });
-        MemFs::dir_linked(dir, inode, t, true, false);
+        MemFs::linked_shows(inode, t, MemFs::dir_added(dir, t, false));
         Ok(())
     }
 
     fn unlink(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
         let t = MemFs::drop_links(inode, current_time(), 1);
-        MemFs::dir_linked(dir, inode, t, false, false);
+        MemFs::linked_shows(inode, t, MemFs::dir_removed(dir, t, false));
         Ok(())
     }
 
     fn rmdir(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
         let t = MemFs::drop_links(inode, current_time(), 2);
-        MemFs::dir_linked(dir, inode, t, false, true);
+        MemFs::linked_shows(inode, t, MemFs::dir_removed(dir, t, true));
         Ok(())
     }
 

@@ -5,8 +5,9 @@
 
 use crate::abi::errno::{Errno, Result};
 use crate::abi::stat::FileType;
-use crate::core::file::FileRef;
+use crate::core::file::{File, FileRef};
 use crate::core::superblock::DirEntry;
+use crate::sync::rcu::LocalGuard;
 use crate::task::Task;
 
 /// The position of a listing that reached the end (Linux's `DIR_OFFSET_EOD`, `S32_MAX`).
@@ -78,10 +79,10 @@ impl Task {
 
     /// Emits entries from the cursor `pos` of `file`, a live directory's open file.
     fn iterate(
-        file: &crate::core::file::File,
+        file: &File,
         pos: &mut u64,
         emit: &mut dyn FnMut(DirEntry) -> bool,
-        guard: &crate::sync::rcu::LocalGuard<'_>,
+        guard: &LocalGuard<'_>,
     ) -> Result<()> {
         let inode = file.inode();
         let dentry = &file.dentry;
