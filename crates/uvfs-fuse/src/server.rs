@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use uvfs::{
     AccessMode, AtFlags, CopyRangeFlags, DirFd, Errno, FallocFlags, File, Gid, Inode, Looked, OpenFlags, RenameFlags,
-    Stat, Task, Uid, Whence,
+    Stat, Task, TruncateBy, Uid, Whence,
 };
 
 use crate::abi::{self, Attr, FopenFlags, InHeader, InitFlags};
@@ -860,9 +860,13 @@ impl Server {
             let len = i64::try_from(a.size).map_err(|_| Errno::EFBIG)?;
             let own =
                 (v & fattr::FH != 0).then(|| self.handles.get(a.fh).ok()).flatten().filter(|f| f.flags().writable());
+            // The kernel sends a time with the size for `ftruncate` and `open(O_TRUNC)`
+            // (`ATTR_MTIME`), none for `truncate(2)`, whose times move only when
+            // something changes.
+            let by = if v & (fattr::MTIME | fattr::MTIME_NOW) != 0 { TruncateBy::File } else { TruncateBy::Path };
             match own {
-                Some(f) => t.ftruncate(&f, len)?,
-                None => t.ftruncate(&t.reopen_file(&node, OpenFlags::WRONLY)?, len)?,
+                Some(f) => t.ftruncate_by(&f, len, by)?,
+                None => t.ftruncate_by(&t.reopen_file(&node, OpenFlags::WRONLY)?, len, by)?,
             }
         }
         if v & (fattr::ATIME | fattr::MTIME | fattr::ATIME_NOW | fattr::MTIME_NOW) != 0 {

@@ -233,7 +233,7 @@ pub use core::inode::{Inode, current_time};
 pub use core::inotify::{Inotify, InotifyEvent, InotifyFlags, MarkKind, MuteGuard};
 pub use core::locks::{Interrupt, LockClass, LockInfo, LockOwner, LockOwnerSpace, LockWait};
 pub use core::mount::{Mount, MountFlags, MountId, MountInfo, UmountFlags};
-pub use core::superblock::{DirEntry, FileSystem, SuperBlock};
+pub use core::superblock::{DirEntry, FileSystem, SuperBlock, TruncateBy};
 pub use core::xattr::XattrFlags;
 pub use sync::counters::{Counters, counters};
 pub use syscalls::mount::MountSource;

@@ -1184,3 +1184,42 @@ fn a_directory_takes_the_change_time_of_the_inode_it_unlinks() {
         assert!(dm.ctime > before, "memfs: {what} shows after a stat of the directory");
     }
 }
+
+/// Which truncates move a file's modification and change times, right after a `stat`:
+/// `truncate(2)` when the size changes, or (tmpfs's `shmem_setattr`) when the file has
+/// data even at the same size; `ftruncate(2)` and `open(O_TRUNC)` always (Linux adds
+/// `ATTR_MTIME | ATTR_CTIME` for them). uvfs moved them only when the size changed.
+#[test]
+fn truncates_move_times_as_linux() {
+    let since = |path: &str| Op::Since(D::Cwd, p(path), AT_SYMLINK_NOFOLLOW);
+    let ops = [
+        // "b" has 4 bytes of data.
+        since("b"),
+        Op::Truncate(p("b"), 4),
+        since("b"),
+        Op::Truncate(p("b"), 1),
+        since("b"),
+        Op::Truncate(p("b"), 1),
+        since("b"),
+        // A file with no data, of size 100 (a hole).
+        Op::Open(D::Cwd, p("a/a"), O_CREAT | O_WRONLY, 0o644),
+        Op::Ftruncate(0, 100),
+        since("a/a"),
+        Op::Truncate(p("a/a"), 100),
+        since("a/a"),
+        Op::Ftruncate(0, 100),
+        since("a/a"),
+        Op::Open(D::Cwd, p("a/a"), O_WRONLY | O_TRUNC, 0),
+        since("a/a"),
+        Op::Open(D::Cwd, p("a/a"), O_WRONLY | O_TRUNC, 0),
+        since("a/a"),
+        Op::Truncate(p("a/a"), 0),
+        since("a/a"),
+        // Data again, then a same-size truncate of it.
+        Op::Write(0, 10),
+        since("a/a"),
+        Op::Truncate(p("a/a"), 10),
+        since("a/a"),
+    ];
+    same(Who::Root, &ops);
+}

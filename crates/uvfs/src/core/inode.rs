@@ -590,6 +590,12 @@ impl Inode {
         self.size.load(Ordering::Relaxed)
     }
 
+    /// Blocks allocated, in 512-byte units (`st_blocks`).
+    #[inline]
+    pub fn blocks(&self) -> u64 {
+        self.blocks.load(Ordering::Relaxed)
+    }
+
     /// The attributes' generation: it moves with every update ([`Inode::update`]), so a
     /// filesystem that reads attributes from elsewhere (hostfs: the host's `stat`) can tell
     /// whether a change through uvfs was applied since it read them.

@@ -57,6 +57,19 @@ pub struct SetAttr {
     pub mtime: Option<Timespec>,
 }
 
+/// Which call sets a file's size, for the times it moves: Linux's `truncate(2)` passes
+/// only `ATTR_SIZE`, and the filesystem moves the modification and change times when the
+/// size changes (tmpfs also when the file has data: `shmem_setattr` then runs
+/// `shmem_truncate_range`, which stamps them); `ftruncate(2)` and `open(O_TRUNC)` add
+/// `ATTR_MTIME | ATTR_CTIME`, and the times always move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TruncateBy {
+    /// `truncate(2)`, or a FUSE SETATTR of the size alone (the kernel's `truncate`).
+    Path,
+    /// `ftruncate(2)` or `open(O_TRUNC)`.
+    File,
+}
+
 /// A directory entry as a filesystem lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirEntry {
@@ -179,8 +192,9 @@ pub trait FileSystem: Send + Sync + 'static {
     /// not the reader's. Nothing by default (the inode is the only copy); not a `setattr`,
     /// which overlay answers with a copy-up.
     fn update_atime(&self, _inode: &Inode, _atime: Timespec) {}
-    /// Sets the size of a regular file (the VFS updates the inode's size and times).
-    fn truncate(&self, inode: &Inode, size: u64) -> Result<()>;
+    /// Sets the size of a regular file (the VFS updates the inode's size and times; a
+    /// filesystem that keeps its own times, hostfs's host, moves them as `by` says).
+    fn truncate(&self, inode: &Inode, size: u64, by: TruncateBy) -> Result<()>;
     /// Reads at `off`; returns bytes read (0 at end of file).
     fn read(&self, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize>;
     /// [`FileSystem::read`] for a caller whose read leaves the access time (`O_NOATIME`,

@@ -92,7 +92,7 @@ use crate::abi::stat::{DevIno, Ino};
 use crate::abi::stat::{FileType, StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclInit, AclType};
 use crate::core::inode::{AttrWriter, Inode, NewInode};
-use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
+use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, TruncateBy, WriteAt};
 use crate::core::xattr::{XATTR_NAME_CAPS, XattrFlags};
 use crate::sync::{Mutex, counters};
 
@@ -1529,10 +1529,29 @@ impl FileSystem for HostFs {
         };
     }
 
-    fn truncate(&self, inode: &Inode, size: u64) -> Result<()> {
+    fn truncate(&self, inode: &Inode, size: u64, by: TruncateBy) -> Result<()> {
         let fd = self.io(inode)?;
         Self::show_stat_to_host(inode, &fd);
-        rustix::fs::ftruncate(&fd, size).map_err(host)?;
+        let by_path = by == TruncateBy::Path && {
+            // The host's `truncate(2)`, through the descriptor's `/proc` link (also for a
+            // file with no name left): the host moves the times by its own rule for it,
+            // which `ftruncate`'s differ from. Where the host refuses the path
+            // (permission, no `/proc`), `ftruncate` of the descriptor, as before.
+            let link = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd()))
+                .expect("a path of digits has no NUL");
+            let len = i64::try_from(size).map_err(|_| Errno::EFBIG)?;
+            // SAFETY: a NUL-terminated path; `truncate` reads nothing else.
+            match unsafe { libc::truncate(link.as_ptr(), len) } {
+                0 => true,
+                _ => match Errno::from_raw(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)) {
+                    Errno::EACCES | Errno::EPERM | Errno::ENOENT | Errno::ENOTDIR => false,
+                    e => return Err(e),
+                },
+            }
+        };
+        if !by_path {
+            rustix::fs::ftruncate(&fd, size).map_err(host)?;
+        }
         self.refresh(inode)
     }
 

@@ -40,7 +40,7 @@ use crate::abi::flags::{FallocFlags, FsFlags, Timespec};
 use crate::abi::stat::{FileType, S_IFMT, StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclInit, AclType};
 use crate::core::inode::{Inode, NewInode, current_time};
-use crate::core::superblock::{CreateArgs, FileSystem, RenameReq, SuperBlock, WriteAt};
+use crate::core::superblock::{CreateArgs, FileSystem, RenameReq, SuperBlock, TruncateBy, WriteAt};
 use crate::core::xattr::XattrFlags;
 use crate::sync::{Mutex, RwLock};
 
@@ -760,7 +760,7 @@ impl FileSystem for MemFs {
         }
     }
 
-    fn truncate(&self, inode: &Inode, size: u64) -> Result<()> {
+    fn truncate(&self, inode: &Inode, size: u64, _by: TruncateBy) -> Result<()> {
         let Some(pages) = MemFs::file_pages(inode) else { return Err(Errno::EINVAL) };
         if size > MAX_FILE_SIZE {
             return Err(Errno::EFBIG);

@@ -39,7 +39,7 @@ use crate::abi::flags::{FallocFlags, RenameFlags, Timespec};
 use crate::abi::stat::{FileType, Ino, StatFs};
 use crate::core::acl::{Acl, AclInit, AclType};
 use crate::core::inode::{Inode, NewInode, current_time};
-use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, WriteAt};
+use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SetAttr, SuperBlock, TruncateBy, WriteAt};
 use crate::core::xattr::XattrFlags;
 use crate::sync::Mutex;
 
@@ -938,7 +938,7 @@ impl FileSystem for OverlayFs {
         self.copy_up_as(inode, true)
     }
 
-    fn truncate(&self, inode: &Inode, size: u64) -> Result<()> {
+    fn truncate(&self, inode: &Inode, size: u64, _by: TruncateBy) -> Result<()> {
         self.copy_up(inode)?;
         // What of the lower file shows is cut at `lower_len`: nothing to read below.
         let mut st = node(inode).state.lock();

@@ -32,7 +32,7 @@ use crate::abi::flags::Timespec;
 use crate::abi::stat::{FileType, Ino, StatFs};
 use crate::core::acl::AclInit;
 use crate::core::inode::{Inode, NewInode};
-use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SuperBlock, WriteAt};
+use crate::core::superblock::{CreateArgs, DirEntry, FileSystem, RenameReq, SuperBlock, TruncateBy, WriteAt};
 use crate::sync::Mutex;
 
 /// `f_type` of a tarfs (`"tarf"`; Linux has no tar filesystem to borrow one from).
@@ -585,7 +585,7 @@ impl FileSystem for TarFs {
         Err(Errno::EROFS)
     }
 
-    fn truncate(&self, _inode: &Inode, _size: u64) -> Result<()> {
+    fn truncate(&self, _inode: &Inode, _size: u64, _by: TruncateBy) -> Result<()> {
         Err(Errno::EROFS)
     }
 

@@ -15,7 +15,7 @@ use crate::core::inode::Inode;
 use crate::core::inode::current_time;
 use crate::core::mount::MountFlags;
 use crate::core::permission::{MAY_WRITE, generic_permission, owner_or_capable};
-use crate::core::superblock::SetAttr;
+use crate::core::superblock::{SetAttr, TruncateBy};
 use crate::task::Task;
 use crate::walk::namei::at_lookup;
 use crate::walk::namei::{LookupFlags, Outcome};
@@ -35,11 +35,13 @@ impl Task {
     }
 
     /// `do_truncate`: sets the size, clears privilege bits, updates times.
-    pub(crate) fn do_truncate(&self, creds: &Credentials, inode: &Inode, size: u64, from_open: bool) -> Result<()> {
-        let old = inode.size();
-        inode.sb().fs().truncate(inode, size)?;
+    /// The times move as `by` says (see [`TruncateBy`]); for `truncate(2)` of an unchanged
+    /// size, as tmpfs's: when the file has data.
+    pub(crate) fn do_truncate(&self, creds: &Credentials, inode: &Inode, size: u64, by: TruncateBy) -> Result<()> {
+        let (old, had_data) = (inode.size(), inode.blocks() > 0);
+        inode.sb().fs().truncate(inode, size, by)?;
         file_remove_privs(creds, inode)?;
-        if old != size || from_open {
+        if old != size || by == TruncateBy::File || had_data {
             let now = current_time();
             inode.update(|w| w.stamp_cmtime(now));
         }
@@ -65,13 +67,20 @@ impl Task {
         if inode.is_append() {
             return Err(Errno::EPERM);
         }
-        self.do_truncate(creds, inode, len as u64, false)?;
+        self.do_truncate(creds, inode, len as u64, TruncateBy::Path)?;
         self.notify_attr(&p.mnt, &p.dentry, inode, EventMask::MODIFY);
         Ok(())
     }
 
     /// `ftruncate(2)`.
     pub fn ftruncate<'f>(&self, fd: impl Into<FileRef<'f>>, len: i64) -> Result<()> {
+        self.ftruncate_by(fd, len, TruncateBy::File)
+    }
+
+    /// [`Task::ftruncate`] with the times moved as `by` says: [`TruncateBy::Path`] for a
+    /// server that truncates an open file for the kernel's `truncate(2)` (a FUSE SETATTR
+    /// of the size alone), which moves them only when something changes.
+    pub fn ftruncate_by<'f>(&self, fd: impl Into<FileRef<'f>>, len: i64, by: TruncateBy) -> Result<()> {
         if len < 0 {
             return Err(Errno::EINVAL);
         }
@@ -89,7 +98,7 @@ impl Task {
         }
         let guard = self.vfs.rcu.pin();
         let creds = self.creds.load(&guard).get();
-        self.do_truncate(creds, file.inode(), len as u64, false)?;
+        self.do_truncate(creds, file.inode(), len as u64, by)?;
         self.notify_attr(&file.mnt, &file.dentry, file.inode(), EventMask::MODIFY);
         Ok(())
     }

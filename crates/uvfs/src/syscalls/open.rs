@@ -461,7 +461,7 @@ impl Task {
         }
         let truncated = trunc && inode.file_type() == FileType::Regular;
         if truncated {
-            self.do_truncate(creds, inode, 0, true)?;
+            self.do_truncate(creds, inode, 0, crate::core::superblock::TruncateBy::File)?;
         }
         Ok((inode.file_type() == FileType::Fifo, truncated))
     }
