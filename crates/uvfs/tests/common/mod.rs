@@ -286,12 +286,15 @@ pub enum Out {
 /// only when it was at least [`RECENT`] old at the first look (`None` otherwise): an
 /// access moves it to the coarse clock (no fine-grained stamps for it), so a recent one
 /// moves or not by whether the clock ticked since, which the two sides need not share.
-/// The old access times are the ones a sequence set (`utimensat` to 2001).
+/// The old access times are the ones a sequence set (`utimensat` to 2001). `regular`:
+/// the object is a regular file (whose times a FUSE client with the writeback cache
+/// stamps itself).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Moved {
     pub atime: Option<bool>,
     pub mtime: bool,
     pub ctime: bool,
+    pub regular: bool,
 }
 
 /// How old an access time must be for [`Moved`] to compare its move.
@@ -367,8 +370,9 @@ pub fn uvfs_look_at_all(t: &Task) {
     }
 }
 
-/// Records `times` for `key` and answers what moved since the last record.
-fn since(key: (u64, u64), times: [(i64, i64); 3]) -> Out {
+/// Records `times` for `key` (an object of file type `mode & S_IFMT`) and answers what
+/// moved since the last record.
+fn since(key: (u64, u64), mode: u32, times: [(i64, i64); 3]) -> Out {
     let before = SEEN.with(|s| s.borrow_mut().insert(key, times));
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     let old = |t: (i64, i64)| t.0 < (now - RECENT).as_secs() as i64;
@@ -376,6 +380,7 @@ fn since(key: (u64, u64), times: [(i64, i64); 3]) -> Out {
         atime: old(b[0]).then_some(b[0] != times[0]),
         mtime: b[1] != times[1],
         ctime: b[2] != times[2],
+        regular: mode & libc::S_IFMT == libc::S_IFREG,
     }))
 }
 
@@ -718,6 +723,7 @@ pub fn host_op(op: &Op) -> Out {
                 }
                 since(
                     (st.st_dev, st.st_ino),
+                    st.st_mode,
                     [(st.st_atime, st.st_atime_nsec), (st.st_mtime, st.st_mtime_nsec), (st.st_ctime, st.st_ctime_nsec)],
                 )
             }
@@ -1217,7 +1223,7 @@ pub fn uvfs_op(t: &Task, op: &Op) -> Out {
         Op::Fstat(fd) => ures(t.fstat(Fd(*fd)), ust),
         Op::Fstatat(d, path, flags) => ures(t.fstatat(ud(*d), &path.0, af(*flags)), ust),
         Op::Since(d, path, flags) => match t.fstatat(ud(*d), &path.0, af(*flags)) {
-            Ok(s) => since((s.dev, s.ino), [s.atime, s.mtime, s.ctime].map(|x| (x.sec, i64::from(x.nsec)))),
+            Ok(s) => since((s.dev, s.ino), s.mode, [s.atime, s.mtime, s.ctime].map(|x| (x.sec, i64::from(x.nsec)))),
             Err(e) => Out::Err(e.raw()),
         },
         Op::Faccessat(d, path, mode, flags) => {
