@@ -38,6 +38,15 @@ entries = [
 ]
 "#;
 
+/// The coarse clock's tick (`CLOCK_REALTIME_COARSE`'s resolution: 4 ms at `HZ=250`).
+fn coarse_tick() -> std::time::Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable `timespec`.
+    let r = unsafe { libc::clock_getres(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    assert_eq!(r, 0, "clock_getres(CLOCK_REALTIME_COARSE)");
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 fn user_exists(name: &str) -> bool {
     Command::new("id").arg(name).output().is_ok_and(|o| o.status.success())
 }
@@ -114,12 +123,18 @@ fn pjdfstest_on(what: &str, vfs: uvfs::Vfs, opts: MountOptions) {
     }
     let cfg_dir = TempDir::new("pjdcfg");
     let cfg = cfg_dir.path().join("pjdfstest.toml");
-    // pjdfstest naps between two calls whose timestamps must differ. uvfs stamps with the
-    // fine clock, but with the writeback cache the kernel stamps a regular file's ctime
-    // and mtime itself (rename, link, write), with its coarse clock (a tick, up to 10 ms):
-    // the nap must be longer than a tick then.
-    let naptime = if opts.levers.contains(Levers::WRITEBACK_CACHE) { "0.02" } else { "0.001" };
-    std::fs::write(&cfg, CONFIG.replace("NAPTIME", naptime)).unwrap();
+    // pjdfstest naps between two calls whose timestamps must differ, and its naptime
+    // must exceed the filesystem's timestamp granularity. uvfs stamps as tmpfs does
+    // (multigrain): a change nobody `stat`ed the object before gets the coarse clock, and
+    // a link or unlink stamps the directory with the linked file's time, so a `stat` of
+    // the directory alone, a nap and a `link` show a new time only once the coarse clock
+    // moved past the directory's last stamp (as on tmpfs). That clock moves by ticks, and
+    // lags the real time by more than one while the CPUs idle (7 ms seen here with 4 ms
+    // ticks: a 5 ms nap failed `link::changed_ctime_success`); with the writeback cache
+    // the kernel stamps a regular file's times itself with it too. Four ticks, at least
+    // 20 ms.
+    let naptime = (coarse_tick() * 4).max(std::time::Duration::from_millis(20));
+    std::fs::write(&cfg, CONFIG.replace("NAPTIME", &format!("{:.3}", naptime.as_secs_f64()))).unwrap();
     // A second filesystem for the EXDEV cases: the host's temp dir.
     let secondary = TempDir::new("pjd2");
     match vfs.root_task().mkdir(b"/pjd", 0o755) {

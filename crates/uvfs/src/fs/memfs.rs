@@ -39,7 +39,7 @@ use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::{FallocFlags, FsFlags, Timespec};
 use crate::abi::stat::{FileType, S_IFMT, StatFs, StatxAttrs};
 use crate::core::acl::{Acl, AclInit, AclType};
-use crate::core::inode::{Inode, NewInode, current_time};
+use crate::core::inode::{AttrWriter, Inode, NewInode, current_time};
 use crate::core::superblock::{CreateArgs, FileSystem, RenameReq, SuperBlock, TruncateBy, WriteAt};
 use crate::core::xattr::XattrFlags;
 use crate::sync::{Mutex, RwLock};
@@ -487,48 +487,49 @@ impl MemFs {
         }
     }
 
-    /// A directory gained an entry; returns its new change time.
-    fn dir_added(dir: &Inode, now: Timespec, subdir: bool) -> Timespec {
+    /// A directory gained (`added`) or lost an entry (of a directory: `subdir`), its times
+    /// set by `stamp`.
+    fn dir_changed(dir: &Inode, added: bool, subdir: bool, stamp: impl FnOnce(&mut AttrWriter<'_>)) {
         dir.update(|w| {
             let a = w.get();
-            w.set_size(a.size + DIRENT_SIZE);
+            let (size, nlink) = match added {
+                true => (a.size + DIRENT_SIZE, a.nlink + 1),
+                false => (a.size.saturating_sub(DIRENT_SIZE), a.nlink.saturating_sub(1)),
+            };
+            w.set_size(size);
             if subdir {
-                w.set_nlink(a.nlink + 1);
+                w.set_nlink(nlink);
             }
-            w.stamp_cmtime(now)
-        })
+            stamp(w);
+        });
     }
 
-    /// A directory lost an entry; returns its new change time.
-    fn dir_removed(dir: &Inode, now: Timespec, subdir: bool) -> Timespec {
-        dir.update(|w| {
-            let a = w.get();
-            w.set_size(a.size.saturating_sub(DIRENT_SIZE));
-            if subdir {
-                w.set_nlink(a.nlink.saturating_sub(1));
-            }
-            w.stamp_cmtime(now)
-        })
+    /// A directory gained an entry, stamped now (the directory's own multigrain decision,
+    /// as tmpfs's `shmem_mknod`).
+    fn dir_added(dir: &Inode, now: Timespec, subdir: bool) {
+        MemFs::dir_changed(dir, true, subdir, |w| {
+            w.stamp_cmtime(now);
+        });
     }
 
-    /// A directory's entry of `linked`, whose change time just became `t`, was added or
-    /// removed, and the directory stamped with `t` ([`MemFs::dir_added`],
-    /// [`MemFs::dir_removed`]): it shows `t` as tmpfs's `shmem_link` and `shmem_unlink`
-    /// give it the linked inode's new change time. But where a `stat` saw the directory's
-    /// change time and `t` would not show (the linked inode's was not seen, so `t` is the
-    /// clock's tick, the one the directory has), the directory took a fine-grained stamp
-    /// (`shown`), and `linked` takes it too: the change shows, where tmpfs would hide it
-    /// until the tick. Through `uvfs mount` the server never sees the `stat`s the kernel
-    /// answers from its cache (a file's, here), only the directory's, which the kernel
-    /// asks for again after every change in it.
-    fn linked_shows(linked: &Inode, t: Timespec, shown: Timespec) {
-        if shown != t {
-            linked.update(|w| {
-                if w.get().ctime == t {
-                    w.set_ctime(shown);
-                }
-            });
-        }
+    /// A directory lost an entry, stamped now.
+    fn dir_removed(dir: &Inode, now: Timespec, subdir: bool) {
+        MemFs::dir_changed(dir, false, subdir, |w| {
+            w.stamp_cmtime(now);
+        });
+    }
+
+    /// A directory's entry of an inode whose change time just became `t` was added or
+    /// removed: the directory takes `t` as its modification and change times, as tmpfs's
+    /// `shmem_link`, `shmem_unlink` and `shmem_rmdir` give it the linked inode's, so
+    /// whether the change shows after a `stat` of the directory is that inode's multigrain
+    /// decision, not the directory's (never earlier than the time it replaces).
+    fn dir_linked(dir: &Inode, t: Timespec, added: bool, subdir: bool) {
+        MemFs::dir_changed(dir, added, subdir, |w| {
+            let t = t.max(w.get().ctime);
+            w.set_ctime(t);
+            w.set_mtime(t);
+        });
     }
 
     /// An inode lost `n` links; returns its new change time.
@@ -707,19 +708,19 @@ impl FileSystem for MemFs {
             w.set_nlink(a.nlink + 1);
             w.stamp_ctime(now)
         });
-        MemFs::linked_shows(inode, t, MemFs::dir_added(dir, t, false));
+        MemFs::dir_linked(dir, t, true, false);
         Ok(())
     }
 
     fn unlink(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
         let t = MemFs::drop_links(inode, current_time(), 1);
-        MemFs::linked_shows(inode, t, MemFs::dir_removed(dir, t, false));
+        MemFs::dir_linked(dir, t, false, false);
         Ok(())
     }
 
     fn rmdir(&self, dir: &Inode, _name: &[u8], inode: &Inode) -> Result<()> {
         let t = MemFs::drop_links(inode, current_time(), 2);
-        MemFs::linked_shows(inode, t, MemFs::dir_removed(dir, t, true));
+        MemFs::dir_linked(dir, t, false, true);
         Ok(())
     }
 

@@ -35,6 +35,10 @@ use super::{Fl, Op, Out, host_op, uvfs_op};
 
 /// Where the host thread keeps `/proc/locks` open (no sequence uses it).
 pub const PROC_LOCKS_FD: i32 = 1000;
+
+/// Where a host thread keeps the tmpfs file ([`super::raise_floors`] writes) that raises
+/// the kernel's multigrain floor: a descriptor no sequence uses (nor `fork`'s pipes).
+pub const FLOOR_FD: i32 = PROC_LOCKS_FD + 8;
 /// Task 0's pid in an `Out::Lock`.
 pub const PID_TASK0: i32 = -100;
 /// Task 1's pid in an `Out::Lock`.

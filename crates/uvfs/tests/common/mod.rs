@@ -355,6 +355,41 @@ fn host_look_at_all() {
         // SAFETY: as above; a descriptor not open is EBADF.
         unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st) };
     }
+    raise_floors();
+}
+
+/// After [`host_look_at_all`] and [`uvfs_look_at_all`]: a fine-grained change of a file
+/// outside the tree, on the host's tmpfs (a host thread's [`locks::FLOOR_FD`]) and in a
+/// memfs of this process, which raises the kernel's and uvfs's multigrain floors, so
+/// that every change the next call makes is stamped later than every change before it.
+/// Without it, a directory that a `link`, `unlink` or `rmdir` stamps with the linked
+/// inode's new change time (`shmem_link`, `shmem_unlink`) keeps the time it had when
+/// that stamp is the floor its own last change raised, unless another fine stamp
+/// (anywhere in the system, or in this process) or the clock's tick came in between,
+/// which the two sides need not share. The directory's time equal to the inode's is
+/// compared by hand-written cases instead.
+fn raise_floors() {
+    // SAFETY: `struct stat` is plain integers; fstat and pwrite of a descriptor (EBADF
+    // where a thread has none) with buffers that outlive the calls.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(locks::FLOOR_FD, &mut st) == 0 {
+            libc::pwrite(locks::FLOOR_FD, b"x".as_ptr().cast(), 1, 0);
+        }
+    }
+    thread_local! {
+        static SCRATCH: Task = {
+            let t = uvfs::Vfs::new(uvfs::VfsConfig::default()).root_task();
+            t.mknodat(DirFd::Cwd, b"/f", libc::S_IFREG | 0o644, 0).unwrap();
+            t
+        };
+    }
+    // The `stat` marks the change time seen, so the `chmod` within the tick takes a
+    // fine stamp.
+    SCRATCH.with(|t| {
+        let _ = t.stat(b"/f");
+        let _ = t.fchmodat(DirFd::Cwd, b"/f", 0o644, AtFlags::empty());
+    });
 }
 
 /// [`host_look_at_all`] on uvfs.
@@ -368,6 +403,7 @@ pub fn uvfs_look_at_all(t: &Task) {
     for fd in LOOKED_AT_FDS {
         let _ = t.fstat(Fd(fd));
     }
+    raise_floors();
 }
 
 /// Records `times` for `key` (an object of file type `mode & S_IFMT`) and answers what
@@ -963,15 +999,21 @@ impl HostSession {
                     if pl < 0 || libc::dup3(pl, locks::PROC_LOCKS_FD, libc::O_CLOEXEC) < 0 {
                         return Err(format!("/proc/locks: {}", std::io::Error::last_os_error()));
                     }
+                    // The file `raise_floors` writes, likewise.
+                    let fl = libc::memfd_create(c"uvfs-test-floor".as_ptr(), libc::MFD_CLOEXEC);
+                    if fl < 0 || libc::dup3(fl, locks::FLOOR_FD, libc::O_CLOEXEC) < 0 {
+                        return Err(format!("memfd: {}", std::io::Error::last_os_error()));
+                    }
                     let c = CString::new(r).unwrap();
                     if libc::chroot(c.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
                         return Err(format!("chroot: {}", std::io::Error::last_os_error()));
                     }
                     // Descriptors are numbered from 0 in this private table, as in a fresh
                     // task.
-                    let below = locks::PROC_LOCKS_FD as u32;
+                    let (below, floor) = (locks::PROC_LOCKS_FD as u32, locks::FLOOR_FD as u32);
                     if libc::syscall(libc::SYS_close_range, 0u32, below - 1, 0u32) != 0
-                        || libc::syscall(libc::SYS_close_range, below + 1, u32::MAX, 0u32) != 0
+                        || libc::syscall(libc::SYS_close_range, below + 1, floor - 1, 0u32) != 0
+                        || libc::syscall(libc::SYS_close_range, floor + 1, u32::MAX, 0u32) != 0
                     {
                         return Err(format!("close_range: {}", std::io::Error::last_os_error()));
                     }
