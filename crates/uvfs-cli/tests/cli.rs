@@ -207,6 +207,30 @@ fn eventually(cond: impl Fn() -> bool) -> bool {
     true
 }
 
+/// A server killed with its whole process group (`kill -KILL -- -PGID`, as `timeout -s
+/// KILL` or a job control kill does; Ctrl-C and `timeout` send their signal to the group
+/// too) leaves no dead mount behind: its guardian is in a session of its own. It was in
+/// the server's group, and died with it.
+#[test]
+fn a_server_killed_with_its_process_group_leaves_no_mount_behind() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_uvfs"))
+        .args(["mount", dir.path().to_str().unwrap(), "--transport", "dev"])
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("run uvfs mount");
+    let _umount = Unmount(dir.path().to_path_buf());
+    assert!(eventually(|| fuse_mounted(dir.path())), "uvfs mount never mounted");
+    let pgid = server.id() as i32;
+    // SAFETY: a signal to the group this test made for the server.
+    assert_eq!(unsafe { libc::kill(-pgid, libc::SIGKILL) }, 0);
+    server.wait().unwrap();
+    assert!(eventually(|| !fuse_mounted(dir.path())), "the killed group's mount is still there");
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+}
+
 /// A server killed outright (SIGKILL: no handler, no destructor runs) leaves no dead mount
 /// behind: its guardian unmounts once the process is gone. Without one, the kernel keeps
 /// the mount ("Transport endpoint is not connected") until someone unmounts it.

@@ -186,8 +186,9 @@ umount -l -- "$0" 2>/dev/null || "$2" -u -q -z -- "$0" 2>/dev/null"#;
 /// unmounts it, and a killed process runs no destructor (libfuse's `auto_unmount` keeps a
 /// `fusermount3` for the same). It waits for the end of a pipe this process holds, which
 /// the kernel closes however the process ends. It is started before the mount and told
-/// the connection right after, so a kill at any later moment is covered; dropping it (the
-/// mount is gone) ends it.
+/// the connection right after, so a kill at any later moment is covered, also one of the
+/// whole process group (the guardian has a session of its own); dropping it (the mount
+/// is gone) ends it.
 pub(crate) struct Guardian {
     /// The shell, reaped on drop.
     child: std::process::Child,
@@ -210,12 +211,16 @@ impl Guardian {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: between fork and exec only the async-signal-safe close_range runs: the
-        // guardian keeps nothing of this process open but its pipe (an inherited
-        // descriptor could hold a pipe another process waits on, or a mount busy).
+        // SAFETY: between fork and exec only the async-signal-safe close_range and setsid
+        // run: the guardian keeps nothing of this process open but its pipe (an inherited
+        // descriptor could hold a pipe another process waits on, or a mount busy), and
+        // leaves this process's group and session, so that what ends them all (Ctrl-C at
+        // a terminal, `timeout`, `kill -- -PGID`, a hangup) does not end it before it
+        // unmounts: only the end of its pipe does.
         unsafe {
             cmd.pre_exec(|| {
                 libc::close_range(3, u32::MAX, 0);
+                libc::setsid();
                 Ok(())
             });
         }
