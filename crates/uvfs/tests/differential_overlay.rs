@@ -559,6 +559,37 @@ fn space_reserved_twice_and_set_id_bits() {
     }
 }
 
+/// A rename, an exchange of two names (in one directory and across two) and a
+/// replacing rename move their directories' modification and change times right after
+/// a `stat` of them, as the kernel's overlay over tmpfs (its upper layer's
+/// `simple_rename_timestamp`). uvfs's exchange moved none (found through `uvfs mount`).
+#[test]
+fn renames_move_their_directories_times() {
+    let since = |n: &str| Op::Since(D::Cwd, p(n), AT_SYMLINK_NOFOLLOW);
+    let ops = vec![
+        Op::Mkdirat(D::Cwd, p("d1"), 0o755),
+        Op::Mkdirat(D::Cwd, p("d2"), 0o755),
+        Op::Symlinkat(p("t1"), D::Cwd, p("d1/s")),
+        Op::Symlinkat(p("t2"), D::Cwd, p("d2/s")),
+        Op::Symlinkat(p("t3"), D::Cwd, p("d1/u")),
+        since("d1"),
+        since("d2"),
+        Op::Renameat2(D::Cwd, p("d1/s"), D::Cwd, p("d2/s"), libc::RENAME_EXCHANGE),
+        since("d1"),
+        since("d2"),
+        Op::Renameat2(D::Cwd, p("d1/s"), D::Cwd, p("d1/u"), libc::RENAME_EXCHANGE),
+        since("d1"),
+        since("d2"),
+        Op::Renameat2(D::Cwd, p("d1/u"), D::Cwd, p("d2/s"), 0),
+        since("d1"),
+        since("d2"),
+        since("d2/s"),
+    ];
+    if let Err(m) = check(Who::Root, &ops) {
+        panic!("{m}");
+    }
+}
+
 /// Copy-up, whiteouts and opaque directories, step by step.
 #[test]
 fn copy_up_whiteouts_and_opaque_directories() {

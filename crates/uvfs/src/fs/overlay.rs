@@ -880,10 +880,20 @@ impl FileSystem for OverlayFs {
             let other = take(r.new_dir, r.new_name)?;
             node(r.old_dir).state.lock().entries.insert(r.old_name.into(), Entry::Child(other.clone()));
             node(r.new_dir).state.lock().entries.insert(r.new_name.into(), Entry::Child(moving.clone()));
-            if !std::ptr::eq(r.old_dir, r.new_dir) && moving.is_dir() != other.is_dir() {
+            let same_dir = std::ptr::eq(r.old_dir, r.new_dir);
+            if !same_dir && moving.is_dir() != other.is_dir() {
                 let (lose, gain) = if moving.is_dir() { (r.old_dir, r.new_dir) } else { (r.new_dir, r.old_dir) };
                 OverlayFs::dir_changed(lose, now, -1, true);
                 OverlayFs::dir_changed(gain, now, 1, true);
+            } else {
+                // Both directories changed an entry: their times move, as the upper
+                // layer's (`simple_rename_timestamp`).
+                let dirs: &[&Inode] = if same_dir { &[r.old_dir] } else { &[r.old_dir, r.new_dir] };
+                for d in dirs {
+                    d.update(|w| {
+                        w.stamp_cmtime(now);
+                    });
+                }
             }
             other.update(|w| w.stamp_ctime(now));
         } else {
