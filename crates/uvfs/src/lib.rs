@@ -224,7 +224,7 @@ pub use abi::flags::{
 };
 pub use abi::limits;
 pub use abi::lock::{Flock, FlockOp, LockCmd};
-pub use abi::stat::{DevIno, FileType, Ino, Stat, StatFs, Statx, StatxAttrs, StatxMask, makedev};
+pub use abi::stat::{DevIno, FileType, Ino, Stat, StatFs, StatFsFlags, Statx, StatxAttrs, StatxMask, makedev};
 pub use core::acl::{Acl, AclEntry, AclTag, AclType};
 pub use core::dentry::Dentry;
 pub use core::file::{DirFd, File, FileRef};

@@ -808,6 +808,9 @@ mod host {
         /// `statx(path, STATX_MNT_ID)`'s mount id, as the position of its line in the
         /// mountinfo read right after it.
         MntId(P),
+        /// `statfs(path)`'s `f_flags`: the flags of the mount it reached and of its
+        /// filesystem.
+        StatfsFlags(P),
     }
 
     pub fn fs(op: Op) -> M {
@@ -872,6 +875,15 @@ mod host {
                         Out::Nums([vec![st.stx_mnt_id as i64], listed_ids(&host_mountinfo())].concat())
                     }
                 }
+                M::StatfsFlags(path) => {
+                    // glibc's `statvfs` is `statfs` with `f_flags` as `f_flag` (less
+                    // `ST_VALID`, put back here).
+                    let mut st: libc::statvfs = std::mem::zeroed();
+                    match libc::statvfs(cs(path).as_ptr(), &mut st) {
+                        0 => Out::Num((st.f_flag | 32) as i64),
+                        rc => unit(rc),
+                    }
+                }
             }
         }
     }
@@ -912,6 +924,10 @@ mod host {
             M::Mountinfo => Out::Bytes(t.mountinfo_text()),
             M::MntId(path) => match t.statx(DirFd::Cwd, &path.0, AtFlags::empty(), StatxMask::MNT_ID) {
                 Ok(st) => Out::Nums([vec![st.mnt_id as i64], listed_ids(&t.mountinfo_text())].concat()),
+                Err(e) => Out::Err(e.raw()),
+            },
+            M::StatfsFlags(path) => match t.statfs(&path.0) {
+                Ok(s) => Out::Num(s.flags.bits() as i64),
                 Err(e) => Out::Err(e.raw()),
             },
         }
@@ -1486,6 +1502,7 @@ mod diff {
                 4 => (path(), umount_flags).prop_map(|(a, f)| M::Umount(a, f)),
                 2 => Just(M::Mountinfo),
                 2 => path().prop_map(M::MntId),
+                2 => path().prop_map(M::StatfsFlags),
                 2 => path().prop_map(|a| fs(Op::Mkdirat(D::Cwd, a, 0o755))),
                 3 => (path(), open_flags).prop_map(|(a, f)| fs(Op::Open(D::Cwd, a, f, 0o644))),
                 2 => fd().prop_map(|f| fs(Op::Close(f))),

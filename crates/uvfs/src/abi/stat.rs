@@ -132,6 +132,40 @@ pub struct StatFs {
     pub ffree: u64,
     /// Maximum name length.
     pub namelen: u64,
+    /// `f_flags`: the mount's flags and the filesystem's, as the VFS fills them for the
+    /// mount a `statfs` went through (a filesystem leaves them empty).
+    pub flags: StatFsFlags,
+}
+
+bitflags::bitflags! {
+    /// `statfs`'s `f_flags` (`ST_*`, the same bits as `statvfs`'s `f_flag`): Linux's
+    /// `calculate_f_flags`, from the mount's flags and the superblock's.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct StatFsFlags: u64 {
+        /// `ST_RDONLY`: the mount or the whole filesystem is read-only.
+        const RDONLY = 1;
+        /// `ST_NOSUID`
+        const NOSUID = 2;
+        /// `ST_NODEV`
+        const NODEV = 4;
+        /// `ST_NOEXEC`
+        const NOEXEC = 8;
+        /// `ST_SYNCHRONOUS` (never: uvfs has no synchronous filesystems).
+        const SYNCHRONOUS = 16;
+        /// `ST_VALID`: the flags are filled (always, since Linux 2.6.36).
+        const VALID = 32;
+        /// `ST_MANDLOCK` (never: no mandatory locks).
+        const MANDLOCK = 64;
+        /// `ST_NOATIME`
+        const NOATIME = 1024;
+        /// `ST_NODIRATIME`
+        const NODIRATIME = 2048;
+        /// `ST_RELATIME`: the default access-time mode (neither `noatime` nor
+        /// `strictatime`).
+        const RELATIME = 4096;
+        /// `ST_NOSYMFOLLOW`
+        const NOSYMFOLLOW = 8192;
+    }
 }
 
 /// An inode number within its filesystem (`st_ino`).

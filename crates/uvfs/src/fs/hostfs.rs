@@ -1218,10 +1218,9 @@ impl FileSystem for HostFs {
                 files: s.f_files,
                 ffree: s.f_ffree,
                 namelen: s.f_namelen as u64,
+                ..StatFs::default()
             },
-            Err(_) => {
-                StatFs { fs_type: 0, bsize: 4096, blocks: 0, bfree: 0, bavail: 0, files: 0, ffree: 0, namelen: 255 }
-            }
+            Err(_) => StatFs { bsize: 4096, namelen: 255, ..StatFs::default() },
         }
     }
 

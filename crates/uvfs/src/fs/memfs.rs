@@ -684,6 +684,7 @@ impl FileSystem for MemFs {
             files,
             ffree: files.saturating_mul(BOGO_INODE_SIZE).saturating_sub(ispace) / BOGO_INODE_SIZE,
             namelen: 255,
+            ..StatFs::default()
         }
     }
 

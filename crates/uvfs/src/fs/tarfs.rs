@@ -490,6 +490,7 @@ impl FileSystem for TarFs {
             files: self.nodes.len() as u64,
             ffree: 0,
             namelen: crate::abi::limits::NAME_MAX as u64,
+            ..StatFs::default()
         }
     }
 

@@ -4,10 +4,11 @@
 
 use crate::abi::errno::{Errno, Result};
 use crate::abi::flags::AtFlags;
-use crate::abi::stat::StatFs;
 use crate::abi::stat::{FileType, Ino};
 use crate::abi::stat::{Stat, Statx, StatxAttrs, StatxMask};
+use crate::abi::stat::{StatFs, StatFsFlags};
 use crate::core::file::{DirFd, File, FileRef};
+use crate::core::mount::{Mount, MountFlags};
 use crate::task::Task;
 use crate::walk::namei::{LookupFlags, Outcome};
 
@@ -112,13 +113,13 @@ impl Task {
     /// `statfs(2)`: what the filesystem holding `path` has and has left.
     pub fn statfs(&self, path: &[u8]) -> Result<StatFs> {
         let p = self.resolve(DirFd::Cwd, path, LookupFlags::FOLLOW)?;
-        Ok(p.mnt.sb.fs().statfs(&p.mnt.sb))
+        Ok(statfs_of(&p.mnt))
     }
 
     /// `fstatfs(2)` (works on `O_PATH` descriptors, as Linux).
     pub fn fstatfs<'f>(&self, fd: impl Into<FileRef<'f>>) -> Result<StatFs> {
         let file = self.file_arc(fd.into())?;
-        Ok(file.mnt.sb.fs().statfs(&file.mnt.sb))
+        Ok(statfs_of(&file.mnt))
     }
 
     /// `readlinkat(2)`: copies at most `buf.len()` bytes of the target, no NUL.
@@ -160,4 +161,33 @@ impl Task {
     pub fn readlink(&self, path: &[u8], buf: &mut [u8]) -> Result<usize> {
         self.readlinkat(DirFd::Cwd, path, buf)
     }
+}
+
+/// The filesystem's `statfs` answer for `mnt`, with the flags of the mount and of the
+/// whole filesystem (Linux's `calculate_f_flags`: `flags_by_mnt` and `flags_by_sb`).
+fn statfs_of(mnt: &Mount) -> StatFs {
+    let mut s = mnt.sb.fs().statfs(&mnt.sb);
+    let m = mnt.flags();
+    let mut f = StatFsFlags::VALID;
+    for (mf, sf) in [
+        (MountFlags::RDONLY, StatFsFlags::RDONLY),
+        (MountFlags::NOSUID, StatFsFlags::NOSUID),
+        (MountFlags::NODEV, StatFsFlags::NODEV),
+        (MountFlags::NOEXEC, StatFsFlags::NOEXEC),
+        (MountFlags::NOATIME, StatFsFlags::NOATIME),
+        (MountFlags::NODIRATIME, StatFsFlags::NODIRATIME),
+        (MountFlags::NOSYMFOLLOW, StatFsFlags::NOSYMFOLLOW),
+    ] {
+        if m.contains(mf) {
+            f |= sf;
+        }
+    }
+    if !m.intersects(MountFlags::NOATIME | MountFlags::STRICTATIME) {
+        f |= StatFsFlags::RELATIME;
+    }
+    if mnt.sb.read_only() {
+        f |= StatFsFlags::RDONLY;
+    }
+    s.flags = f;
+    s
 }
