@@ -502,9 +502,16 @@ impl OverlayFs {
             p.entries.insert(name, Entry::Child(this.clone()));
             this
         };
-        // The upper directory gained an entry; its times stay (overlayfs restores them).
+        // The upper directory gained an entry; its modification time stays (overlayfs
+        // restores it), which moves its change time. The copy is a new upper object
+        // whose attributes were set from the lower one's: its change time moves too
+        // (`ovl_set_attr`'s `notify_change` calls).
+        let now = current_time();
         let entries = node(&parent).state.lock().entries.len() as u64;
-        parent.update(|w| w.set_size(2 * DIRENT_SIZE + DIRENT_SIZE * entries));
+        parent.update(|w| {
+            w.set_size(2 * DIRENT_SIZE + DIRENT_SIZE * entries);
+            w.stamp_ctime(now);
+        });
         let link_blocks = target.as_ref().map(|t| crate::fs::memfs::symlink_blocks(t.len()));
         let mut st = n.state.lock();
         st.upper = true;
@@ -525,6 +532,7 @@ impl OverlayFs {
                 if merged {
                     w.set_nlink(1);
                 }
+                w.stamp_ctime(now);
             };
             if locked {
                 this.update_locked(set);
@@ -539,6 +547,7 @@ impl OverlayFs {
                 if let Some(b) = link_blocks {
                     w.set_blocks(b);
                 }
+                w.stamp_ctime(now);
             };
             if locked {
                 this.update_locked(set);

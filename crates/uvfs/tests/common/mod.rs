@@ -309,9 +309,9 @@ thread_local! {
     static SEEN: std::cell::RefCell<Seen> = std::cell::RefCell::new(Seen::new());
 }
 
-/// Every path of up to three of the generated names (`a`, `b`, `c`, `l1`, `l2`), and
-/// the descriptors a sequence may hold: what [`host_look_at_all`] and
-/// [`uvfs_look_at_all`] look at.
+/// Every path of up to three of the generated names (`a`, `b`, `c`, `l1`, `l2`), the
+/// other names `differential_overlay.rs` generates, and the descriptors a sequence may
+/// hold: what [`host_look_at_all`] and [`uvfs_look_at_all`] look at.
 fn all_names() -> &'static [Vec<u8>] {
     static NAMES: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| {
@@ -323,6 +323,9 @@ fn all_names() -> &'static [Vec<u8>] {
                 level.iter().flat_map(|p| comps.iter().map(move |c| [&p[..], b"/", c].concat())).collect();
             out.extend(next.iter().cloned());
             level = next;
+        }
+        for n in [".", "x", "s", "t", "e", "d", "n", "y", "a/f", "a/b/g", "a/xl", "d/h", "n/f", "e/z"] {
+            out.push(n.as_bytes().to_vec());
         }
         out
     })
