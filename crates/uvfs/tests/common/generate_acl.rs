@@ -247,6 +247,9 @@ pub fn op() -> BoxedStrategy<Op> {
         1 => (path(), mode()).prop_map(|(pa, m)| Op::Mknodat(D::Cwd, pa, S_IFIFO | m, 0)),
         4 => (path(), 0..8i32, prop::sample::select(vec![0, AT_EACCESS])).prop_map(|(pa, m, f)| Op::Faccessat(D::Cwd, pa, m, f)),
         3 => path().prop_map(|pa| Op::Fstatat(D::Cwd, pa, AT_SYMLINK_NOFOLLOW)),
+        // Which times each call moves (see `Out::Since`): an ACL or xattr change moves
+        // the change time, a refused one nothing.
+        3 => path().prop_map(|pa| Op::Since(D::Cwd, pa, AT_SYMLINK_NOFOLLOW)),
         // Names move, multiply and go while their ACLs stay with the inode; an unnamed
         // file gets its directory's default ACL.
         2 => (path(), path(), prop::sample::select(vec![0u32, 0, 2])).prop_map(|(a, b, f)| Op::Renameat2(D::Cwd, a, D::Cwd, b, f)),

@@ -310,8 +310,9 @@ thread_local! {
 }
 
 /// Every path of up to three of the generated names (`a`, `b`, `c`, `l1`, `l2`), the
-/// other names `differential_overlay.rs` generates, and the descriptors a sequence may
-/// hold: what [`host_look_at_all`] and [`uvfs_look_at_all`] look at.
+/// other names `differential_overlay.rs` and `generate_acl.rs` generate, and the
+/// descriptors a sequence may hold: what [`host_look_at_all`] and [`uvfs_look_at_all`]
+/// look at.
 fn all_names() -> &'static [Vec<u8>] {
     static NAMES: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| {
@@ -324,7 +325,9 @@ fn all_names() -> &'static [Vec<u8>] {
             out.extend(next.iter().cloned());
             level = next;
         }
-        for n in [".", "x", "s", "t", "e", "d", "n", "y", "a/f", "a/b/g", "a/xl", "d/h", "n/f", "e/z"] {
+        let overlay = [".", "x", "s", "t", "e", "d", "n", "y", "a/f", "a/b/g", "a/xl", "d/h", "n/f", "e/z"];
+        let acl = ["d/f", "d/x", "d/n", "d/x/n", "d/x/f", "f", "g", "l", "q", "e/h", "e/n", "k", "k/n"];
+        for n in overlay.into_iter().chain(acl) {
             out.push(n.as_bytes().to_vec());
         }
         out
