@@ -106,11 +106,16 @@ impl UringEnabled {
 /// test runs no `Drop`): a shell reads its standard input, a pipe whose other end this
 /// process holds until it exits, and writes the value when the read ends. Once per
 /// process; the guards' own restore comes first on a normal exit (writing the same value).
+/// The shell has a process group of its own: `timeout`, Ctrl-C or `kill -- -PGID` end the
+/// test's group, and took it along (`enable_uring` then stayed Y).
 fn restore_at_exit(old: &str) {
+    use std::os::unix::process::CommandExt;
     static GUARDIAN: std::sync::OnceLock<Option<std::process::ChildStdin>> = std::sync::OnceLock::new();
     GUARDIAN.get_or_init(|| {
         let script = format!("read _; printf %s {old} > {ENABLE_URING}");
-        Command::new("sh").arg("-c").arg(script).stdin(std::process::Stdio::piped()).spawn().ok()?.stdin.take()
+        let mut sh = Command::new("sh");
+        sh.arg("-c").arg(script).stdin(std::process::Stdio::piped()).process_group(0);
+        sh.spawn().ok()?.stdin.take()
     });
 }
 
