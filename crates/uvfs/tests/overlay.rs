@@ -260,7 +260,16 @@ mod layers {
             let mut out: Vec<Member> = Vec::new();
             for mut m in ms {
                 if m.kind == 'h' {
-                    match out.iter().rev().find(|o| matches!(o.kind, 'f' | 's') && !is_marker(o.name)) {
+                    // Not to a symlink GNU tar delays (a target with `..` or absolute: it
+                    // makes a placeholder and the links at the end), whose outcome with
+                    // its name given again is tar's internals: both names `../x` once,
+                    // the second target the next time.
+                    let linkable = |o: &Member| match o.kind {
+                        'f' => true,
+                        's' => !o.target.contains("..") && !o.target.starts_with('/'),
+                        _ => false,
+                    };
+                    match out.iter().rev().find(|o| linkable(o) && !is_marker(o.name)) {
                         Some(o) => m.target = o.name,
                         None => continue,
                     }
