@@ -349,6 +349,30 @@ fn no_atime_open<P: rustix::path::Arg + Copy>(
     }
 }
 
+/// The magic link that names what `fd` holds (`/proc/self/fd/N`), also a file with no
+/// name left: for calls that take a path only, or a description of its own.
+fn fd_link(fd: impl AsFd) -> String {
+    format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())
+}
+
+/// The host's `truncate(2)` of what `fd` holds, through its magic link: the host moves
+/// the times by its own rule for `truncate(2)`, which `ftruncate`'s differ from. `false`
+/// where the host refuses the path (permission, no `/proc`): the caller truncates the
+/// descriptor instead.
+fn truncate_by_path(fd: impl AsFd, size: u64) -> Result<bool> {
+    let link = std::ffi::CString::new(fd_link(fd)).expect("a path of digits has no NUL");
+    let len = i64::try_from(size).map_err(|_| Errno::EFBIG)?;
+    // SAFETY: a NUL-terminated path; `truncate` reads nothing else.
+    if unsafe { libc::truncate(link.as_ptr(), len) } == 0 {
+        return Ok(true);
+    }
+    match rustix::io::Errno::from_io_error(&std::io::Error::last_os_error()).map(host) {
+        Some(Errno::EACCES | Errno::EPERM | Errno::ENOENT | Errno::ENOTDIR) => Ok(false),
+        Some(e) => Err(e),
+        None => Err(Errno::EIO),
+    }
+}
+
 /// Opens the directory `name` in `dir`, checked to be `key` (the name may have been
 /// swapped since it was looked at: only the same directory will do).
 fn open_dir(dir: &HostFd, name: &[u8], key: DevIno) -> Result<OwnedFd> {
@@ -1027,7 +1051,7 @@ impl HostFs {
             None if inode.file_type() == FileType::Regular => Ok(XTarget::Fd(self.io(inode)?)),
             None => {
                 let fd = Self::path_fd(inode)?;
-                let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+                let link = fd_link(&fd);
                 Ok(XTarget::Link(fd, link))
             }
         }
@@ -1531,23 +1555,7 @@ impl FileSystem for HostFs {
     fn truncate(&self, inode: &Inode, size: u64, by: TruncateBy) -> Result<()> {
         let fd = self.io(inode)?;
         Self::show_stat_to_host(inode, &fd);
-        let by_path = by == TruncateBy::Path && {
-            // The host's `truncate(2)`, through the descriptor's `/proc` link (also for a
-            // file with no name left): the host moves the times by its own rule for it,
-            // which `ftruncate`'s differ from. Where the host refuses the path
-            // (permission, no `/proc`), `ftruncate` of the descriptor, as before.
-            let link = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd()))
-                .expect("a path of digits has no NUL");
-            let len = i64::try_from(size).map_err(|_| Errno::EFBIG)?;
-            // SAFETY: a NUL-terminated path; `truncate` reads nothing else.
-            match unsafe { libc::truncate(link.as_ptr(), len) } {
-                0 => true,
-                _ => match Errno::from_raw(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)) {
-                    Errno::EACCES | Errno::EPERM | Errno::ENOENT | Errno::ENOTDIR => false,
-                    e => return Err(e),
-                },
-            }
-        };
+        let by_path = by == TruncateBy::Path && truncate_by_path(&fd, size)?;
         if !by_path {
             rustix::fs::ftruncate(&fd, size).map_err(host)?;
         }
@@ -1573,8 +1581,8 @@ impl FileSystem for HostFs {
         // also for a file with no name left, open in uvfs): the cached one moves the
         // host's access time. Where the host refuses, through the cached one.
         let io = self.io(inode)?;
-        let link = format!("/proc/self/fd/{}", io.as_fd().as_raw_fd());
-        match no_atime_open(rustix::fs::CWD, link.as_str(), OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK) {
+        match no_atime_open(rustix::fs::CWD, fd_link(&io).as_str(), OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK)
+        {
             Ok(fd) => Self::read_from(&fd, off, buf),
             Err(_) => Self::read_from(&io, off, buf),
         }
@@ -1792,8 +1800,7 @@ impl HostFs {
             (None, FileType::Symlink) => Ok(()),
             _ => {
                 let fd = Self::path_fd(inode)?;
-                let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-                rustix::fs::chmodat(rustix::fs::CWD, link.as_str(), m, AtFlags::empty()).map_err(host)
+                rustix::fs::chmodat(rustix::fs::CWD, fd_link(&fd).as_str(), m, AtFlags::empty()).map_err(host)
             }
         }
     }

@@ -558,8 +558,9 @@ impl OverlayFs {
         Ok(())
     }
 
-    /// A directory gained (`delta` 1) or lost (-1) an upper entry; `subdir`: a directory
-    /// entry, which counts in the link count of a directory of the upper layer only.
+    /// A directory gained (`delta` 1), lost (-1) or changed (0, an exchange) an upper
+    /// entry; `subdir`: a directory entry, which counts in the link count of a directory
+    /// of the upper layer only.
     fn dir_changed(dir: &Inode, now: Timespec, delta: i64, subdir: bool) {
         let (entries, opaque) = {
             let st = node(dir).state.lock();
@@ -895,13 +896,11 @@ impl FileSystem for OverlayFs {
                 OverlayFs::dir_changed(lose, now, -1, true);
                 OverlayFs::dir_changed(gain, now, 1, true);
             } else {
-                // Both directories changed an entry: their times move, as the upper
-                // layer's (`simple_rename_timestamp`).
-                let dirs: &[&Inode] = if same_dir { &[r.old_dir] } else { &[r.old_dir, r.new_dir] };
-                for d in dirs {
-                    d.update(|w| {
-                        w.stamp_cmtime(now);
-                    });
+                // Both directories changed an entry, no count: their times move, as the
+                // upper layer's (`simple_rename_timestamp`).
+                OverlayFs::dir_changed(r.old_dir, now, 0, false);
+                if !same_dir {
+                    OverlayFs::dir_changed(r.new_dir, now, 0, false);
                 }
             }
             other.update(|w| w.stamp_ctime(now));
