@@ -122,19 +122,19 @@ impl File {
         }
     }
 
-    /// Whether a read through this file leaves the access time, whatever the times are
-    /// (`O_NOATIME`, or [`Inode::atime_frozen`]).
+    /// How a read through this file moves the access time: [`Inode::atime_mode`], and
+    /// never with `O_NOATIME`.
     #[inline]
-    pub(crate) fn keeps_atime(&self) -> bool {
-        self.flags().contains(OpenFlags::NOATIME) || self.inode().atime_frozen(&self.mnt)
+    pub(crate) fn atime_mode(&self) -> Option<bool> {
+        if self.flags().contains(OpenFlags::NOATIME) { None } else { self.inode().atime_mode(&self.mnt) }
     }
 
-    /// The file was read or listed (`file_accessed`): its access time moves as the
-    /// mount's access-time mode says, unless [`File::keeps_atime`].
+    /// The file was read or listed (`file_accessed`): its access time moves as
+    /// [`File::atime_mode`] says.
     #[inline]
     pub(crate) fn accessed(&self) {
-        if !self.keeps_atime() {
-            self.inode().touch_atime_due(&self.mnt);
+        if let Some(strict) = self.atime_mode() {
+            self.inode().touch_atime_due(strict);
         }
     }
 

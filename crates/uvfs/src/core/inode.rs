@@ -717,31 +717,32 @@ impl Inode {
     /// clock. Only a move locks the inode.
     #[inline]
     pub(crate) fn touch_atime(&self, mnt: &Mount) {
-        if !self.atime_frozen(mnt) {
-            self.touch_atime_due(mnt);
+        if let Some(strict) = self.atime_mode(mnt) {
+            self.touch_atime_due(strict);
         }
     }
 
-    /// [`Inode::touch_atime`] for a caller that has seen [`Inode::atime_frozen`] say
-    /// no: the times' part.
+    /// [`Inode::touch_atime`] for a caller that has its [`Inode::atime_mode`]: the
+    /// times' part.
     #[inline]
-    pub(crate) fn touch_atime_due(&self, mnt: &Mount) {
-        let strict = mnt.flags().contains(MountFlags::STRICTATIME);
+    pub(crate) fn touch_atime_due(&self, strict: bool) {
         if self.atime_due(strict, self.atime.load(), self.mtime.load(), self.ctime.load()).is_some() {
             self.touch_atime_slow(strict);
         }
     }
 
-    /// Whether no access through `mnt` moves the access time, whatever the times are:
-    /// `FS_NOATIME_FL`, a `noatime` mount, a directory on a `nodiratime` one, a read-only
-    /// mount or instance.
+    /// How accesses through `mnt` move the access time: `None` if never, whatever the
+    /// times are (`FS_NOATIME_FL`, a `noatime` mount, a directory on a `nodiratime` one,
+    /// a read-only mount or instance); else whether on every access (`strictatime`)
+    /// rather than `relatime`'s.
     #[inline]
-    pub(crate) fn atime_frozen(&self, mnt: &Mount) -> bool {
+    pub(crate) fn atime_mode(&self, mnt: &Mount) -> Option<bool> {
         let mf = mnt.flags();
-        self.iflags.load(Ordering::Relaxed) & I_NOATIME != 0
+        let frozen = self.iflags.load(Ordering::Relaxed) & I_NOATIME != 0
             || mf.contains(MountFlags::NOATIME)
             || (mf.contains(MountFlags::NODIRATIME) && self.is_dir())
-            || mnt.want_write().is_err()
+            || mnt.want_write().is_err();
+        (!frozen).then_some(mf.contains(MountFlags::STRICTATIME))
     }
 
     /// [`Inode::touch_atime`] as a call of its own: for the walk's symlink step, so that

@@ -142,11 +142,11 @@ impl Task {
                 // `shmem_file_read_iter` ends in `file_accessed`). A filesystem whose
                 // storage moves the access time itself is told when it must not.
                 let (inode, fs) = (file.inode(), file.inode().sb().fs());
-                if file.keeps_atime() {
+                let Some(strict) = file.atime_mode() else {
                     return fs.read_keeping_atime(inode, off, buf);
-                }
+                };
                 let n = fs.read(inode, off, buf)?;
-                inode.touch_atime_due(&file.mnt);
+                inode.touch_atime_due(strict);
                 Ok(n)
             }
             FileType::Fifo => Task::pipe_of(file)?.read(buf, file.flags().contains(OpenFlags::NONBLOCK)),
