@@ -37,9 +37,9 @@ MIRIFLAGS="-Zmiri-disable-isolation -Zmiri-many-seeds=0..8" cargo +nightly-2026-
 echo "== concurrency stress under valgrind"
 bin=$(cargo test -p uvfs --test concurrency --no-run --message-format=json 2>/dev/null \
   | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
-UVFS_STRESS_ITERS=2000 valgrind -q --fair-sched=yes --error-exitcode=1 --leak-check=no "$bin" --test-threads=2
+UVFS_STRESS_ITERS=2000 scripts/runner valgrind -q --fair-sched=yes --error-exitcode=1 --leak-check=no "$bin" --test-threads=2
 echo "== host changes racing hostfs walks under valgrind"
 bin=$(cargo test -p uvfs --test hostfs_changes --no-run --message-format=json 2>/dev/null \
   | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
-UVFS_STRESS_ITERS=2000 valgrind -q --fair-sched=yes --error-exitcode=1 --leak-check=no "$bin" racing --test-threads=2
+UVFS_STRESS_ITERS=2000 scripts/runner valgrind -q --fair-sched=yes --error-exitcode=1 --leak-check=no "$bin" racing --test-threads=2
 echo "== all checks passed"

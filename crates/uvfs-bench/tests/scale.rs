@@ -2,6 +2,9 @@
 //! memory rows through the counting allocator this test installs), nothing is left on
 //! the tmpfs. Times are not asserted, only that they were measured.
 
+#[path = "../../uvfs/tests/scratch/mod.rs"]
+mod scratch;
+
 use std::path::Path;
 
 use uvfs_bench::scale::{ScaleSizes, run, table};
@@ -11,7 +14,7 @@ static GLOBAL: uvfs_bench::alloc::Counting<std::alloc::System> = uvfs_bench::all
 
 #[test]
 fn every_row_is_measured_and_nothing_is_left() {
-    let tmp = tempfile::tempdir_in("/dev/shm").unwrap();
+    let tmp = tempfile::tempdir_in(scratch::scratch_in("/dev/shm")).unwrap();
     let s = ScaleSizes { files: 2000, dirs: 10, churn_dirs: 1, big_dir: 3000, big_ops: 100, stats: 1000 };
     let r = run(tmp.path(), s, &|_| {}).unwrap();
     let measures: Vec<&str> = r.rows.iter().map(|r| r.measure.as_str()).collect();

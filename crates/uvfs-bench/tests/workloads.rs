@@ -3,6 +3,9 @@
 //! failure, never as a time. Needs tar, find, grep, git, make and cc (scripts/setup.sh)
 //! and a tmpfs at /dev/shm. Times are never asserted.
 
+#[path = "../../uvfs/tests/scratch/mod.rs"]
+mod scratch;
+
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -82,8 +85,8 @@ fn a_wrong_result_is_a_failure_not_a_time() {
     require_tools();
     let pid = std::process::id();
     let env = Env {
-        tmp: ScratchDir::create(PathBuf::from(format!("/dev/shm/uvfs-workloads.{pid}.t1"))).unwrap(),
-        host: ScratchDir::create(PathBuf::from(format!("/var/tmp/uvfs-workloads.{pid}.t1"))).unwrap(),
+        tmp: ScratchDir::create(scratch::scratch_in("/dev/shm").join(format!("uvfs-workloads.{pid}.t1"))).unwrap(),
+        host: ScratchDir::create(scratch::scratch_in("/var/tmp").join(format!("uvfs-workloads.{pid}.t1"))).unwrap(),
         uvfs_bin: PathBuf::from("/nonexistent"),
         mount_opts: vec![],
         can_drop: false,

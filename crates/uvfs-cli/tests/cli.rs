@@ -251,3 +251,38 @@ fn a_killed_server_leaves_no_mount_behind() {
     // The directory is a plain directory again.
     assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
 }
+
+/// A binary killed with its process group (Ctrl-C at `cargo test`, `timeout`, `kill --
+/// -PGID`) runs no destructor, so its tempdirs stayed. `scripts/runner`, which cargo runs
+/// every binary of this workspace through, removes the scratch directories it gave the
+/// binary (`TMPDIR`, and one in /dev/shm and /var/tmp) once the binary and what it
+/// started are gone: here one holding a FUSE mount, which its guardian unmounts first.
+#[test]
+fn the_runner_removes_a_killed_binarys_scratch_directories() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let runner = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/runner");
+    let script = r#"s="$TMPDIR /dev/shm/$UVFS_SCRATCH /var/tmp/$UVFS_SCRATCH"
+for d in $s; do echo kept > "$d/f" || exit 1; done
+mkdir "$TMPDIR/m" && echo $s && exec "$0" mount "$TMPDIR/m" --transport dev"#;
+    let mut bin = Command::new(runner)
+        .args(["sh", "-c", script, env!("CARGO_BIN_EXE_uvfs")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("run scripts/runner");
+    let mut line = String::new();
+    std::io::BufReader::new(bin.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let dirs: Vec<std::path::PathBuf> = line.split_whitespace().map(Into::into).collect();
+    assert_eq!(dirs.len(), 3, "the runner's directories: {line:?}");
+    assert!(dirs[0].starts_with("/tmp") && dirs[1].starts_with("/dev/shm") && dirs[2].starts_with("/var/tmp"));
+    let m = dirs[0].join("m");
+    assert!(eventually(|| fuse_mounted(&m)), "uvfs mount never mounted");
+    assert!(dirs.iter().all(|d| std::fs::read(d.join("f")).unwrap() == b"kept\n"));
+    // SAFETY: a signal to the group this test made for the runner's binary.
+    assert_eq!(unsafe { libc::kill(-(bin.id() as i32), libc::SIGKILL) }, 0);
+    bin.wait().unwrap();
+    assert!(eventually(|| !fuse_mounted(&m)), "the killed binary's mount is still there");
+    assert!(eventually(|| dirs.iter().all(|d| !d.exists())), "left behind: {dirs:?}");
+}

@@ -6,6 +6,9 @@
 //! binary runs as a child (its limit is set between fork and exec); the mount is
 //! unmounted and the child reaped on drop, also when the test fails.
 
+#[path = "../../uvfs/tests/scratch/mod.rs"]
+mod scratch;
+
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -175,8 +178,8 @@ fn paths(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn ten_times_the_descriptor_limit_through_the_mount() {
     require();
-    let src = tempfile::Builder::new().prefix("uvfs-cli-src-").tempdir_in("/dev/shm").unwrap();
-    let host = tempfile::Builder::new().prefix("uvfs-cli-host-").tempdir_in("/dev/shm").unwrap();
+    let src = tempfile::Builder::new().prefix("uvfs-cli-src-").tempdir_in(scratch::scratch_in("/dev/shm")).unwrap();
+    let host = tempfile::Builder::new().prefix("uvfs-cli-host-").tempdir_in(scratch::scratch_in("/dev/shm")).unwrap();
     let files = make_tree(src.path());
     assert!(files as u64 >= 10 * NOFILE);
     let served = Served::start(host.path());

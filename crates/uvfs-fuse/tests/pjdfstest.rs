@@ -141,7 +141,9 @@ fn pjdfstest_on(what: &str, vfs: uvfs::Vfs, opts: MountOptions) {
         Ok(()) | Err(uvfs::Errno::EEXIST) => {}
         Err(e) => panic!("mkdir /pjd: {e:?}"),
     }
-    let mnt = TempDir::new("pjd-mnt");
+    // A short path: pjdfstest binds sockets up to five components below it (two of 32
+    // characters), and a socket's path has 108 bytes.
+    let mnt = tempfile::Builder::new().prefix("p").rand_bytes(4).tempdir().unwrap();
     let (handle, _uring) = common::spawn(&vfs, mnt.path(), opts);
     let out = Command::new(&bin)
         .arg("-c")

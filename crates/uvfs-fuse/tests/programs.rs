@@ -4,6 +4,8 @@
 //! (apt packages `git tar gcc findutils acl`); fails saying what is missing.
 
 mod common;
+#[path = "../../uvfs/tests/scratch/mod.rs"]
+mod scratch;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::Command;
@@ -326,7 +328,7 @@ fn sparse_files_and_copies_as_on_tmpfs() {
         truncate -s 1M h && cp --sparse=always h i && stat -c 'i %s %b' i && cmp h i
         cp f plain && stat -c 'plain %s %b' plain && cmp f plain
         cp --reflink=never --sparse=never f full && stat -c 'full %s %b' full && cmp f full";
-    let shm = TempDir::new_in("/dev/shm", "sparse");
+    let shm = TempDir::new_in(scratch::scratch_in("/dev/shm"), "sparse");
     let expected = sh(shm.path(), script);
     assert!(expected.contains("f punched 20000 24"), "tmpfs itself: {expected}");
     let m = Mounted::new(MountOptions::default());
@@ -422,7 +424,7 @@ fn chattr_and_lsattr_as_on_tmpfs() {
     let setfattr = which("setfattr").is_some();
     let script = if setfattr { SCRIPT.to_string() } else { SCRIPT.replace("t setfattr", "true") };
     // tmpfs, the oracle: a fresh directory on /dev/shm, flags cleared before it goes.
-    let shm = std::path::PathBuf::from(format!("/dev/shm/uvfs-fuse-chattr-{}", std::process::id()));
+    let shm = scratch::scratch_in("/dev/shm").join(format!("uvfs-fuse-chattr-{}", std::process::id()));
     std::fs::create_dir(&shm).unwrap();
     let host = Command::new("sh").arg("-c").arg(&script).current_dir(&shm).output().unwrap();
     let _ = Command::new("chattr").args(["-R", "-i", "-a"]).arg(&shm).output();

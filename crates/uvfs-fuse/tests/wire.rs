@@ -4,6 +4,8 @@
 //! look up). Needs root, /dev/fuse, python3, setpriv and the `tests` user.
 
 mod common;
+#[path = "../../uvfs/tests/scratch/mod.rs"]
+mod scratch;
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -16,7 +18,7 @@ use uvfs_fuse::MountOptions;
 
 /// A scratch directory on tmpfs (the host kernel's answers to compare with).
 fn tmpfs_dir(tag: &str) -> TempDir {
-    let p = Path::new("/dev/shm").join(format!("uvfs-wire-{tag}-{}", std::process::id()));
+    let p = scratch::scratch_in("/dev/shm").join(format!("uvfs-wire-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&p);
     std::fs::create_dir(&p).unwrap();
     TempDir(p)

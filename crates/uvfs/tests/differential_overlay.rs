@@ -23,7 +23,9 @@ struct Scratch(String);
 
 impl Scratch {
     fn new() -> Scratch {
-        let mut raw = CString::new("/dev/shm/uvfs-ovl-XXXXXX").unwrap().into_bytes_with_nul();
+        let mut raw = CString::new(format!("{}/uvfs-ovl-XXXXXX", common::scratch_in("/dev/shm").display()))
+            .unwrap()
+            .into_bytes_with_nul();
         // SAFETY: a writable NUL-terminated template.
         assert!(!unsafe { libc::mkdtemp(raw.as_mut_ptr().cast()) }.is_null());
         raw.pop();

@@ -1,6 +1,8 @@
 //! hostfs: passthrough to a host directory, the inode cache and its fast path, and the
 //! escape-proof property.
 
+mod scratch;
+
 use std::os::unix::fs::{MetadataExt, symlink};
 
 use uvfs::fs::hostfs::HostFs;
@@ -12,7 +14,7 @@ pub fn tmp(tag: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(&format!("uvfs-hostfs-{tag}-"))
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .tempdir_in("/dev/shm")
+        .tempdir_in(scratch::scratch_in("/dev/shm"))
         .unwrap()
 }
 
@@ -627,7 +629,7 @@ fn a_write_or_a_name_after_a_stat_shows_on_a_host_directory() {
     let ns = |m: &std::fs::Metadata| m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128;
     for base in ["/dev/shm", "/var/tmp"] {
         // The host's own guarantee, which this test is about keeping.
-        let host = tempfile::tempdir_in(base).unwrap();
+        let host = tempfile::tempdir_in(scratch::scratch_in(base)).unwrap();
         let f = std::fs::File::create(host.path().join("f")).unwrap();
         let (mut file, mut dir) = (ns(&f.metadata().unwrap()), ns(&std::fs::metadata(host.path()).unwrap()));
         for i in 0..200u64 {
@@ -640,7 +642,7 @@ fn a_write_or_a_name_after_a_stat_shows_on_a_host_directory() {
             (file, dir) = (now, d);
         }
         for changes in [uvfs::fs::hostfs::HostChanges::Never, uvfs::fs::hostfs::HostFsOptions::default().changes] {
-            let host = tempfile::tempdir_in(base).unwrap();
+            let host = tempfile::tempdir_in(scratch::scratch_in(base)).unwrap();
             let opts = uvfs::fs::hostfs::HostFsOptions { changes, ..Default::default() };
             let vfs = Vfs::with_root(VfsConfig::default(), Box::new(HostFs::with_options(host.path(), opts).unwrap()))
                 .unwrap();

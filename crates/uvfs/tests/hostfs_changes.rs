@@ -4,6 +4,7 @@
 //! Also: names uvfs has not walked to yet can be removed, renamed and collide.
 
 mod hostops;
+mod scratch;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -23,7 +24,7 @@ fn tmp(tag: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(&format!("uvfs-hostchg-{tag}-"))
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .tempdir_in("/dev/shm")
+        .tempdir_in(scratch::scratch_in("/dev/shm"))
         .unwrap()
 }
 

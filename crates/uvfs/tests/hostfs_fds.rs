@@ -6,6 +6,8 @@
 //! only while it is open. Its own test binary: the descriptor counts are process-wide, and
 //! the tests take turns (`SERIAL`).
 
+mod scratch;
+
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
@@ -27,7 +29,10 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// A fresh host directory under /dev/shm (a tmpfs), removed on drop.
 fn tmp(tag: &str) -> tempfile::TempDir {
-    tempfile::Builder::new().prefix(&format!("uvfs-hostfds-{tag}-")).tempdir_in("/dev/shm").unwrap()
+    tempfile::Builder::new()
+        .prefix(&format!("uvfs-hostfds-{tag}-"))
+        .tempdir_in(scratch::scratch_in("/dev/shm"))
+        .unwrap()
 }
 
 fn hostfs(dir: &Path, limit: usize, changes: HostChanges) -> Vfs {

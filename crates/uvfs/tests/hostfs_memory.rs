@@ -6,6 +6,8 @@
 //! memory back (issue 15). Its own test binary: the heap is measured by a counting allocator, and
 //! the tests take turns (`SERIAL`) so that neither disturbs the other's count.
 
+mod scratch;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -55,9 +57,9 @@ const NEG_LIMIT: usize = 10_000;
 /// fast, no disk) when it has that many inodes free with room to spare, else in the
 /// temp directory.
 fn scratch(inodes: u64, tag: &str) -> tempfile::TempDir {
-    let shm = std::path::Path::new("/dev/shm");
-    let base = match rustix::fs::statvfs(shm) {
-        Ok(st) if st.f_favail > inodes + inodes / 4 + 10_000 => shm.to_path_buf(),
+    let shm = scratch::scratch_in("/dev/shm");
+    let base = match rustix::fs::statvfs(&shm) {
+        Ok(st) if st.f_favail > inodes + inodes / 4 + 10_000 => shm,
         _ => std::env::temp_dir(),
     };
     tempfile::Builder::new().prefix(&format!("uvfs-hostfs-{tag}-")).tempdir_in(base).unwrap()

@@ -980,7 +980,8 @@ mod host {
     /// host), chrooted into a fresh directory on tmpfs. `None` if the host refuses a
     /// private mount namespace (no `CAP_SYS_ADMIN`).
     fn host_run(who: Who, setup: &[M], ops: &[M]) -> Option<Outs> {
-        let tmpl = CString::new("/dev/shm/uvfs-mnt-XXXXXX").unwrap();
+        let tmpl =
+            CString::new(format!("{}/uvfs-mnt-XXXXXX", crate::common::scratch_in("/dev/shm").display())).unwrap();
         let mut raw = tmpl.into_bytes_with_nul();
         // SAFETY: a writable NUL-terminated template.
         let dir = unsafe { libc::mkdtemp(raw.as_mut_ptr().cast()) };

@@ -2,6 +2,8 @@
 //! give the same event sequence (masks, names, cookie pairing, order, coalescing,
 //! IN_IGNORED); limits and the fast path's counts are checked on uvfs alone.
 
+mod scratch;
+
 use std::ffi::CString;
 use std::time::Duration;
 
@@ -165,7 +167,7 @@ fn c(p: &str) -> CString {
 
 impl Host {
     fn new() -> Host {
-        let mut tmpl = *b"/dev/shm/uvfs-notify-XXXXXX\0";
+        let mut tmpl = format!("{}/uvfs-notify-XXXXXX\0", scratch::scratch_in("/dev/shm").display()).into_bytes();
         // SAFETY: a writable NUL-terminated template.
         let p = unsafe { libc::mkdtemp(tmpl.as_mut_ptr().cast()) };
         assert!(!p.is_null(), "mkdtemp failed");
@@ -414,7 +416,7 @@ fn compare(fast: FastPaths, root: Root, masks: [u32; 3], ops: &[Op]) -> Result<(
     // On tmpfs, as the host side: an unnamed file's event names carry its inode number,
     // and ext4 gives a freed number to the next file, which makes two events the same
     // (and coalesced) where tmpfs's differ.
-    let backing = tempfile::tempdir_in("/dev/shm").unwrap();
+    let backing = tempfile::tempdir_in(scratch::scratch_in("/dev/shm")).unwrap();
     let config = VfsConfig { fast_paths: fast, ..Default::default() };
     let vfs = match root {
         Root::Memfs => Vfs::new(config),

@@ -5,6 +5,7 @@
 //! removed first, then `tar -x`). The semantics against the kernel's overlayfs are in
 //! `differential_overlay.rs`.
 
+mod scratch;
 mod tree;
 
 use std::path::Path;
@@ -378,7 +379,7 @@ mod layers {
 
         #[test]
         fn stacked_layers_show_what_overlayfs_shows(layers in prop::collection::vec(layer(), 1..4)) {
-            let tmp = tempfile::tempdir_in("/dev/shm").unwrap();
+            let tmp = tempfile::tempdir_in(scratch::scratch_in("/dev/shm")).unwrap();
             let mut dirs = Vec::new();
             let mut tars = Vec::new();
             // Top first; an empty bottom layer, as overlayfs wants two lower layers without

@@ -36,6 +36,11 @@ pub mod generate_acl;
 pub mod generate_locks;
 pub mod locks;
 
+#[path = "../scratch/mod.rs"]
+mod scratch;
+#[allow(unused_imports)]
+pub use scratch::scratch_in;
+
 use std::ffi::CString;
 use std::fmt;
 
@@ -950,7 +955,7 @@ pub fn host_become(who: Who) -> Result<(), String> {
 /// Runs `setup` as root then `ops` as `who` on the host, in a private thread chrooted to a
 /// fresh tmpfs directory. Returns both output lists.
 pub fn host_run(who: Who, setup: &[Op], ops: &[Op]) -> (Vec<Out>, Vec<Out>) {
-    let tmpl = CString::new("/dev/shm/uvfs-diff-XXXXXX").unwrap();
+    let tmpl = CString::new(format!("{}/uvfs-diff-XXXXXX", scratch_in("/dev/shm").display())).unwrap();
     let mut raw = tmpl.into_bytes_with_nul();
     // SAFETY: a writable NUL-terminated template.
     let dir = unsafe { libc::mkdtemp(raw.as_mut_ptr().cast()) };
@@ -1389,7 +1394,7 @@ pub struct HostDir(pub String);
 
 impl HostDir {
     pub fn new() -> HostDir {
-        let tmpl = CString::new("/dev/shm/uvfs-hostfs-XXXXXX").unwrap();
+        let tmpl = CString::new(format!("{}/uvfs-hostfs-XXXXXX", scratch_in("/dev/shm").display())).unwrap();
         let mut raw = tmpl.into_bytes_with_nul();
         // SAFETY: a writable NUL-terminated template.
         let dir = unsafe { libc::mkdtemp(raw.as_mut_ptr().cast()) };
