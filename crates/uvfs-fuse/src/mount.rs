@@ -174,26 +174,44 @@ fn escape(s: &str) -> String {
 
 /// What the guardian runs (`sh -c`; `$0` the mount point, `$1` it as mountinfo writes it,
 /// `$2` `fusermount3`): it reads the connection id (written once mounted), waits until its
-/// standard input closes, then unmounts (detached) if the mount point still holds that
-/// connection.
-const GUARDIAN: &str = r#"read conn || exit 0
+/// standard input closes or SIGTERM comes (its keeper thread died), then unmounts
+/// (detached) if the mount point still holds that connection, and aborts the connection
+/// (root only). The abort is for a process that serves its own mount (a library user, the
+/// tests): killed while one of its threads waits in a request of that mount, which no one
+/// will answer, it cannot end, nor close its `/dev/fuse` descriptor (which would abort the
+/// connection) or the guardian's pipe, until that thread returns.
+const GUARDIAN: &str = r#"trap 'exit 0' TERM
+mp=$0 info=$1 fm=$2
+read conn || exit 0
+end() {
+  awk -v mp="$info" -v dev="0:$conn" '$3 == dev && $5 == mp { f = 1 } END { exit !f }' /proc/self/mountinfo || exit 0
+  umount -l -- "$mp" 2>/dev/null || "$fm" -u -q -z -- "$mp" 2>/dev/null
+  echo 1 2>/dev/null > "/sys/fs/fuse/connections/$conn/abort"
+  exit 0
+}
+trap end TERM
 read _
-awk -v mp="$1" -v dev="0:$conn" '$3 == dev && $5 == mp { f = 1 } END { exit !f }' /proc/self/mountinfo || exit 0
-umount -l -- "$0" 2>/dev/null || "$2" -u -q -z -- "$0" 2>/dev/null"#;
+end"#;
 
 /// A process that unmounts a mount when this one ends without doing so: the kernel keeps
 /// a FUSE mount whose server died ("Transport endpoint is not connected") until someone
 /// unmounts it, and a killed process runs no destructor (libfuse's `auto_unmount` keeps a
 /// `fusermount3` for the same). It waits for the end of a pipe this process holds, which
-/// the kernel closes however the process ends. It is started before the mount and told
-/// the connection right after, so a kill at any later moment is covered, also one of the
+/// the kernel closes however the process ends, once all its threads have. A thread can
+/// outlive a kill (one waiting in a request its own dead server was serving), so the
+/// guardian also has a death signal: it is started by a keeper thread of its own, which
+/// only waits, and the kernel sends SIGTERM when that thread ends (`PR_SET_PDEATHSIG`
+/// follows the thread that forked). It is started before the mount and told the
+/// connection right after, so a kill at any later moment is covered, also one of the
 /// whole process group (the guardian has a session of its own); dropping it (the mount
 /// is gone) ends it.
 pub(crate) struct Guardian {
-    /// The shell, reaped on drop.
-    child: std::process::Child,
     /// The pipe's writing end (owned; closing it ends the guardian).
     pipe: Option<std::process::ChildStdin>,
+    /// Dropped to let the keeper reap the guardian and end.
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    /// The keeper thread: started the guardian, waits for `stop`, then reaps it.
+    keeper: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Guardian {
@@ -211,22 +229,41 @@ impl Guardian {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: between fork and exec only the async-signal-safe close_range and setsid
-        // run: the guardian keeps nothing of this process open but its pipe (an inherited
-        // descriptor could hold a pipe another process waits on, or a mount busy), and
-        // leaves this process's group and session, so that what ends them all (Ctrl-C at
-        // a terminal, `timeout`, `kill -- -PGID`, a hangup) does not end it before it
-        // unmounts: only the end of its pipe does.
+        // SAFETY: between fork and exec only the async-signal-safe close_range, setsid and
+        // prctl run: the guardian keeps nothing of this process open but its pipe (an
+        // inherited descriptor could hold a pipe another process waits on, or a mount
+        // busy), leaves this process's group and session, so that what ends them all
+        // (Ctrl-C at a terminal, `timeout`, `kill -- -PGID`, a hangup) does not end it
+        // before it unmounts, and is sent SIGTERM when the forking (keeper) thread ends.
         unsafe {
             cmd.pre_exec(|| {
                 libc::close_range(3, u32::MAX, 0);
                 libc::setsid();
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().ok()?;
-        let pipe = child.stdin.take();
-        Some(Guardian { child, pipe })
+        let (pipe_tx, pipe_rx) = std::sync::mpsc::sync_channel(1);
+        let (stop, stop_rx) = std::sync::mpsc::channel::<()>();
+        let keeper = std::thread::Builder::new()
+            .name("uvfs-guardian".into())
+            .stack_size(64 << 10)
+            .spawn(move || {
+                let Ok(mut child) = cmd.spawn() else {
+                    let _ = pipe_tx.send(None);
+                    return;
+                };
+                let _ = pipe_tx.send(child.stdin.take());
+                // Until the guardian is dropped: a kill ends this wait, and the thread.
+                let _ = stop_rx.recv();
+                let _ = child.wait();
+            })
+            .ok()?;
+        let Some(pipe) = pipe_rx.recv().ok().flatten() else {
+            let _ = keeper.join();
+            return None;
+        };
+        Some(Guardian { pipe: Some(pipe), stop: Some(stop), keeper: Some(keeper) })
     }
 
     /// The mount holds connection `conn` now (0: unknown, then nothing is unmounted).
@@ -240,7 +277,10 @@ impl Guardian {
 impl Drop for Guardian {
     fn drop(&mut self) {
         drop(self.pipe.take());
-        let _ = self.child.wait();
+        drop(self.stop.take());
+        if let Some(k) = self.keeper.take() {
+            let _ = k.join();
+        }
     }
 }
 

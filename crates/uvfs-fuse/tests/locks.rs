@@ -332,3 +332,78 @@ fn kernel_locks(m: &Mounted, path: &std::path::Path) {
     let reqs = m.handle.as_ref().unwrap().requests();
     assert!(!reqs.iter().any(|(op, _)| op.contains("LK")), "lock requests reached the server: {reqs:?}");
 }
+
+/// The role of `a_killed_process_waiting_in_its_own_mount_ends`' child: serves a mount,
+/// holds `/f`'s lock in-process, waits for it through the mount in a thread, and says
+/// where it is mounted once the server holds that request; then sleeps until killed.
+fn wait_in_own_mount() -> ! {
+    let (m, path) = mounted();
+    let t = m.vfs.root_task();
+    let fd = t.open(b"/f", OpenFlags::RDWR, 0).unwrap();
+    t.fcntl_lock(fd, LockCmd::SetLk, &mut Flock::new(Flock::WRLCK, 0, 0)).unwrap();
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        // SAFETY: a zeroed `flock` is a valid value; filled below.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_WRLCK as i16;
+        fl.l_whence = libc::SEEK_SET as i16;
+        // SAFETY: a descriptor this thread owns and a valid `flock`.
+        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLKW, &fl) };
+    });
+    until_waiting(&m);
+    println!("waiting {}", m.path().display());
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// A process that serves its own mount (a library user; these tests) and is killed while
+/// one of its threads waits in a request of that mount: the request was sent, so the
+/// kernel waits for its answer without regard to signals, no one is left to answer, and
+/// the process could not end, nor close its `/dev/fuse` descriptor (which would abort the
+/// connection) or the guardian's pipe, until that thread returned. It stayed a zombie
+/// with a thread in `request_wait_answer`, its mount in place, for good (a
+/// `differential_mount` run interrupted by SIGINT did, with a thread reading an ACL). The
+/// guardian now also hears of the kill through a death signal, and aborts the connection
+/// after unmounting it.
+#[test]
+fn a_killed_process_waiting_in_its_own_mount_ends() {
+    if std::env::var_os("UVFS_TEST_WAIT_IN_OWN_MOUNT").is_some() {
+        wait_in_own_mount();
+    }
+    require();
+    let name = "a_killed_process_waiting_in_its_own_mount_ends";
+    let mut child = Proc::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env("UVFS_TEST_WAIT_IN_OWN_MOUNT", "1"),
+    );
+    let mnt = loop {
+        let mut l = String::new();
+        assert!(child.out.read_line(&mut l).unwrap() > 0, "the child ended before it waited");
+        if let Some(p) = l.trim_end().strip_prefix("waiting ") {
+            break std::path::PathBuf::from(p);
+        }
+    };
+    use std::os::unix::fs::MetadataExt;
+    let conn = libc::minor(std::fs::metadata(&mnt).unwrap().dev());
+    child.child.kill().unwrap();
+    let start = Instant::now();
+    let ended = loop {
+        if child.child.try_wait().unwrap().is_some() {
+            break true;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if !ended {
+        // Let it go, so that a failure leaves nothing behind either.
+        let _ = std::fs::write(format!("/sys/fs/fuse/connections/{conn}/abort"), "1");
+    }
+    assert!(ended, "the killed process did not end: a thread still waits in its own mount");
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!info.lines().any(|l| l.split(' ').nth(2) == Some(&format!("0:{conn}"))), "its mount is still there");
+}
