@@ -21,6 +21,11 @@ cargo test --workspace
 echo "== loom models (seqcount)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p uvfs --lib seqcount --release
 echo "== Miri: the core's unsafe primitives and the instance teardown"
+# .cargo/config.toml's runner (scripts/runner) is set for this triple, which takes
+# precedence over the `cfg(all())` runner cargo-miri sets: give Miri its own back.
+host=$(rustc -vV | sed -n 's/^host: //p')
+runner_var="CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUNNER"
+export "$runner_var=$(rustup which --toolchain nightly-2026-10-30 cargo-miri) runner"
 # Unit tests of rcu (borrows tied to guard and cell, the orphans' domain), seqcount
 # (unwinding writers), rhashtable, the children table (`dhash`: write-once slots read by
 # another thread while the writer rebuilds), the lock-order checker, a dentry name kept inline or
@@ -34,6 +39,7 @@ MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly-2026-10-30 miri test -p uvfs
 # some seeds only (a tag loaded with acquire instead of the collector's SeqCst did).
 MIRIFLAGS="-Zmiri-disable-isolation -Zmiri-many-seeds=0..8" cargo +nightly-2026-10-30 miri test -p uvfs --lib -- \
   dhash::tests::lockless
+unset "$runner_var"
 echo "== concurrency stress under valgrind"
 bin=$(cargo test -p uvfs --test concurrency --no-run --message-format=json 2>/dev/null \
   | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
