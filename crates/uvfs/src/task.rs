@@ -139,9 +139,13 @@ impl Task {
     /// stop being users (now, not when the collector frees the old context, so that a
     /// umount right after a chdir away succeeds). ESTALE if a non-lazy umount took a new
     /// one's mount away after the caller's walk found it: the caller walks again.
+    ///
+    /// The holds given back go after the task's lock, as Linux's `set_fs_pwd` puts the old
+    /// path after unlocking: the last hold of a removed directory evicts it, and eviction
+    /// takes the filesystem's locks, which rank before the task's.
     pub(crate) fn set_fs(&self, f: impl FnOnce(&mut FsContext)) -> Result<()> {
-        let _l = self.fs_lock.lock();
         let guard = self.vfs.rcu.pin();
+        let l = self.fs_lock.lock();
         let old = self.fs.load(&guard);
         let mut ctx = old.clone();
         f(&mut ctx);
@@ -153,17 +157,20 @@ impl Task {
         // A directory whose contents went after the walk found it (removed meanwhile):
         // ESTALE, and the caller walks again (which then finds no such name).
         if hold(&ctx.root) | hold(&ctx.cwd) {
-            unhold(&ctx.root);
-            unhold(&ctx.cwd);
             ctx.root.mnt.put_user();
             ctx.cwd.mnt.put_user();
+            drop(l);
+            unhold(&ctx.root);
+            unhold(&ctx.cwd);
             return Err(Errno::ESTALE);
         }
         old.root.mnt.put_user();
         old.cwd.mnt.put_user();
+        self.fs.replace(ctx, &self.vfs.rcu);
+        drop(l);
+        // `old` stays readable under `guard` after the replace (freed after it).
         unhold(&old.root);
         unhold(&old.cwd);
-        self.fs.replace(ctx, &self.vfs.rcu);
         Ok(())
     }
 }

@@ -120,3 +120,23 @@ fn typed_acl_calls() {
         assert_eq!(t.stat(b"/d/n").unwrap().mode & 0o7777, 0o640);
     }
 }
+
+/// A directory removed while a task stands in it goes at the task's chdir away (its last
+/// hold), giving its inode and xattr space back then. That eviction took memfs's xattr
+/// lock under the task's own lock, against the lock order (debug builds' checker
+/// panicked; found by `pathcache`'s random sequences): the hold now goes after the task's
+/// lock, as Linux's `set_fs_pwd` puts the old path after unlocking.
+#[test]
+fn a_removed_working_directory_goes_at_the_chdir_away() {
+    let vfs = Vfs::new(VfsConfig::default());
+    let t = vfs.root_task();
+    let free = |t: &uvfs::Task| t.statfs(b"/").unwrap().ffree;
+    let before = free(&t);
+    t.mkdir(b"/d", 0o755).unwrap();
+    t.setxattr(b"/d", b"user.big", &[7u8; 8000], XattrFlags::empty()).unwrap();
+    t.chdir(b"/d").unwrap();
+    t.rmdir(b"/d").unwrap();
+    assert!(free(&t) + 8 < before, "the directory's inode and xattr space went before its last hold");
+    t.chdir(b"/").unwrap();
+    assert_eq!(free(&t), before);
+}
