@@ -413,7 +413,9 @@ pub struct MountOptions {
     pub squash_unmapped: bool,
     /// Unmount also when this process is killed: a small shell waits for the process to
     /// end and detaches the mount if it is still there (libfuse's `auto_unmount`), so a
-    /// killed server leaves no dead mount behind. On by default.
+    /// killed server leaves no dead mount behind; as root it also aborts the connection,
+    /// which lets a thread of the killed process that waited in its own mount end. On by
+    /// default.
     pub auto_unmount: bool,
 }
 
