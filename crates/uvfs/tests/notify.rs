@@ -522,6 +522,23 @@ fn truncating_opens_unnamed_files_and_fifos() {
     }
 }
 
+/// A `MOVED_TO` right after one of the same name on the same watch folds into it although
+/// the two moves' cookies differ (`inotify_merge` compares watch, mask and name only): a
+/// rename onto `d/b` and then an exchange of another file with `d/b` report one
+/// `MOVED_TO "b"` to `d`, then the exchange's `MOVED_FROM "b"`. uvfs compared the cookie
+/// and reported both (found by `event_sequences_match_the_kernel`, 5,000 cases).
+#[test]
+fn a_moved_to_folds_into_the_same_one_of_another_move() {
+    let ops = [Op::Mkfifo("e/a"), Op::Symlink("b"), Op::Rename("b", "d/b"), Op::Exchange("e/a", "d/b")];
+    for (fast, root) in [
+        (FastPaths::all(), Root::Memfs),
+        (FastPaths::all() - FastPaths::NOTIFY, Root::Memfs),
+        (FastPaths::all(), Root::Hostfs),
+    ] {
+        compare(fast, root, [0xfff; 3], &ops).unwrap();
+    }
+}
+
 /// `IN_EXCL_UNLINK` after the name went: a watch of the directory and one of the file
 /// itself still get the events Linux carries by dentry (a `fchmod`'s, `ftruncate`'s,
 /// `futimens`'s and `fsetxattr`'s ATTRIB or MODIFY), not those it carries by path (a

@@ -64,6 +64,20 @@ pub struct InotifyEvent {
 }
 
 impl InotifyEvent {
+    /// Whether this event folds into `last`, the last one queued (`inotify_merge`'s
+    /// `event_compare`): the same watch, bits and name (and, for mount and filesystem
+    /// marks, path and object), after anything but `IN_IGNORED`. The cookie is not
+    /// compared: a `MOVED_TO` of a name right after one of the same name from another
+    /// move is dropped, as Linux drops it.
+    fn merges_into(&self, last: &InotifyEvent) -> bool {
+        !last.mask.contains(EventMask::IGNORED)
+            && last.wd == self.wd
+            && last.mask == self.mask
+            && last.name == self.name
+            && last.path == self.path
+            && last.object == self.object
+    }
+
     /// Size of this event in Linux's byte layout.
     pub fn byte_len(&self) -> usize {
         16 + self.name.as_ref().map_or(0, |n| (n.len() + 1).next_multiple_of(16))
@@ -160,7 +174,7 @@ impl Group {
             return;
         }
         // Coalesce with the last queued event, as `inotify_merge`.
-        if st.queue.back().is_some_and(|last| *last == ev) {
+        if st.queue.back().is_some_and(|last| ev.merges_into(last)) {
             return;
         }
         let was_empty = st.queue.is_empty();
