@@ -134,6 +134,8 @@ pub enum Lever {
     /// directories a listing hands out for the first time listed, and their entries looked
     /// up, ahead of the kernel's own listing (a host directory only)
     Statahead,
+    /// the readahead window raised to 1 MiB: one READ per MiB read in order (root)
+    Readahead,
 }
 
 impl Lever {
@@ -155,6 +157,7 @@ impl Lever {
             Lever::CachedReads => Levers::CACHED_READS,
             Lever::KnownEntries => Levers::KNOWN_ENTRIES,
             Lever::Statahead => Levers::STATAHEAD,
+            Lever::Readahead => Levers::READAHEAD,
         }
     }
 }

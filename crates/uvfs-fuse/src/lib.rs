@@ -84,6 +84,7 @@
 //! | `RELIST` | a GETATTR per file `stat`ed after it was read (the read made the kernel drop its atime): the directory's next listing refreshes them all | a listing after reads is read again (READDIRPLUS + GETATTR of the directory) |
 //! | `KNOWN_ENTRIES` | a lookup on the server and a dentry update in the kernel per file listed by READDIRPLUS that the kernel knows with the attributes it was last given (a listing after an untar or a copy) | a file the kernel knows by another name only, or whose attributes it dropped where the server cannot see it (a rename, an unlink of its other name), is a LOOKUP or GETATTR at its next `stat` |
 //! | `STATAHEAD` | on a host directory, the host calls (`getdents64`, an `fstatat` per entry, the disk reads under them) of each directory a walk enters, done on the walk's path: a `SCHED_IDLE` thread does them ahead for each directory a READDIRPLUS hands out for the first time (module `statahead`) | the CPU and host reads of directories listed but not entered (one level below what was listed, at most [`STATAHEAD_ENTRIES`] entries a directory), and their cached entries' memory (within the caches' limits) |
+//! | `READAHEAD` | 7 of 8 READs of a file read in order (one per MiB, not per 128 KiB; root only) | a fault at a random place of a big mapped file reads 1 MiB around it, not 128 KiB |
 //! | `DIRECT_WRITE` | for a write-only open: a second WRITE per `write` that starts inside a page, a GETXATTR at the first `write` | what was written is not left in the page cache (its first read is a READ) |
 //! | `SERVER_LOCKS` (off) | nothing: it costs a FLUSH per `close` where the server sees opens | locks of the mount's processes and of in-process tasks see each other (off: the kernel keeps the mount's locks) |
 //! | `NO_FLUSH` (off) | a FLUSH per `close` with `SERVER_LOCKS` | a POSIX lock taken through the mount is not released by `close` |
@@ -293,11 +294,23 @@ bitflags::bitflags! {
         /// a directory), and the memory of their cached entries (within the caches'
         /// limits).
         const STATAHEAD = 1 << 14;
+        /// The mount's readahead window raised from the kernel's 128 KiB to
+        /// [`READAHEAD_KIB`] (its `read_ahead_kb` in `/sys/class/bdi`, which only root
+        /// may write; INIT cannot raise it): a file read in order costs one READ per MiB
+        /// instead of one per 128 KiB. The cost: a page fault in a mapped file reads a
+        /// window that large around it (unless the mapping is `MADV_RANDOM`), so faults
+        /// at random places of a big mapped file cost more; a small file is read whole
+        /// either way. Without root, a one-line notice and the kernel's window.
+        const READAHEAD = 1 << 15;
     }
 }
 
 /// [`Levers::STATAHEAD`]: entries of one directory looked up ahead at most.
 pub const STATAHEAD_ENTRIES: usize = statahead::ENTRIES_MAX;
+
+/// [`Levers::READAHEAD`]: the readahead window asked for, in KiB (the largest READ the
+/// kernel sends, `max_pages`).
+pub const READAHEAD_KIB: u32 = (session::MAX_WRITE / 1024) as u32;
 
 /// [`Levers::CACHED_READS`]: the size below which a host file opened for reading only is
 /// served through the page cache (a source file, not a disk image or a database).
@@ -317,12 +330,18 @@ impl Levers {
         .union(Levers::RELIST)
         .union(Levers::CACHED_READS)
         .union(Levers::KNOWN_ENTRIES)
-        .union(Levers::STATAHEAD);
+        .union(Levers::STATAHEAD)
+        .union(Levers::READAHEAD);
     /// What stays correct when something else changes the served tree behind uvfs's back
     /// (hostfs without `--host-unchanged`): caches of names and attributes expire with
     /// their (short) timeouts, but pages and listings would not, so those levers are off.
-    pub const HOST_CHANGING: Levers =
-        Levers::CACHE_SYMLINKS.union(Levers::READDIRPLUS).union(Levers::PASSTHROUGH).union(Levers::DIRECT_WRITE);
+    /// (A bigger readahead window reads more ahead within one open; it caches nothing
+    /// across opens.)
+    pub const HOST_CHANGING: Levers = Levers::CACHE_SYMLINKS
+        .union(Levers::READDIRPLUS)
+        .union(Levers::PASSTHROUGH)
+        .union(Levers::DIRECT_WRITE)
+        .union(Levers::READAHEAD);
 }
 
 /// [`MountHandle::follower_counts`]: what the `/dev/fuse` workers that did not poll did.
@@ -541,6 +560,8 @@ struct Running {
     /// Unmounts if this process dies first ([`MountOptions::auto_unmount`]); dropped
     /// (it then ends) once the connection ended.
     guardian: Option<mount::Guardian>,
+    /// Immutable: whether the readahead window was raised ([`Levers::READAHEAD`]).
+    readahead: bool,
 }
 
 /// Mounts, starts the transport's threads and waits until INIT settled what they use.
@@ -607,6 +628,14 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
             "uvfs mount: the /dev/fuse poller cannot sit on its caller's CPU in the idle class ({why}): normal class"
         );
     }
+    let readahead = opts.levers.contains(Levers::READAHEAD)
+        && match mount::raise_readahead(conn, READAHEAD_KIB) {
+            Ok(()) => true,
+            Err(why) => {
+                eprintln!("uvfs mount: a {READAHEAD_KIB} KiB readahead window not available ({why}): the kernel's own");
+                false
+            }
+        };
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = if opts.watch { watch::spawn(server.clone(), session.notifier(), stop.clone()) } else { None };
     let relister = if server.relist_wanted() { watch::spawn_relist(&server, session.notifier()) } else { None };
@@ -625,6 +654,7 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
         relister,
         statahead,
         guardian,
+        readahead,
     })
 }
 
@@ -679,15 +709,16 @@ impl MountHandle {
         self.run.as_ref().is_some_and(|r| r.server.kernel_acl.load(Ordering::Relaxed))
     }
 
-    /// The levers this mount pulls (as asked, except [`Levers::NO_OPEN`] and
-    /// [`Levers::STATAHEAD`], which are there only if this mount can use them;
-    /// `NO_OPENDIR` counts only with [`Permissions::Kernel`]).
+    /// The levers this mount pulls (as asked, except [`Levers::NO_OPEN`],
+    /// [`Levers::STATAHEAD`] and [`Levers::READAHEAD`], which are there only if this
+    /// mount can use them; `NO_OPENDIR` counts only with [`Permissions::Kernel`]).
     pub fn levers(&self) -> Levers {
         self.run.as_ref().map_or(Levers::empty(), |r| {
             let mut l = r.server.opts.levers;
             l.set(Levers::NO_OPEN, r.server.no_open);
             l.set(Levers::SERVER_LOCKS, r.server.server_locks);
             l.set(Levers::STATAHEAD, r.server.statahead.is_some());
+            l.set(Levers::READAHEAD, r.readahead);
             l
         })
     }

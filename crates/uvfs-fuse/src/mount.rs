@@ -284,6 +284,21 @@ impl Drop for Guardian {
     }
 }
 
+/// Raises the readahead window of the mount whose connection is `conn` (its device is
+/// `0:conn`, which names its `backing_dev_info`) to `kib`, unless it is larger already.
+/// Only root may write `read_ahead_kb`; the error says why not.
+pub(crate) fn raise_readahead(conn: u64, kib: u32) -> Result<(), String> {
+    if conn == 0 {
+        return Err("the mount's device is unknown".into());
+    }
+    let p = format!("/sys/class/bdi/0:{conn}/read_ahead_kb");
+    let now = std::fs::read_to_string(&p).map_err(|e| format!("{p}: {e}"))?;
+    if now.trim().parse::<u32>().is_ok_and(|n| n >= kib) {
+        return Ok(());
+    }
+    std::fs::write(&p, kib.to_string()).map_err(|e| format!("writing {p}: {e}"))
+}
+
 /// Unmounts `mp` (connection `conn`) if it is still ours: `umount2`, detached if busy;
 /// `fusermount3 -u -z` when not permitted.
 pub(crate) fn unmount(mp: &CString, conn: u64) -> io::Result<()> {

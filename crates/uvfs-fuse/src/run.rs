@@ -20,7 +20,7 @@ use std::process::ExitCode;
 
 use uvfs::fs::overlay::{Change, OverlayFs};
 
-use crate::MountOptions;
+use crate::{Levers, MountOptions};
 
 /// Arguments of `uvfs run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -52,6 +52,12 @@ pub struct RunArgs {
 }
 
 struct Fail(String);
+
+/// Whether this process may write the kernel's readahead windows (`/sys/class/bdi`: root
+/// of the initial user namespace, or mapped to it).
+fn can_raise_readahead() -> bool {
+    rustix::fs::access("/sys/class/bdi", rustix::fs::Access::WRITE_OK).is_ok()
+}
 
 fn fail(what: impl std::fmt::Display) -> Fail {
     Fail(what.to_string())
@@ -168,6 +174,9 @@ fn run_inner(a: &RunArgs) -> Result<u8, Fail> {
         transport: if uring { crate::Transport::Auto } else { crate::Transport::Dev },
         // The mount lives in the sandbox's own mount namespace, which goes with it.
         auto_unmount: false,
+        // Only root outside the sandbox's namespace may raise the readahead window:
+        // without it, no notice (as for io_uring above).
+        levers: if can_raise_readahead() { Levers::DEFAULT } else { Levers::DEFAULT - Levers::READAHEAD },
         ..MountOptions::default()
     };
     let handle = crate::spawn(&vfs, mnt.path(), &opts).map_err(|e| fail(format!("mounting the tree: {e}")))?;

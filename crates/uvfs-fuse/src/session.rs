@@ -145,7 +145,14 @@ impl Session {
         out.push(&abi::InitOut {
             major: abi::KERNEL_VERSION,
             minor: init.minor.min(abi::KERNEL_MINOR_VERSION),
-            max_readahead: init.max_readahead,
+            // The kernel keeps the smaller of this and the mount's window: at least as
+            // large as `Levers::READAHEAD` raises it to, so that INIT, if it comes after
+            // the raise, does not lower it again.
+            max_readahead: if self.server.opts.levers.contains(crate::Levers::READAHEAD) {
+                init.max_readahead.max(MAX_WRITE as u32)
+            } else {
+                init.max_readahead
+            },
             flags: bits as u32,
             max_background: 16,
             congestion_threshold: 12,
