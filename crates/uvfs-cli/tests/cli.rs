@@ -150,6 +150,60 @@ fn mount_without_uring_says_so_in_one_line_and_serves() {
     assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"served");
 }
 
+/// Makes `/dev/fuse` usable by everyone while alive (mode 0666, as a desktop's udev rule
+/// does), and puts the old mode back.
+struct FuseOpen(u32);
+
+impl FuseOpen {
+    fn new() -> FuseOpen {
+        use std::os::unix::fs::PermissionsExt;
+        let old = std::fs::metadata("/dev/fuse").expect("/dev/fuse").permissions().mode() & 0o7777;
+        std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666)).expect("chmod /dev/fuse: root");
+        FuseOpen(old)
+    }
+}
+
+impl Drop for FuseOpen {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(self.0));
+    }
+}
+
+/// A user's mount (through `fusermount3`) cannot raise its readahead window, whose
+/// `read_ahead_kb` only root may write: a missing speed-up is one line saying so, never a
+/// failed mount (issue 17), and the mount serves.
+#[test]
+fn a_users_mount_says_in_one_line_that_its_readahead_window_stays() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mnt = dir.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    rustix::fs::chown(&mnt, Some(rustix::fs::Uid::from_raw(1000)), Some(rustix::fs::Gid::from_raw(1000))).unwrap();
+    let as_user = || {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=1000", "--regid=1000", "--clear-groups"]);
+        c
+    };
+    let _fuse = FuseOpen::new();
+    let o = as_user()
+        .arg(env!("CARGO_BIN_EXE_uvfs"))
+        .args(["mount", mnt.to_str().unwrap(), "--daemon", "--transport", "dev"])
+        .output()
+        .expect("run uvfs mount as a user (setpriv, util-linux)");
+    let _umount = Unmount(mnt.clone());
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.lines().all(|l| l.starts_with("uvfs mount: ")), "{err}");
+    let notice = err.lines().filter(|l| l.contains("readahead window not available")).count();
+    assert_eq!(notice, 1, "{err}");
+    // The mount is the user's alone (no allow_other): the user writes and reads through it.
+    let f = mnt.join("f");
+    let io = as_user().args(["sh", "-c", &format!("echo served > {0} && cat {0}", f.display())]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&io.stdout), "served\n", "{}", String::from_utf8_lossy(&io.stderr));
+}
+
 /// `uvfs mount --fs overlay:host:DIR --export FILE` (issue 14): writes through the mount
 /// land in memory (the host directory is unchanged), and when the mount ends the changes
 /// are a layer tar: the new and changed files and a whiteout for the removed one.

@@ -174,9 +174,14 @@ fn run_inner(a: &RunArgs) -> Result<u8, Fail> {
         transport: if uring { crate::Transport::Auto } else { crate::Transport::Dev },
         // The mount lives in the sandbox's own mount namespace, which goes with it.
         auto_unmount: false,
-        // Only root outside the sandbox's namespace may raise the readahead window:
-        // without it, no notice (as for io_uring above).
+        // Only root outside the sandbox's namespace may raise the readahead window or
+        // step a thread back out of SCHED_IDLE: without that, what the mount would do
+        // anyway, without a notice (as for io_uring above).
         levers: if can_raise_readahead() { Levers::DEFAULT } else { Levers::DEFAULT - Levers::READAHEAD },
+        queue_class: match crate::transport::sched::cannot_step_back() {
+            None => crate::QueueClass::Idle,
+            Some(_) => crate::QueueClass::Normal,
+        },
         ..MountOptions::default()
     };
     let handle = crate::spawn(&vfs, mnt.path(), &opts).map_err(|e| fail(format!("mounting the tree: {e}")))?;
