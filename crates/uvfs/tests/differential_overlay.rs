@@ -710,3 +710,28 @@ fn an_export_tells_apart_two_copies_of_one_lower_file() {
         panic!("{m}");
     }
 }
+
+/// A directory made in the upper layer and renamed over a lower directory that the
+/// overlay emptied (`d`, whose `h` was unlinked) hides it, as overlayfs marks it opaque:
+/// the exported layer applied over the lower one showed `d/h` again (a debug hunt found
+/// the first case). The same for a directory an exchange moves onto a lower name.
+#[test]
+fn a_directory_moved_over_a_lower_one_hides_it() {
+    let renamed = vec![
+        Op::Mkdirat(D::Cwd, p("y"), 0o750),
+        Op::Unlinkat(D::Cwd, p("d/h"), 0),
+        Op::Renameat2(D::Cwd, p("y"), D::Cwd, p("d"), 0),
+    ];
+    let exchanged = vec![
+        Op::Unlinkat(D::Cwd, p("d/h"), 0),
+        Op::Unlinkat(D::Cwd, p("d"), libc::AT_REMOVEDIR),
+        Op::Mkdirat(D::Cwd, p("d"), 0o750),
+        Op::Mkdirat(D::Cwd, p("y"), 0o700),
+        Op::Renameat2(D::Cwd, p("d"), D::Cwd, p("y"), libc::RENAME_EXCHANGE),
+        Op::Fstatat(D::Cwd, p("d/h"), AT_SYMLINK_NOFOLLOW),
+    ];
+    for ops in [renamed, exchanged] {
+        check(Who::Root, &ops).unwrap();
+        check_layers(Who::Root, &[], &ops).unwrap();
+    }
+}

@@ -1,7 +1,7 @@
 //! `overlay`: a writable layer in memory over read-only lower layers, with Linux
 //! overlayfs's semantics (`fs/overlayfs/`). What is read comes from the topmost layer that
 //! has it; the first change to an object copies it up; a removed lower name leaves a
-//! whiteout, a directory made where one was is opaque (hides the lower directories).
+//! whiteout, a directory made or moved where one was is opaque (hides the lower directories).
 //!
 //! The lower layers are any filesystems that answer lookups and listings themselves (not
 //! dcache-complete: hostfs, tarfs), used through the filesystem API only: an overlay
@@ -885,9 +885,19 @@ impl FileSystem for OverlayFs {
             }
         };
         let moving = take(r.old_dir, r.old_name)?;
+        // A directory that lands where the lower layers have an object hides it, as one
+        // made there does (`create`), and as overlayfs marks it: without the mark an
+        // exported layer (or a snapshot's) would let the lower directory show through.
+        // (Only directories without lower parts move, so what they show is theirs.)
+        let hides =
+            |i: &Inode, dir: &Inode, name: &[u8]| -> Result<bool> { Ok(i.is_dir() && self.lower_has(dir, name)?) };
+        let moving_hides = hides(&moving, r.new_dir, r.new_name)?;
         let now = current_time();
         if exchange {
             let other = take(r.new_dir, r.new_name)?;
+            if hides(&other, r.old_dir, r.old_name)? {
+                node(&other).state.lock().opaque = true;
+            }
             node(r.old_dir).state.lock().entries.insert(r.old_name.into(), Entry::Child(other.clone()));
             node(r.new_dir).state.lock().entries.insert(r.new_name.into(), Entry::Child(moving.clone()));
             let same_dir = std::ptr::eq(r.old_dir, r.new_dir);
@@ -929,6 +939,9 @@ impl FileSystem for OverlayFs {
             let d = if whiteout { 0 } else { -1 };
             OverlayFs::dir_changed(r.old_dir, now, d, moving.is_dir());
             OverlayFs::dir_changed(r.new_dir, now, 1, moving.is_dir());
+        }
+        if moving_hides {
+            node(&moving).state.lock().opaque = true;
         }
         moving.update(|w| w.stamp_ctime(now));
         Ok(())
