@@ -3,6 +3,9 @@
 
 use std::process::{Command, Output};
 
+mod fuse_open;
+use fuse_open::FuseOpen;
+
 fn uvfs(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_uvfs")).args(args).current_dir(std::env::temp_dir()).output().expect("run uvfs")
 }
@@ -148,26 +151,6 @@ fn mount_without_uring_says_so_in_one_line_and_serves() {
     assert_eq!(err, "uvfs mount: FUSE over io_uring not available (enable_uring is off): using /dev/fuse\n");
     std::fs::write(dir.path().join("f"), b"served").unwrap();
     assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"served");
-}
-
-/// Makes `/dev/fuse` usable by everyone while alive (mode 0666, as a desktop's udev rule
-/// does), and puts the old mode back.
-struct FuseOpen(u32);
-
-impl FuseOpen {
-    fn new() -> FuseOpen {
-        use std::os::unix::fs::PermissionsExt;
-        let old = std::fs::metadata("/dev/fuse").expect("/dev/fuse").permissions().mode() & 0o7777;
-        std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666)).expect("chmod /dev/fuse: root");
-        FuseOpen(old)
-    }
-}
-
-impl Drop for FuseOpen {
-    fn drop(&mut self) {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(self.0));
-    }
 }
 
 /// A user's mount (through `fusermount3`) cannot raise its readahead window, whose

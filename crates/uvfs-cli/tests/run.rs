@@ -9,23 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-/// Makes `/dev/fuse` usable by everyone while alive (mode 0666, as on a desktop), and
-/// puts the old mode back.
-struct FuseOpen(u32);
-
-impl FuseOpen {
-    fn new() -> FuseOpen {
-        let old = std::fs::metadata("/dev/fuse").expect("/dev/fuse").permissions().mode() & 0o7777;
-        std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666)).expect("chmod /dev/fuse: root");
-        FuseOpen(old)
-    }
-}
-
-impl Drop for FuseOpen {
-    fn drop(&mut self) {
-        let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(self.0));
-    }
-}
+mod fuse_open;
+use fuse_open::FuseOpen;
 
 fn sh(dir: &Path, script: &str) -> String {
     let out = Command::new("sh").arg("-ec").arg(script).current_dir(dir).output().expect("sh");
