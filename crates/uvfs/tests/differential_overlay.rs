@@ -428,6 +428,31 @@ fn top_layer() -> BoxedStrategy<Vec<Op>> {
         .boxed()
 }
 
+/// A sequence of calls ([`op`]). Once a call gives an object of the lower hard link (`x`,
+/// `a/xl`) another name (a rename or an exchange of either, a link made from either), the
+/// `Since` calls after it are left out: a copy-up of one name of a lower hard link keeps
+/// the lower inode number on uvfs and takes the upper layer's on overlayfs (README,
+/// known differences), and `Since` knows objects by inode number, so on uvfs it would
+/// take the two names' copies for one object. [`op`] leaves out `Since` of the names `x`
+/// and `a/xl` themselves; this covers the names the objects are moved or linked to.
+fn sequence() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(op(), 1..25).prop_map(|ops| {
+        let lower_link = |n: &common::P| n.0 == b"x" || n.0 == b"a/xl";
+        let mut named = false;
+        ops.into_iter()
+            .filter(|o| {
+                let keep = !(named && matches!(o, Op::Since(..)));
+                named |= match o {
+                    Op::Renameat2(_, a, _, b, f) => lower_link(a) || (f & libc::RENAME_EXCHANGE != 0 && lower_link(b)),
+                    Op::Linkat(_, a, _, _, _) => lower_link(a),
+                    _ => false,
+                };
+                keep
+            })
+            .collect()
+    })
+}
+
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64);
     ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
@@ -436,19 +461,19 @@ fn config() -> ProptestConfig {
 proptest! {
     #![proptest_config(config())]
     #[test]
-    fn sequences_as_root(ops in prop::collection::vec(op(), 1..25)) {
+    fn sequences_as_root(ops in sequence()) {
         check(Who::Root, &ops).map_err(TestCaseError::fail)?;
     }
 
     /// The same over two lower layers, the top one with whiteouts and opaque directories
     /// of its own: what it hides and what shows through, through every call.
     #[test]
-    fn sequences_over_two_layers(top in top_layer(), ops in prop::collection::vec(op(), 1..25)) {
+    fn sequences_over_two_layers(top in top_layer(), ops in sequence()) {
         check_layers(Who::Root, &top, &ops).map_err(TestCaseError::fail)?;
     }
 
     #[test]
-    fn sequences_as_user(mut ops in prop::collection::vec(op(), 1..25)) {
+    fn sequences_as_user(mut ops in sequence()) {
         // Known discrepancy (as `differential.rs`): Linux 6.10+ lets a task link a file
         // it opened itself by `linkat(fd, "", AT_EMPTY_PATH)`; uvfs asks for
         // CAP_DAC_READ_SEARCH (ENOENT). Not generated for the unprivileged user.
