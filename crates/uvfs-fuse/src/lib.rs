@@ -436,6 +436,11 @@ pub struct MountOptions {
     /// which lets a thread of the killed process that waited in its own mount end. On by
     /// default.
     pub auto_unmount: bool,
+    /// Say in one line on stderr when a speed-up the mount asked for is not available
+    /// (FUSE over io_uring, the idle class, a larger readahead window, passthrough) and
+    /// what is used instead; the mount serves either way. On by default; `uvfs run` turns
+    /// it off, as the sandboxed command's stderr is the command's own.
+    pub notices: bool,
 }
 
 impl Default for MountOptions {
@@ -460,6 +465,7 @@ impl Default for MountOptions {
             stats: false,
             squash_unmapped: false,
             auto_unmount: true,
+            notices: true,
         }
     }
 }
@@ -612,16 +618,19 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
         sched = shared;
     }
     session.wait_settled();
-    if let UringState::Off(why) = session.uring()
+    if opts.notices
+        && let UringState::Off(why) = session.uring()
         && opts.transport != Transport::Dev
     {
         eprintln!("uvfs mount: FUSE over io_uring not available ({why}): using /dev/fuse");
-    } else if let Some(why) = idle_unavailable
+    } else if opts.notices
+        && let Some(why) = idle_unavailable
         && session.uring_active()
     {
         eprintln!("uvfs mount: idle-class io_uring queues not available ({why}): normal class");
     }
-    if let Some(why) = unseatable
+    if opts.notices
+        && let Some(why) = unseatable
         && !session.uring_active()
     {
         eprintln!(
@@ -632,7 +641,11 @@ fn start(vfs: &Vfs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Runnin
         && match mount::raise_readahead(conn, READAHEAD_KIB) {
             Ok(()) => true,
             Err(why) => {
-                eprintln!("uvfs mount: a {READAHEAD_KIB} KiB readahead window not available ({why}): the kernel's own");
+                if opts.notices {
+                    eprintln!(
+                        "uvfs mount: a {READAHEAD_KIB} KiB readahead window not available ({why}): the kernel's own"
+                    );
+                }
                 false
             }
         };

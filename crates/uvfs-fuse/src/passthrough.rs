@@ -73,6 +73,9 @@ pub(crate) struct Passthrough {
     pub(crate) dev: OnceLock<Arc<OwnedFd>>,
     /// Atomic: the kernel accepted `FUSE_PASSTHROUGH` and nothing has refused it since.
     on: AtomicBool,
+    /// Atomic, set once with `on`: a refusal is said on stderr
+    /// ([`crate::MountOptions::notices`]).
+    notices: AtomicBool,
     /// Own lock; held across a registration so that a node gets one backing id.
     backed: Mutex<Backed>,
     /// Atomic, written under `backed`'s lock: its number of backed nodes, so that
@@ -82,8 +85,10 @@ pub(crate) struct Passthrough {
 }
 
 impl Passthrough {
-    /// INIT settled: whether the kernel accepted passthrough.
-    pub(crate) fn set_negotiated(&self, on: bool) {
+    /// INIT settled: whether the kernel accepted passthrough, and whether a refusal later
+    /// is said on stderr.
+    pub(crate) fn set_negotiated(&self, on: bool, notices: bool) {
+        self.notices.store(notices, Ordering::Relaxed);
         self.on.store(on, Ordering::Relaxed);
     }
 
@@ -152,7 +157,7 @@ impl Passthrough {
             // Not a host file, or one that cannot back writes: served cached.
             Err(Errno::EOPNOTSUPP | Errno::EACCES) => None,
             Err(e) => {
-                if self.on.swap(false, Ordering::Relaxed) {
+                if self.on.swap(false, Ordering::Relaxed) && self.notices.load(Ordering::Relaxed) {
                     eprintln!(
                         "uvfs mount: FUSE passthrough not available (the kernel refused a backing file: {e}): \
                          reads and writes go through the server"

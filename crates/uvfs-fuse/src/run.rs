@@ -20,7 +20,7 @@ use std::process::ExitCode;
 
 use uvfs::fs::overlay::{Change, OverlayFs};
 
-use crate::{Levers, MountOptions};
+use crate::MountOptions;
 
 /// Arguments of `uvfs run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -52,12 +52,6 @@ pub struct RunArgs {
 }
 
 struct Fail(String);
-
-/// Whether this process may write the kernel's readahead windows (`/sys/class/bdi`: root
-/// of the initial user namespace, or mapped to it).
-fn can_raise_readahead() -> bool {
-    rustix::fs::access("/sys/class/bdi", rustix::fs::Access::WRITE_OK).is_ok()
-}
 
 fn fail(what: impl std::fmt::Display) -> Fail {
     Fail(what.to_string())
@@ -165,23 +159,15 @@ fn run_inner(a: &RunArgs) -> Result<u8, Fail> {
     // root there, may change anything in the tree (every change stays in memory); the
     // kernel checks permissions with its long caches (a name cached with no timeout would
     // be looked up again, and a revalidation that drops it would take the /proc or /dev
-    // mounted on it away). FUSE over io_uring where the kernel has it switched on, else
-    // `/dev/fuse` without a notice.
-    let uring = std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring").is_ok_and(|v| v.trim() == "Y");
+    // mounted on it away). What the sandbox cannot have (FUSE over io_uring where the
+    // kernel has it off, the idle class, a larger readahead window: root's outside the
+    // namespace) it does without, unsaid: the command's stderr is the command's own.
     let opts = MountOptions {
         allow_other: false,
         squash_unmapped: true,
-        transport: if uring { crate::Transport::Auto } else { crate::Transport::Dev },
         // The mount lives in the sandbox's own mount namespace, which goes with it.
         auto_unmount: false,
-        // Only root outside the sandbox's namespace may raise the readahead window or
-        // step a thread back out of SCHED_IDLE: without that, what the mount would do
-        // anyway, without a notice (as for io_uring above).
-        levers: if can_raise_readahead() { Levers::DEFAULT } else { Levers::DEFAULT - Levers::READAHEAD },
-        queue_class: match crate::transport::sched::cannot_step_back() {
-            None => crate::QueueClass::Idle,
-            Some(_) => crate::QueueClass::Normal,
-        },
+        notices: false,
         ..MountOptions::default()
     };
     let handle = crate::spawn(&vfs, mnt.path(), &opts).map_err(|e| fail(format!("mounting the tree: {e}")))?;

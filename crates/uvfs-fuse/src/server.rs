@@ -342,7 +342,7 @@ impl Server {
     /// What the kernel accepted, and its protocol's minor version.
     pub(crate) fn initialized(&self, got: InitFlags, minor: u32) {
         self.kernel_acl.store(got.contains(InitFlags::POSIX_ACL), Ordering::Relaxed);
-        self.passthrough.set_negotiated(got.contains(InitFlags::PASSTHROUGH));
+        self.passthrough.set_negotiated(got.contains(InitFlags::PASSTHROUGH), self.opts.notices);
         let writeback = got.contains(InitFlags::WRITEBACK_CACHE);
         self.writeback.store(writeback, Ordering::Relaxed);
         // Before 7.39 (Linux 6.6) a direct write left other opens' cached pages stale.
